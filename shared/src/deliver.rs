@@ -1,0 +1,441 @@
+//! The send path, on one screen:
+//!
+//! ```text
+//! parse + validate ─▶ window ─▶ render ─▶ CLAIM (committed) ─▶ SEND (one attempt) ─▶ COMMIT ─▶ outcome ─▶ ack
+//! ```
+//!
+//! Crash windows, and why each is safe:
+//! 1. before the claim commits: no row, nothing sent — the redelivery starts over.
+//! 2. after the claim, before the send: row `claimed`, nothing sent — redeliveries are suppressed;
+//!    the claim ages into quarantine and is resolved by an operator (no provider event will come).
+//! 3. after the send, before the commit: row `claimed`, message out — redeliveries are suppressed;
+//!    the provider's Send event resolves the claim (reconciler).
+//! 4. after the commit, before the ack: row `sent` — the redelivery is suppressed.
+//!
+//! From inside the worker 2 and 3 look the same, so an uncommitted claim is never released here.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tracing::{error, info, warn};
+
+use crate::error::InvalidJob;
+use crate::identity::{NoticeKey, NoticeSecret};
+use crate::job::Job;
+use crate::ledger::{Claim, ClaimOutcome, ClaimRequest, Ledger, LedgerRow, RowState};
+use crate::mailer::{Mailer, NotAccepted, SendResult};
+use crate::metrics::Metrics;
+use crate::policy::{WindowDecision, WindowPolicy};
+use crate::render::Renderer;
+
+/// `enforce` blocks duplicates; `shadow` writes claims and counts would-be suppressions but never
+/// blocks a send (for rolling out in front of an existing sender).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Enforce,
+    Shadow,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "enforce" => Ok(Mode::Enforce),
+            "shadow" => Ok(Mode::Shadow),
+            other => Err(format!("must be `enforce` or `shadow`, not {other:?}")),
+        }
+    }
+}
+
+/// How one job ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Claimed, accepted by the provider, committed.
+    Sent { message_id: String },
+    /// Already sent, in flight elsewhere, or decided (rejected, missed): nothing sent.
+    Suppressed { state: RowState },
+    /// Window not open yet: not claimed, not sent.
+    Deferred { until: DateTime<Utc> },
+    /// Window closed: recorded, never sent.
+    Missed { closed_at: DateTime<Utc> },
+    /// The provider said it did not accept the message; our claim was released so a retry may send.
+    Released { class: NotAccepted, reason: String },
+    /// Outcome unknown (or sent but not committed): the claim stays and is never auto-released.
+    Quarantined {
+        reason: String,
+        message_id: Option<String>,
+    },
+    /// The provider refused this message permanently: recorded, not retried.
+    Rejected { reason: String },
+    /// Same key, different content: the producer changed a notice without bumping `revision`.
+    PayloadConflict { state: RowState },
+    /// Shadow mode: sent without blocking; `would_suppress` is what enforce mode would have done.
+    ShadowSent {
+        message_id: Option<String>,
+        would_suppress: Option<RowState>,
+    },
+    /// Bad input.
+    Invalid(InvalidJob),
+    /// A template could not be rendered: nothing claimed.
+    RenderFailed(String),
+    /// The ledger could not be read or written before the send: nothing sent.
+    LedgerUnavailable(String),
+    /// Too little invocation time left to start a send safely: nothing claimed.
+    NoTimeLeft,
+}
+
+/// What the queue adapter does with the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Delete it: the ledger holds the result.
+    Ack,
+    /// Make it visible again at this instant (window not open yet).
+    RetryAt(DateTime<Utc>),
+    /// Try again after a backoff (transient: provider throttling, ledger down, no time).
+    Retry,
+    /// Cannot succeed as is: fail it so the redrive policy moves it to the dead-letter queue.
+    DeadLetter,
+}
+
+impl Outcome {
+    /// The one place outcomes map to ack or retry.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            Outcome::Sent { .. }
+            | Outcome::Suppressed { .. }
+            | Outcome::Missed { .. }
+            | Outcome::Quarantined { .. }
+            | Outcome::Rejected { .. }
+            | Outcome::ShadowSent { .. } => Disposition::Ack,
+            Outcome::Deferred { until } => Disposition::RetryAt(*until),
+            Outcome::Released { .. } | Outcome::LedgerUnavailable(_) | Outcome::NoTimeLeft => {
+                Disposition::Retry
+            }
+            Outcome::Invalid(_) | Outcome::PayloadConflict { .. } | Outcome::RenderFailed(_) => {
+                Disposition::DeadLetter
+            }
+        }
+    }
+
+    /// Short name for logs and terminal output.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Sent { .. } => "sent",
+            Outcome::Suppressed { .. } => "suppressed",
+            Outcome::Deferred { .. } => "deferred",
+            Outcome::Missed { .. } => "missed",
+            Outcome::Released { .. } => "released",
+            Outcome::Quarantined { .. } => "quarantined",
+            Outcome::Rejected { .. } => "rejected",
+            Outcome::PayloadConflict { .. } => "payload_conflict",
+            Outcome::ShadowSent { .. } => "shadow_sent",
+            Outcome::Invalid(_) => "invalid",
+            Outcome::RenderFailed(_) => "render_failed",
+            Outcome::LedgerUnavailable(_) => "ledger_unavailable",
+            Outcome::NoTimeLeft => "no_time_left",
+        }
+    }
+}
+
+/// One job's result, with its key when the job was valid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    pub key: Option<NoticeKey>,
+    pub outcome: Outcome,
+}
+
+/// Time limits for the one send attempt.
+#[derive(Clone, Copy, Debug)]
+pub struct SendBudget {
+    /// Longest a send may take before its outcome counts as unknown.
+    pub send_timeout: Duration,
+    /// No claim is made unless at least this much time is left before the deadline.
+    pub min_time_left: Duration,
+}
+
+impl Default for SendBudget {
+    fn default() -> Self {
+        Self {
+            send_timeout: Duration::from_secs(10),
+            min_time_left: Duration::from_secs(15),
+        }
+    }
+}
+
+/// The sender: ports plus configuration. Cheap to share (`Arc`) across concurrent jobs.
+pub struct NoticeSender {
+    pub ledger: Arc<dyn Ledger>,
+    pub mailer: Arc<dyn Mailer>,
+    pub renderer: Arc<Renderer>,
+    pub policy: WindowPolicy,
+    pub secret: NoticeSecret,
+    pub mode: Mode,
+    pub budget: SendBudget,
+    pub metrics: Arc<Metrics>,
+}
+
+impl NoticeSender {
+    /// Parses a message body and delivers it.
+    pub async fn deliver_body(
+        &self,
+        body: &str,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+    ) -> Delivery {
+        match Job::parse(body) {
+            Ok(job) => self.deliver(&job, now, deadline).await,
+            Err(invalid) => {
+                Metrics::incr(&self.metrics.invalid_jobs);
+                warn!(field = invalid.field, error = %invalid, "invalid job");
+                Delivery {
+                    key: None,
+                    outcome: Outcome::Invalid(invalid),
+                }
+            }
+        }
+    }
+
+    /// claim → send → commit for one validated job.
+    pub async fn deliver(
+        &self,
+        job: &Job,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+    ) -> Delivery {
+        let key = job.key(&self.secret);
+        let outcome = self.run(job, &key, now, deadline).await;
+        Delivery {
+            key: Some(key),
+            outcome,
+        }
+    }
+
+    async fn run(
+        &self,
+        job: &Job,
+        key: &NoticeKey,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+    ) -> Outcome {
+        let m = &self.metrics;
+        let req = ClaimRequest::for_job(job, key.clone(), now);
+
+        match self.policy.decide(job, now) {
+            WindowDecision::Send { .. } => {}
+            WindowDecision::Defer { until } => {
+                Metrics::incr(&m.deferred);
+                return Outcome::Deferred { until };
+            }
+            WindowDecision::Missed { closed_at } => {
+                return self.record_missed(&req, closed_at).await
+            }
+        }
+
+        // Render before claiming: a template error must not leave a claim behind.
+        let mail = match self.renderer.render(job, key) {
+            Ok(mail) => mail,
+            Err(e) => {
+                error!(error = %e, "render failed");
+                return Outcome::RenderFailed(e.to_string());
+            }
+        };
+
+        let send_timeout = match self.send_timeout(deadline) {
+            Some(t) => t,
+            None => return Outcome::NoTimeLeft,
+        };
+
+        // ── CLAIM ── committed before anything leaves. Crash after this line: window 2.
+        let claim_started = Instant::now();
+        let claim = match self.ledger.claim(&req).await {
+            Ok(ClaimOutcome::Minted(claim)) => {
+                Metrics::incr(&m.claims_minted);
+                Some(claim)
+            }
+            Ok(ClaimOutcome::Held(row)) => {
+                if let Some(outcome) = self.refused(&req, &row) {
+                    return outcome;
+                }
+                None // shadow: send anyway, without a claim of ours
+            }
+            Err(e) => {
+                Metrics::incr(&m.ledger_errors);
+                error!(error = %e, "claim failed");
+                if self.mode == Mode::Enforce {
+                    return Outcome::LedgerUnavailable(e.to_string());
+                }
+                None
+            }
+        };
+
+        // ── SEND ── exactly one attempt. Crash after this line: window 3.
+        let result = match tokio::time::timeout(send_timeout, self.mailer.send(&mail)).await {
+            Ok(result) => result,
+            Err(_) => SendResult::Unknown {
+                reason: format!("send did not answer within {} ms", send_timeout.as_millis()),
+            },
+        };
+
+        let Some(claim) = claim else {
+            return self.shadow_result(result, &req).await;
+        };
+
+        // ── COMMIT ── Crash after this line: window 4 (ack lost, redelivery suppressed).
+        let outcome = self.commit(&claim, result).await;
+        if matches!(outcome, Outcome::Sent { .. }) {
+            m.observe_claim_to_commit(claim_started.elapsed().as_secs_f64() * 1000.0);
+        }
+        outcome
+    }
+
+    async fn commit(&self, claim: &Claim, result: SendResult) -> Outcome {
+        let m = &self.metrics;
+        let now = Utc::now();
+        match result {
+            SendResult::Accepted { message_id } => {
+                match self.ledger.commit_sent(claim, &message_id, now).await {
+                    Ok(()) => {
+                        Metrics::incr(&m.sent);
+                        info!(message_id = %message_id, "sent");
+                        Outcome::Sent { message_id }
+                    }
+                    Err(e) => {
+                        // The message is out; the claim stays and the provider's Send event resolves it.
+                        Metrics::incr(&m.ledger_errors);
+                        Metrics::incr(&m.quarantined);
+                        error!(message_id = %message_id, error = %e, "sent but commit failed: claim left for the reconciler");
+                        Outcome::Quarantined {
+                            reason: format!("commit failed after send: {e}"),
+                            message_id: Some(message_id),
+                        }
+                    }
+                }
+            }
+            SendResult::NotAccepted { class, reason } => {
+                if class == NotAccepted::Configuration {
+                    Metrics::incr(&m.configuration_errors);
+                    error!(%reason, "provider configuration error: nothing is being sent until it is fixed");
+                } else {
+                    warn!(%class, %reason, "provider did not accept the message");
+                }
+                match self
+                    .ledger
+                    .release(claim, &format!("{class}: {reason}"), now)
+                    .await
+                {
+                    Ok(()) => {
+                        Metrics::incr(&m.released);
+                        Outcome::Released { class, reason }
+                    }
+                    // The claim stays: quarantine is the safe side, the message never went out.
+                    Err(e) => {
+                        self.quarantine(format!("not accepted ({reason}) but release failed: {e}"))
+                    }
+                }
+            }
+            SendResult::Rejected { reason } => {
+                warn!(%reason, "provider rejected the message");
+                match self.ledger.commit_rejected(claim, &reason, now).await {
+                    Ok(()) => {
+                        Metrics::incr(&m.rejected);
+                        Outcome::Rejected { reason }
+                    }
+                    Err(e) => {
+                        self.quarantine(format!("rejected ({reason}) but commit failed: {e}"))
+                    }
+                }
+            }
+            SendResult::Unknown { reason } => {
+                self.quarantine(format!("send outcome unknown: {reason}"))
+            }
+        }
+    }
+
+    fn quarantine(&self, reason: String) -> Outcome {
+        Metrics::incr(&self.metrics.quarantined);
+        error!(%reason, "claim quarantined: outcome unknown, resolve from provider events");
+        Outcome::Quarantined {
+            reason,
+            message_id: None,
+        }
+    }
+
+    /// The key already has a row. `None` means "send anyway" (shadow mode only).
+    fn refused(&self, req: &ClaimRequest, row: &LedgerRow) -> Option<Outcome> {
+        let m = &self.metrics;
+        let conflict = row
+            .content_digest
+            .as_deref()
+            .is_some_and(|d| d != req.content_digest);
+        if conflict {
+            Metrics::incr(&m.payload_conflicts);
+            error!(state = %row.state, "payload conflict: same notice key, different content; bump `revision` for a corrected notice");
+        }
+        if self.mode == Mode::Shadow {
+            Metrics::incr(&m.shadow_would_suppress);
+            info!(state = %row.state, "shadow: enforce mode would suppress this send");
+            return None;
+        }
+        if conflict {
+            return Some(Outcome::PayloadConflict { state: row.state });
+        }
+        Metrics::incr(&m.duplicates_suppressed);
+        info!(state = %row.state, "duplicate suppressed");
+        Some(Outcome::Suppressed { state: row.state })
+    }
+
+    async fn shadow_result(&self, result: SendResult, req: &ClaimRequest) -> Outcome {
+        let would_suppress = match self.ledger.get(&req.key).await {
+            Ok(Some(row)) if row.claim_token.as_ref() != Some(&req.token) => Some(row.state),
+            _ => None,
+        };
+        let message_id = match result {
+            SendResult::Accepted { message_id } => Some(message_id),
+            other => {
+                warn!(result = ?other, "shadow: send not accepted");
+                None
+            }
+        };
+        Outcome::ShadowSent {
+            message_id,
+            would_suppress,
+        }
+    }
+
+    async fn record_missed(&self, req: &ClaimRequest, closed_at: DateTime<Utc>) -> Outcome {
+        let reason = format!("send window closed at {}", closed_at.to_rfc3339());
+        match self.ledger.record_missed(req, &reason).await {
+            Ok(None) => {
+                Metrics::incr(&self.metrics.missed_window);
+                error!(closed_at = %closed_at, "missed the send window: recorded, not sent");
+                Outcome::Missed { closed_at }
+            }
+            Ok(Some(row)) => {
+                Metrics::incr(&self.metrics.duplicates_suppressed);
+                Outcome::Suppressed { state: row.state }
+            }
+            Err(e) => {
+                Metrics::incr(&self.metrics.ledger_errors);
+                error!(error = %e, "could not record missed window");
+                Outcome::LedgerUnavailable(e.to_string())
+            }
+        }
+    }
+
+    fn send_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
+        let Some(deadline) = deadline else {
+            return Some(self.budget.send_timeout);
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < self.budget.min_time_left {
+            warn!(
+                left_ms = left.as_millis() as u64,
+                "too little time left to start a send"
+            );
+            return None;
+        }
+        Some(self.budget.send_timeout.min(left / 2))
+    }
+}

@@ -1,0 +1,286 @@
+//! The reminder job: raw JSON body → validated [`Job`].
+//!
+//! Parsing goes through `serde_json::Value` rather than a derived struct so every error names the
+//! field at fault and unknown fields are ignored (producers may add fields before workers know them).
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::InvalidJob;
+use crate::identity::{Identity, NoticeKey, NoticeSecret};
+
+/// Longest accepted e-mail address (RFC 5321 path limit).
+pub const MAX_EMAIL_LEN: usize = 254;
+/// Longest accepted jurisdiction or locale code.
+pub const MAX_CODE_LEN: usize = 32;
+
+/// A validated reminder job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    pub identity: Identity,
+    pub email: String,
+    pub charge_at: DateTime<Utc>,
+    pub jurisdiction: Option<String>,
+    pub locale: Option<String>,
+    pub template_data: Map<String, Value>,
+}
+
+impl Job {
+    /// Parses and validates one message body.
+    pub fn parse(body: &str) -> Result<Self, InvalidJob> {
+        let value: Value = serde_json::from_str(body)
+            .map_err(|e| InvalidJob::new("body", format!("is not valid JSON: {e}")))?;
+        Self::from_value(&value)
+    }
+
+    pub fn from_value(value: &Value) -> Result<Self, InvalidJob> {
+        let obj = value
+            .as_object()
+            .ok_or_else(|| InvalidJob::new("body", "must be a JSON object"))?;
+        let subscription_id = required_str(obj, "subscription_id")?;
+        let period_start = required_str(obj, "period_start")?;
+        let kind = required_str(obj, "kind")?;
+        let revision = match obj.get("revision") {
+            None | Some(Value::Null) => 0,
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .ok_or_else(|| InvalidJob::new("revision", "must be an integer >= 0"))?,
+            Some(_) => return Err(InvalidJob::new("revision", "must be an integer >= 0")),
+        };
+        let identity = Identity::new(subscription_id, period_start, kind, revision)?;
+
+        let email = required_str(obj, "email")?;
+        validate_email(email)?;
+        let charge_at = required_str(obj, "charge_at")?;
+        let charge_at = DateTime::parse_from_rfc3339(charge_at)
+            .map_err(|_| InvalidJob::new("charge_at", "must be an RFC 3339 timestamp"))?
+            .with_timezone(&Utc);
+
+        let jurisdiction = optional_code(obj, "jurisdiction")?;
+        let locale = optional_code(obj, "locale")?;
+        let template_data = match obj.get("template_data") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map.clone(),
+            Some(_) => return Err(InvalidJob::new("template_data", "must be a JSON object")),
+        };
+        Ok(Self {
+            identity,
+            email: email.to_owned(),
+            charge_at,
+            jurisdiction,
+            locale,
+            template_data,
+        })
+    }
+
+    pub fn key(&self, secret: &NoticeSecret) -> NoticeKey {
+        self.identity.derive_key(secret)
+    }
+
+    /// Digest of everything that shapes the rendered message. The same key arriving with another
+    /// digest means the producer changed the content without bumping `revision`.
+    pub fn content_digest(&self) -> String {
+        // serde_json maps are ordered (BTreeMap) without `preserve_order`, so this is canonical.
+        let canonical = serde_json::json!({
+            "email": self.email,
+            "charge_at": self.charge_at.to_rfc3339(),
+            "jurisdiction": self.jurisdiction,
+            "locale": self.locale,
+            "template_data": self.template_data,
+        });
+        hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+    }
+
+    /// The job as a JSON body again (for re-enqueueing and fixtures).
+    pub fn to_value(&self) -> Value {
+        let mut v = serde_json::json!({
+            "subscription_id": self.identity.subscription_id(),
+            "period_start": self.identity.period_start().format("%Y-%m-%d").to_string(),
+            "kind": self.identity.kind().as_str(),
+            "revision": self.identity.revision(),
+            "email": self.email,
+            "charge_at": self.charge_at.to_rfc3339(),
+            "template_data": self.template_data,
+        });
+        if let Some(obj) = v.as_object_mut() {
+            if let Some(j) = &self.jurisdiction {
+                obj.insert("jurisdiction".into(), Value::String(j.clone()));
+            }
+            if let Some(l) = &self.locale {
+                obj.insert("locale".into(), Value::String(l.clone()));
+            }
+        }
+        v
+    }
+}
+
+fn required_str<'a>(
+    obj: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a str, InvalidJob> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Err(InvalidJob::new(field, "is required")),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(InvalidJob::new(field, "must be a string")),
+    }
+}
+
+fn optional_code(
+    obj: &Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<String>, InvalidJob> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            if s.is_empty() || s.len() > MAX_CODE_LEN {
+                return Err(InvalidJob::new(
+                    field,
+                    format!("must be 1 to {MAX_CODE_LEN} characters"),
+                ));
+            }
+            if !s
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(InvalidJob::new(field, "must contain only [A-Za-z0-9_-]"));
+            }
+            Ok(Some(s.clone()))
+        }
+        Some(_) => Err(InvalidJob::new(field, "must be a string")),
+    }
+}
+
+/// Deliberately shallow: the provider is the judge of deliverability; this only stops values that
+/// cannot be an address at all (and header injection).
+fn validate_email(email: &str) -> Result<(), InvalidJob> {
+    if email.len() > MAX_EMAIL_LEN {
+        return Err(InvalidJob::new(
+            "email",
+            format!("must be at most {MAX_EMAIL_LEN} bytes"),
+        ));
+    }
+    if email.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(InvalidJob::new(
+            "email",
+            "must not contain whitespace or control characters",
+        ));
+    }
+    match email.rsplit_once('@') {
+        Some((local, domain))
+            if !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.') =>
+        {
+            Ok(())
+        }
+        _ => Err(InvalidJob::new("email", "is not an e-mail address")),
+    }
+}
+
+impl Job {
+    /// The recipient's domain, lower-cased (for per-domain rate limits and metrics without PII).
+    pub fn recipient_domain(&self) -> String {
+        self.email
+            .rsplit_once('@')
+            .map(|(_, d)| d.to_ascii_lowercase())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",
+        "revision":0,"email":"ada@example.com","charge_at":"2026-10-01T09:00:00Z","jurisdiction":"US-CA",
+        "template_data":{"plan_name":"Coffee Box","amount":"29.00 USD"},"future_field":true}"#;
+
+    fn with(field: &str, value: Value) -> String {
+        let mut v: Value = serde_json::from_str(GOOD).unwrap();
+        v[field] = value;
+        v.to_string()
+    }
+
+    fn without(field: &str) -> String {
+        let mut v: Value = serde_json::from_str(GOOD).unwrap();
+        v.as_object_mut().unwrap().remove(field);
+        v.to_string()
+    }
+
+    #[test]
+    fn parses_contract_example_and_ignores_unknown_fields() {
+        let job = Job::parse(GOOD).unwrap();
+        assert_eq!(job.identity.subscription_id(), "sub_8812");
+        assert_eq!(job.identity.revision(), 0);
+        assert_eq!(job.jurisdiction.as_deref(), Some("US-CA"));
+        assert_eq!(job.template_data["plan_name"], "Coffee Box");
+        assert_eq!(Job::from_value(&job.to_value()).unwrap(), job);
+    }
+
+    #[test]
+    fn revision_defaults_to_zero() {
+        assert_eq!(
+            Job::parse(&without("revision"))
+                .unwrap()
+                .identity
+                .revision(),
+            0
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (without("subscription_id"), "subscription_id"),
+            (without("email"), "email"),
+            (without("charge_at"), "charge_at"),
+            (with("revision", serde_json::json!(-1)), "revision"),
+            (with("revision", serde_json::json!(1.5)), "revision"),
+            (with("revision", serde_json::json!("1")), "revision"),
+            (with("email", serde_json::json!("not-an-address")), "email"),
+            (
+                with("email", serde_json::json!("a@b.com\r\nBcc: x@y.z")),
+                "email",
+            ),
+            (
+                with("charge_at", serde_json::json!("2026-10-01")),
+                "charge_at",
+            ),
+            (
+                with("template_data", serde_json::json!([1])),
+                "template_data",
+            ),
+            (
+                with("jurisdiction", serde_json::json!("US CA")),
+                "jurisdiction",
+            ),
+            (with("kind", serde_json::json!(7)), "kind"),
+            ("[]".to_string(), "body"),
+            ("{not json".to_string(), "body"),
+        ];
+        for (body, field) in cases {
+            let err = Job::parse(&body).unwrap_err();
+            assert_eq!(err.field, field, "{body}");
+            assert!(err.to_string().contains(field));
+        }
+    }
+
+    #[test]
+    fn digest_tracks_content_not_identity_order() {
+        let a = Job::parse(GOOD).unwrap();
+        let b = Job::parse(&with(
+            "template_data",
+            serde_json::json!({"amount":"29.00 USD","plan_name":"Coffee Box"}),
+        ))
+        .unwrap();
+        assert_eq!(a.content_digest(), b.content_digest());
+        let c = Job::parse(&with(
+            "template_data",
+            serde_json::json!({"amount":"39.00 USD"}),
+        ))
+        .unwrap();
+        assert_ne!(a.content_digest(), c.content_digest());
+    }
+}

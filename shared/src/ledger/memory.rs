@@ -1,0 +1,167 @@
+//! In-memory ledger: the same conditions as the durable adapters, for tests and simulations.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{Claim, ClaimOutcome, ClaimRequest, Ledger, LedgerRow, RowState};
+use crate::error::LedgerError;
+use crate::identity::NoticeKey;
+
+#[derive(Default)]
+pub struct MemoryLedger {
+    rows: Mutex<HashMap<NoticeKey, LedgerRow>>,
+}
+
+impl MemoryLedger {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every row, for assertions.
+    pub fn rows(&self) -> Vec<LedgerRow> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Puts a row as is (fixtures: backfilled or restored rows).
+    pub fn insert(&self, row: LedgerRow) {
+        self.lock().insert(row.key.clone(), row);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NoticeKey, LedgerRow>> {
+        // A poisoned lock only means another test thread panicked; the map itself is consistent.
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn transition(
+        &self,
+        claim: &Claim,
+        to: RowState,
+        at: DateTime<Utc>,
+        apply: impl FnOnce(&mut LedgerRow),
+    ) -> Result<(), LedgerError> {
+        let mut rows = self.lock();
+        match rows.get_mut(&claim.key) {
+            Some(row)
+                if row.state == RowState::Claimed
+                    && row.claim_token.as_ref() == Some(&claim.token) =>
+            {
+                row.state = to;
+                row.updated_at = at;
+                apply(row);
+                Ok(())
+            }
+            Some(row) => Err(LedgerError::Conflict(format!(
+                "{} is {} and not held by this claim",
+                claim.key.prefix(),
+                row.state
+            ))),
+            None => Err(LedgerError::Conflict(format!(
+                "{} has no row",
+                claim.key.prefix()
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl Ledger for MemoryLedger {
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
+        let mut rows = self.lock();
+        if let Some(row) = rows.get(&req.key) {
+            let own =
+                row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&req.token);
+            if own {
+                return Ok(ClaimOutcome::Minted(Claim {
+                    key: req.key.clone(),
+                    token: req.token.clone(),
+                    claimed_at: row.claimed_at.unwrap_or(req.at),
+                }));
+            }
+            if row.state != RowState::Released {
+                return Ok(ClaimOutcome::Held(row.clone()));
+            }
+        }
+        rows.insert(req.key.clone(), req.to_row(RowState::Claimed, None));
+        Ok(ClaimOutcome::Minted(Claim {
+            key: req.key.clone(),
+            token: req.token.clone(),
+            claimed_at: req.at,
+        }))
+    }
+
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.transition(claim, RowState::Sent, at, |row| {
+            row.message_id = Some(message_id.to_owned());
+        })
+    }
+
+    async fn commit_rejected(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.transition(claim, RowState::Rejected, at, |row| {
+            row.detail = Some(reason.to_owned())
+        })
+    }
+
+    async fn release(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.transition(claim, RowState::Released, at, |row| {
+            row.detail = Some(reason.to_owned())
+        })
+    }
+
+    async fn record_missed(
+        &self,
+        req: &ClaimRequest,
+        reason: &str,
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        let mut rows = self.lock();
+        if let Some(row) = rows.get(&req.key) {
+            if row.state != RowState::Released {
+                return Ok(Some(row.clone()));
+            }
+        }
+        rows.insert(
+            req.key.clone(),
+            req.to_row(RowState::Missed, Some(reason.to_owned())),
+        );
+        Ok(None)
+    }
+
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        Ok(self.lock().get(key).cloned())
+    }
+
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError> {
+        let mut open: Vec<LedgerRow> = self
+            .lock()
+            .values()
+            .filter(|r| {
+                r.state == RowState::Claimed && r.claimed_at.is_some_and(|t| t < claimed_before)
+            })
+            .cloned()
+            .collect();
+        open.sort_by_key(|r| r.claimed_at);
+        open.truncate(limit);
+        Ok(open)
+    }
+}

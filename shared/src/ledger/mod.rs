@@ -1,0 +1,328 @@
+//! The ledger port: a durable record of which notice keys are claimed, sent or decided.
+//!
+//! Every write is conditional. A claim is the only door to a send, and it is only opened for a key
+//! with no row or a row an operator (or the provider's refusal) explicitly released. Commit and
+//! release are conditional on the claim token, so a slow worker whose claim was released and
+//! re-minted by someone else cannot overwrite the new owner.
+
+use std::fmt;
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+
+use crate::error::LedgerError;
+use crate::identity::NoticeKey;
+use crate::job::Job;
+
+pub mod memory;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+/// Where a row is in its life. Only `Released` (and no row) can be claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RowState {
+    /// Claimed and not yet committed: in flight, or — when old — quarantined.
+    Claimed,
+    /// The provider accepted the message.
+    Sent,
+    /// The provider refused this message permanently; never retried.
+    Rejected,
+    /// The window closed before it could be sent; never sent.
+    Missed,
+    /// Claim given up (provider said "not accepted", or an audited operator release): may be claimed again.
+    Released,
+}
+
+impl RowState {
+    pub const ALL: [RowState; 5] = [
+        RowState::Claimed,
+        RowState::Sent,
+        RowState::Rejected,
+        RowState::Missed,
+        RowState::Released,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowState::Claimed => "claimed",
+            RowState::Sent => "sent",
+            RowState::Rejected => "rejected",
+            RowState::Missed => "missed",
+            RowState::Released => "released",
+        }
+    }
+}
+
+impl fmt::Display for RowState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RowState {
+    type Err = LedgerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RowState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| LedgerError::Corrupt(format!("unknown state {s:?}")))
+    }
+}
+
+/// Who wrote the row's current state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The claim → send → commit path.
+    Worker,
+    /// `noticectl backfill`: delivered before enforcement began.
+    Backfill,
+    /// Learned from the provider's event stream (e.g. a table restored from an older backup).
+    ProviderEvents,
+    /// An explicit, audited operator action.
+    Operator,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Worker => "worker",
+            Origin::Backfill => "backfill",
+            Origin::ProviderEvents => "provider_events",
+            Origin::Operator => "operator",
+        }
+    }
+}
+
+impl FromStr for Origin {
+    type Err = LedgerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            Origin::Worker,
+            Origin::Backfill,
+            Origin::ProviderEvents,
+            Origin::Operator,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown origin {s:?}")))
+    }
+}
+
+/// A random claim token: proof that a claim is this attempt's own.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClaimToken(String);
+
+impl ClaimToken {
+    pub fn random() -> Self {
+        let mut bytes = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut bytes);
+        Self(hex::encode(bytes))
+    }
+    /// Re-reads a token stored on a row.
+    pub fn from_stored(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One ledger row, as every adapter stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LedgerRow {
+    pub key: NoticeKey,
+    pub state: RowState,
+    pub origin: Origin,
+    pub claim_token: Option<ClaimToken>,
+    pub subscription_id: String,
+    pub period_start: String,
+    pub kind: String,
+    pub revision: u64,
+    /// Digest of the content inputs of the job that claimed it (absent on backfilled rows).
+    pub content_digest: Option<String>,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+    /// The provider's message id of the send.
+    pub message_id: Option<String>,
+    /// Why the row is rejected, missed or released; who released it.
+    pub detail: Option<String>,
+}
+
+/// What a worker asks to claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRequest {
+    pub key: NoticeKey,
+    pub token: ClaimToken,
+    pub subscription_id: String,
+    pub period_start: String,
+    pub kind: String,
+    pub revision: u64,
+    pub content_digest: String,
+    pub at: DateTime<Utc>,
+}
+
+impl ClaimRequest {
+    pub fn for_job(job: &Job, key: NoticeKey, at: DateTime<Utc>) -> Self {
+        Self {
+            key,
+            token: ClaimToken::random(),
+            subscription_id: job.identity.subscription_id().to_owned(),
+            period_start: job.identity.period_start().format("%Y-%m-%d").to_string(),
+            kind: job.identity.kind().as_str().to_owned(),
+            revision: job.identity.revision(),
+            content_digest: job.content_digest(),
+            at,
+        }
+    }
+
+    /// The row a successful claim (or recorded miss) writes.
+    pub fn to_row(&self, state: RowState, detail: Option<String>) -> LedgerRow {
+        LedgerRow {
+            key: self.key.clone(),
+            state,
+            origin: Origin::Worker,
+            claim_token: Some(self.token.clone()),
+            subscription_id: self.subscription_id.clone(),
+            period_start: self.period_start.clone(),
+            kind: self.kind.clone(),
+            revision: self.revision,
+            content_digest: Some(self.content_digest.clone()),
+            claimed_at: (state == RowState::Claimed).then_some(self.at),
+            updated_at: self.at,
+            message_id: None,
+            detail,
+        }
+    }
+}
+
+/// A claim this attempt owns. Only a ledger makes one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub key: NoticeKey,
+    pub token: ClaimToken,
+    pub claimed_at: DateTime<Utc>,
+}
+
+/// The answer to a claim.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimOutcome {
+    /// This attempt owns the key (freshly, or recognised by its own token after a retried write).
+    Minted(Claim),
+    /// Someone already holds or decided the key.
+    Held(LedgerRow),
+}
+
+/// The ledger port.
+#[async_trait]
+pub trait Ledger: Send + Sync {
+    /// Claims `req.key` if it has no row or a `released` row; otherwise returns the row.
+    /// A row carrying `req.token` in state `claimed` is this attempt's own claim.
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError>;
+
+    /// `claimed` (own token) → `sent` with the provider's message id.
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// `claimed` (own token) → `rejected`: the provider refused this message permanently.
+    async fn commit_rejected(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// `claimed` (own token) → `released`: the provider said it did not accept the message, so a
+    /// retry may claim and send.
+    async fn release(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// Writes a `missed` row unless the key already has a row other than `released`, which is
+    /// returned instead.
+    async fn record_missed(
+        &self,
+        req: &ClaimRequest,
+        reason: &str,
+    ) -> Result<Option<LedgerRow>, LedgerError>;
+
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError>;
+
+    /// Rows for many keys (missing keys are simply absent from the answer).
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        let mut rows = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(row) = self.get(key).await? {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Open claims claimed before `claimed_before`, oldest first, at most `limit`: the quarantine view.
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError>;
+}
+
+/// Lets tests keep a handle on an adapter they also hand to the sender.
+#[async_trait]
+impl<T: Ledger + ?Sized> Ledger for std::sync::Arc<T> {
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
+        (**self).claim(req).await
+    }
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        (**self).commit_sent(claim, message_id, at).await
+    }
+    async fn commit_rejected(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        (**self).commit_rejected(claim, reason, at).await
+    }
+    async fn release(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        (**self).release(claim, reason, at).await
+    }
+    async fn record_missed(
+        &self,
+        req: &ClaimRequest,
+        reason: &str,
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        (**self).record_missed(req, reason).await
+    }
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        (**self).get(key).await
+    }
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        (**self).get_many(keys).await
+    }
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError> {
+        (**self).open_claims(claimed_before, limit).await
+    }
+}

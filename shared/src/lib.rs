@@ -1,0 +1,23 @@
+//! notice-ledger core: send every renewal reminder exactly once and inside its legal window.
+//!
+//! The algorithm ([`deliver`]) is plain Rust over two ports, [`ledger::Ledger`] and
+//! [`mailer::Mailer`]; AWS, SQLite and file adapters implement them. Nothing here knows about
+//! Lambda.
+
+pub mod deliver;
+pub mod error;
+pub mod faults;
+pub mod identity;
+pub mod job;
+pub mod ledger;
+pub mod links;
+pub mod mailer;
+pub mod metrics;
+pub mod policy;
+pub mod render;
+
+pub use deliver::{Delivery, Disposition, Mode, NoticeSender, Outcome, SendBudget};
+pub use error::{ConfigError, InvalidJob, LedgerError};
+pub use identity::{Identity, Kind, NoticeKey, NoticeSecret};
+pub use job::Job;
+pub use policy::{WindowDecision, WindowPolicy};

@@ -1,0 +1,149 @@
+//! Metric hooks. The core counts; adapters publish (the Lambdas as one CloudWatch EMF document per
+//! invocation, `noticectl` as its summary).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde_json::{json, Map, Value};
+
+/// CloudWatch namespace for every metric this project emits.
+pub const NAMESPACE: &str = "NoticeLedger";
+
+macro_rules! counters {
+    ($($field:ident => $name:literal),* $(,)?) => {
+        /// Counters the send path increments.
+        #[derive(Default, Debug)]
+        pub struct Metrics {
+            $(pub $field: AtomicU64,)*
+            claim_to_commit_ms: Mutex<Vec<f64>>,
+        }
+
+        /// A drained copy of [`Metrics`].
+        #[derive(Default, Debug, Clone, PartialEq)]
+        pub struct MetricsSnapshot {
+            $(pub $field: u64,)*
+            pub claim_to_commit_ms: Vec<f64>,
+        }
+
+        impl Metrics {
+            /// Reads and zeroes every counter.
+            pub fn drain(&self) -> MetricsSnapshot {
+                MetricsSnapshot {
+                    $($field: self.$field.swap(0, Ordering::Relaxed),)*
+                    claim_to_commit_ms: std::mem::take(&mut *self.latencies()),
+                }
+            }
+        }
+
+        impl MetricsSnapshot {
+            /// (CloudWatch name, value) for every counter.
+            pub fn counters(&self) -> Vec<(&'static str, u64)> {
+                vec![$(($name, self.$field),)*]
+            }
+        }
+    };
+}
+
+counters! {
+    claims_minted => "ClaimsMinted",
+    duplicates_suppressed => "DuplicatesSuppressed",
+    quarantined => "QuarantinedClaims",
+    sent => "NoticesSent",
+    deferred => "NoticesDeferred",
+    missed_window => "MissedWindow",
+    released => "ClaimsReleased",
+    rejected => "NoticesRejected",
+    payload_conflicts => "PayloadConflicts",
+    invalid_jobs => "InvalidJobs",
+    ledger_errors => "LedgerErrors",
+    shadow_would_suppress => "ShadowWouldSuppress",
+    configuration_errors => "ProviderConfigurationErrors",
+}
+
+impl Metrics {
+    pub fn incr(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn observe_claim_to_commit(&self, ms: f64) {
+        self.latencies().push(ms);
+    }
+
+    fn latencies(&self) -> std::sync::MutexGuard<'_, Vec<f64>> {
+        self.claim_to_commit_ms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl MetricsSnapshot {
+    /// One CloudWatch Embedded Metric Format document. `ClaimToCommitMs` carries every sample
+    /// (EMF arrays), so the p99 alarm sees the real distribution.
+    pub fn to_emf(&self, function: &str, timestamp_ms: i64) -> Value {
+        emf_document(
+            function,
+            timestamp_ms,
+            self.counters()
+                .into_iter()
+                .map(|(n, v)| (n, "Count", json!(v)))
+                .chain((!self.claim_to_commit_ms.is_empty()).then(|| {
+                    (
+                        "ClaimToCommitMs",
+                        "Milliseconds",
+                        json!(self.claim_to_commit_ms),
+                    )
+                })),
+        )
+    }
+}
+
+/// Builds an EMF document with one dimension, `Function`.
+pub fn emf_document<'a>(
+    function: &str,
+    timestamp_ms: i64,
+    metrics: impl IntoIterator<Item = (&'a str, &'a str, Value)>,
+) -> Value {
+    let mut doc = Map::new();
+    let mut definitions = Vec::new();
+    for (name, unit, value) in metrics {
+        definitions.push(json!({"Name": name, "Unit": unit}));
+        doc.insert(name.to_owned(), value);
+    }
+    doc.insert("Function".into(), json!(function));
+    doc.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [["Function"]],
+                "Metrics": definitions,
+            }]
+        }),
+    );
+    Value::Object(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_resets_and_emf_lists_every_metric() {
+        let m = Metrics::default();
+        Metrics::incr(&m.claims_minted);
+        Metrics::incr(&m.claims_minted);
+        m.observe_claim_to_commit(12.5);
+        let snap = m.drain();
+        assert_eq!(snap.claims_minted, 2);
+        assert_eq!(m.drain().claims_minted, 0);
+        let emf = snap.to_emf("notice-sender", 1);
+        assert_eq!(emf["ClaimsMinted"], 2);
+        assert_eq!(emf["ClaimToCommitMs"], json!([12.5]));
+        let defs = emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap();
+        assert!(defs.iter().any(|d| d["Name"] == "DuplicatesSuppressed"));
+        assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], NAMESPACE);
+    }
+}
