@@ -4,6 +4,8 @@
 //! [`mailer::Mailer`]; AWS, SQLite and file adapters implement them. Nothing here knows about
 //! Lambda.
 
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod deliver;
 pub mod error;
 pub mod faults;

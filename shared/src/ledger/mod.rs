@@ -16,6 +16,8 @@ use crate::error::LedgerError;
 use crate::identity::NoticeKey;
 use crate::job::Job;
 
+#[cfg(feature = "aws")]
+pub mod dynamodb;
 pub mod memory;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -146,8 +148,12 @@ pub struct LedgerRow {
     pub updated_at: DateTime<Utc>,
     /// The provider's message id of the send.
     pub message_id: Option<String>,
-    /// Why the row is rejected, missed or released; who released it.
+    /// Why the row is rejected, missed or released; who released or resolved it.
     pub detail: Option<String>,
+    /// Furthest delivery status the provider reported (never moves backwards).
+    pub delivery_status: Option<DeliveryStatus>,
+    /// Further provider message ids seen for this key: each one is a duplicate that really went out.
+    pub duplicate_message_ids: Vec<String>,
 }
 
 /// What a worker asks to claim.
@@ -193,6 +199,8 @@ impl ClaimRequest {
             updated_at: self.at,
             message_id: None,
             detail,
+            delivery_status: None,
+            duplicate_message_ids: Vec::new(),
         }
     }
 }
@@ -212,6 +220,88 @@ pub enum ClaimOutcome {
     Minted(Claim),
     /// Someone already holds or decided the key.
     Held(LedgerRow),
+}
+
+/// What the provider reported about a message (SES event types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeliveryStatus {
+    /// SES accepted the message (`Send`).
+    Accepted,
+    /// Delivery is being retried by SES (`DeliveryDelay`).
+    Delayed,
+    /// The recipient's server accepted it (`Delivery`).
+    Delivered,
+    /// Opened or clicked (`Open`, `Click`, `Subscription`).
+    Engaged,
+    /// Not delivered: SES rejected it (`Reject`) or could not render it (`Rendering Failure`).
+    NotDelivered,
+    /// Bounced (`Bounce`).
+    Bounced,
+    /// The recipient complained (`Complaint`).
+    Complained,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 7] = [
+        DeliveryStatus::Accepted,
+        DeliveryStatus::Delayed,
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Engaged,
+        DeliveryStatus::NotDelivered,
+        DeliveryStatus::Bounced,
+        DeliveryStatus::Complained,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Accepted => "accepted",
+            DeliveryStatus::Delayed => "delayed",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Engaged => "engaged",
+            DeliveryStatus::NotDelivered => "not_delivered",
+            DeliveryStatus::Bounced => "bounced",
+            DeliveryStatus::Complained => "complained",
+        }
+    }
+
+    /// Statuses only move forward: a late `Send` or `DeliveryDelay` never hides a `Delivery`.
+    /// The order is the declaration order.
+    pub fn advance(current: Option<DeliveryStatus>, new: DeliveryStatus) -> DeliveryStatus {
+        current.map_or(new, |c| c.max(new))
+    }
+}
+
+impl FromStr for DeliveryStatus {
+    type Err = LedgerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DeliveryStatus::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s)
+            .ok_or_else(|| LedgerError::Corrupt(format!("unknown delivery status {s:?}")))
+    }
+}
+
+/// Evidence from the provider's event stream that a message for `key` went out (or was refused
+/// after acceptance).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderEvidence {
+    pub key: NoticeKey,
+    pub message_id: String,
+    pub status: DeliveryStatus,
+    pub at: DateTime<Utc>,
+}
+
+/// What applying provider evidence did to the row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvidenceEffect {
+    /// A `claimed` (or `released`) row became `sent`: a quarantined claim closed by evidence.
+    Resolved,
+    /// No row existed: a `sent` row learned from provider events was created.
+    Learned,
+    /// The row already knew this message; its delivery status moved forward (or stayed).
+    Updated,
+    /// A second, different message id for the key: a duplicate really went out.
+    DuplicateSend { first: String, second: String },
 }
 
 /// The ledger port.

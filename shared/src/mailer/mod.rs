@@ -6,8 +6,9 @@ use async_trait::async_trait;
 
 use crate::identity::NoticeKey;
 
-#[cfg(feature = "sqlite")]
 pub mod outbox;
+#[cfg(feature = "aws")]
+pub mod ses;
 
 /// A rendered message ready for the provider. Correlation travels as the `notice_key` tag and the
 /// `X-Notice-Key` header: providers such as SES replace any Message-ID we could set.

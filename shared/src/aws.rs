@@ -1,0 +1,1 @@
+//! AWS SDK configuration shared by every adapter (in progress).

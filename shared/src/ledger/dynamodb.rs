@@ -1,0 +1,1 @@
+//! DynamoDB ledger adapter (in progress).

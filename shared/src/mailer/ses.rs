@@ -1,0 +1,1 @@
+//! SES v2 mailer adapter (in progress).
