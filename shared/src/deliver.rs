@@ -63,19 +63,13 @@ pub enum Outcome {
     /// The provider said it did not accept the message; our claim was released so a retry may send.
     Released { class: NotAccepted, reason: String },
     /// Outcome unknown (or sent but not committed): the claim stays and is never auto-released.
-    Quarantined {
-        reason: String,
-        message_id: Option<String>,
-    },
+    Quarantined { reason: String, message_id: Option<String> },
     /// The provider refused this message permanently: recorded, not retried.
     Rejected { reason: String },
     /// Same key, different content: the producer changed a notice without bumping `revision`.
     PayloadConflict { state: RowState },
     /// Shadow mode: sent without blocking; `would_suppress` is what enforce mode would have done.
-    ShadowSent {
-        message_id: Option<String>,
-        would_suppress: Option<RowState>,
-    },
+    ShadowSent { message_id: Option<String>, would_suppress: Option<RowState> },
     /// Bad input.
     Invalid(InvalidJob),
     /// A template could not be rendered: nothing claimed.
@@ -157,10 +151,7 @@ pub struct SendBudget {
 
 impl Default for SendBudget {
     fn default() -> Self {
-        Self {
-            send_timeout: Duration::from_secs(10),
-            min_time_left: Duration::from_secs(15),
-        }
+        Self { send_timeout: Duration::from_secs(10), min_time_left: Duration::from_secs(15) }
     }
 }
 
@@ -178,38 +169,22 @@ pub struct NoticeSender {
 
 impl NoticeSender {
     /// Parses a message body and delivers it.
-    pub async fn deliver_body(
-        &self,
-        body: &str,
-        now: DateTime<Utc>,
-        deadline: Option<Instant>,
-    ) -> Delivery {
+    pub async fn deliver_body(&self, body: &str, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
         match Job::parse(body) {
             Ok(job) => self.deliver(&job, now, deadline).await,
             Err(invalid) => {
                 Metrics::incr(&self.metrics.invalid_jobs);
                 warn!(field = invalid.field, error = %invalid, "invalid job");
-                Delivery {
-                    key: None,
-                    outcome: Outcome::Invalid(invalid),
-                }
+                Delivery { key: None, outcome: Outcome::Invalid(invalid) }
             }
         }
     }
 
     /// claim → send → commit for one validated job.
-    pub async fn deliver(
-        &self,
-        job: &Job,
-        now: DateTime<Utc>,
-        deadline: Option<Instant>,
-    ) -> Delivery {
+    pub async fn deliver(&self, job: &Job, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
         let key = job.key(&self.secret);
         let outcome = self.run(job, &key, now, deadline).await;
-        Delivery {
-            key: Some(key),
-            outcome,
-        }
+        Delivery { key: Some(key), outcome }
     }
 
     async fn run(
@@ -228,9 +203,7 @@ impl NoticeSender {
                 Metrics::incr(&m.deferred);
                 return Outcome::Deferred { until };
             }
-            WindowDecision::Missed { closed_at } => {
-                return self.record_missed(&req, closed_at).await
-            }
+            WindowDecision::Missed { closed_at } => return self.record_missed(&req, closed_at).await,
         }
 
         // Render before claiming: a template error must not leave a claim behind.
@@ -320,19 +293,13 @@ impl NoticeSender {
                 } else {
                     warn!(%class, %reason, "provider did not accept the message");
                 }
-                match self
-                    .ledger
-                    .release(claim, &format!("{class}: {reason}"), now)
-                    .await
-                {
+                match self.ledger.release(claim, &format!("{class}: {reason}"), now).await {
                     Ok(()) => {
                         Metrics::incr(&m.released);
                         Outcome::Released { class, reason }
                     }
                     // The claim stays: quarantine is the safe side, the message never went out.
-                    Err(e) => {
-                        self.quarantine(format!("not accepted ({reason}) but release failed: {e}"))
-                    }
+                    Err(e) => self.quarantine(format!("not accepted ({reason}) but release failed: {e}")),
                 }
             }
             SendResult::Rejected { reason } => {
@@ -342,33 +309,23 @@ impl NoticeSender {
                         Metrics::incr(&m.rejected);
                         Outcome::Rejected { reason }
                     }
-                    Err(e) => {
-                        self.quarantine(format!("rejected ({reason}) but commit failed: {e}"))
-                    }
+                    Err(e) => self.quarantine(format!("rejected ({reason}) but commit failed: {e}")),
                 }
             }
-            SendResult::Unknown { reason } => {
-                self.quarantine(format!("send outcome unknown: {reason}"))
-            }
+            SendResult::Unknown { reason } => self.quarantine(format!("send outcome unknown: {reason}")),
         }
     }
 
     fn quarantine(&self, reason: String) -> Outcome {
         Metrics::incr(&self.metrics.quarantined);
         error!(%reason, "claim quarantined: outcome unknown, resolve from provider events");
-        Outcome::Quarantined {
-            reason,
-            message_id: None,
-        }
+        Outcome::Quarantined { reason, message_id: None }
     }
 
     /// The key already has a row. `None` means "send anyway" (shadow mode only).
     fn refused(&self, req: &ClaimRequest, row: &LedgerRow) -> Option<Outcome> {
         let m = &self.metrics;
-        let conflict = row
-            .content_digest
-            .as_deref()
-            .is_some_and(|d| d != req.content_digest);
+        let conflict = row.content_digest.as_deref().is_some_and(|d| d != req.content_digest);
         if conflict {
             Metrics::incr(&m.payload_conflicts);
             error!(state = %row.state, "payload conflict: same notice key, different content; bump `revision` for a corrected notice");
@@ -398,10 +355,7 @@ impl NoticeSender {
                 None
             }
         };
-        Outcome::ShadowSent {
-            message_id,
-            would_suppress,
-        }
+        Outcome::ShadowSent { message_id, would_suppress }
     }
 
     async fn record_missed(&self, req: &ClaimRequest, closed_at: DateTime<Utc>) -> Outcome {
@@ -430,10 +384,7 @@ impl NoticeSender {
         };
         let left = deadline.saturating_duration_since(Instant::now());
         if left < self.budget.min_time_left {
-            warn!(
-                left_ms = left.as_millis() as u64,
-                "too little time left to start a send"
-            );
+            warn!(left_ms = left.as_millis() as u64, "too little time left to start a send");
             return None;
         }
         Some(self.budget.send_timeout.min(left / 2))

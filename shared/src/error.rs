@@ -13,10 +13,7 @@ pub struct InvalidJob {
 
 impl InvalidJob {
     pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
-        Self {
-            field,
-            reason: reason.into(),
-        }
+        Self { field, reason: reason.into() }
     }
 }
 

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 
 use crate::error::LedgerError;
 use crate::identity::NoticeKey;
-use crate::ledger::{Claim, ClaimOutcome, ClaimRequest, Ledger, LedgerRow};
+use crate::ledger::{Claim, ClaimOutcome, ClaimRequest, EvidenceEffect, Ledger, LedgerRow, ProviderEvidence};
 use crate::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 
 /// What the faulty mailer does on one call.
@@ -45,11 +45,7 @@ pub struct FaultyMailer<M> {
 
 impl<M: Mailer> FaultyMailer<M> {
     pub fn new(inner: M, script: impl IntoIterator<Item = MailFault>) -> Self {
-        Self {
-            inner,
-            script: Mutex::new(script.into_iter().collect()),
-            attempts: AtomicUsize::new(0),
-        }
+        Self { inner, script: Mutex::new(script.into_iter().collect()), attempts: AtomicUsize::new(0) }
     }
 
     /// Calls made to this mailer, faulty or not.
@@ -62,11 +58,7 @@ impl<M: Mailer> FaultyMailer<M> {
     }
 
     fn next(&self) -> MailFault {
-        self.script
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
-            .unwrap_or(MailFault::Pass)
+        self.script.lock().unwrap_or_else(|p| p.into_inner()).pop_front().unwrap_or(MailFault::Pass)
     }
 }
 
@@ -76,21 +68,12 @@ impl<M: Mailer> Mailer for FaultyMailer<M> {
         self.attempts.fetch_add(1, Ordering::SeqCst);
         match self.next() {
             MailFault::Pass => self.inner.send(mail).await,
-            MailFault::NotAccepted(class) => SendResult::NotAccepted {
-                class,
-                reason: "injected".into(),
-            },
-            MailFault::Rejected => SendResult::Rejected {
-                reason: "injected rejection".into(),
-            },
-            MailFault::Unknown => SendResult::Unknown {
-                reason: "injected 500".into(),
-            },
+            MailFault::NotAccepted(class) => SendResult::NotAccepted { class, reason: "injected".into() },
+            MailFault::Rejected => SendResult::Rejected { reason: "injected rejection".into() },
+            MailFault::Unknown => SendResult::Unknown { reason: "injected 500".into() },
             MailFault::SendThenUnknown => {
                 let _ = self.inner.send(mail).await;
-                SendResult::Unknown {
-                    reason: "injected 500 after accept".into(),
-                }
+                SendResult::Unknown { reason: "injected 500 after accept".into() }
             }
             MailFault::Slow(d) => {
                 tokio::time::sleep(d).await;
@@ -130,12 +113,7 @@ pub struct FaultyLedger<L> {
 
 impl<L: Ledger> FaultyLedger<L> {
     pub fn new(inner: L, fault: Option<LedgerFault>) -> Self {
-        Self {
-            inner,
-            fault: Mutex::new(fault),
-            calls: AtomicUsize::new(0),
-            writes: AtomicUsize::new(0),
-        }
+        Self { inner, fault: Mutex::new(fault), calls: AtomicUsize::new(0), writes: AtomicUsize::new(0) }
     }
 
     pub fn set_fault(&self, fault: Option<LedgerFault>) {
@@ -166,9 +144,7 @@ impl<L: Ledger> FaultyLedger<L> {
             self.writes.fetch_add(1, Ordering::SeqCst);
         }
         if self.fault() == Some(LedgerFault::Down) {
-            return Err(LedgerError::Unavailable(
-                "injected: ledger unreachable".into(),
-            ));
+            return Err(LedgerError::Unavailable("injected: ledger unreachable".into()));
         }
         Ok(())
     }
@@ -187,14 +163,12 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         self.enter(true)?;
         match self.fault() {
-            Some(LedgerFault::ClaimFails) => Err(LedgerError::Unavailable(
-                "injected: claim write failed".into(),
-            )),
+            Some(LedgerFault::ClaimFails) => {
+                Err(LedgerError::Unavailable("injected: claim write failed".into()))
+            }
             Some(LedgerFault::ClaimAnswerLost) => {
                 self.inner.claim(req).await?;
-                Err(LedgerError::Unavailable(
-                    "injected: claim answer lost".into(),
-                ))
+                Err(LedgerError::Unavailable("injected: claim answer lost".into()))
             }
             Some(LedgerFault::HangAfterClaim) => {
                 self.inner.claim(req).await?;
@@ -224,12 +198,7 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.inner.commit_rejected(claim, reason, at).await
     }
 
-    async fn release(
-        &self,
-        claim: &Claim,
-        reason: &str,
-        at: DateTime<Utc>,
-    ) -> Result<(), LedgerError> {
+    async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.commit_gate()?;
         self.inner.release(claim, reason, at).await
     }
@@ -256,6 +225,38 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.enter(false)?;
         self.inner.open_claims(claimed_before, limit).await
     }
+
+    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+        self.enter(true)?;
+        self.inner.apply_evidence(evidence).await
+    }
+
+    async fn operator_release(
+        &self,
+        key: &NoticeKey,
+        who: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.enter(true)?;
+        self.inner.operator_release(key, who, reason, at).await
+    }
+
+    async fn operator_resolve_sent(
+        &self,
+        key: &NoticeKey,
+        message_id: &str,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.enter(true)?;
+        self.inner.operator_resolve_sent(key, message_id, who, at).await
+    }
+
+    async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
+        self.enter(true)?;
+        self.inner.backfill(row).await
+    }
 }
 
 /// A mailer that accepts everything and remembers what it was given (no I/O).
@@ -275,8 +276,6 @@ impl Mailer for RecordingMailer {
     async fn send(&self, mail: &OutgoingMail) -> SendResult {
         let mut sent = self.sent.lock().unwrap_or_else(|p| p.into_inner());
         sent.push(mail.clone());
-        SendResult::Accepted {
-            message_id: format!("rec-{}-{}", mail.key.prefix(), sent.len()),
-        }
+        SendResult::Accepted { message_id: format!("rec-{}-{}", mail.key.prefix(), sent.len()) }
     }
 }

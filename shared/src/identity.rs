@@ -37,10 +37,7 @@ impl NoticeSecret {
     /// Reads `NOTICE_KEY_SECRET`; a process must refuse to start without it.
     pub fn from_env(var: &'static str) -> Result<Self, crate::error::ConfigError> {
         let value = std::env::var(var).map_err(|_| crate::error::ConfigError::Missing(var))?;
-        Self::new(value).map_err(|e| crate::error::ConfigError::Invalid {
-            name: var,
-            reason: e.to_string(),
-        })
+        Self::new(value).map_err(|e| crate::error::ConfigError::Invalid { name: var, reason: e.to_string() })
     }
 
     /// A secret for another purpose derived from this one, so one configured secret can serve
@@ -71,15 +68,9 @@ pub struct Kind(String);
 impl Kind {
     pub fn parse(value: &str) -> Result<Self, InvalidJob> {
         if value.is_empty() || value.len() > MAX_KIND_LEN {
-            return Err(InvalidJob::new(
-                "kind",
-                "must be 1 to 64 characters of [a-z0-9_]",
-            ));
+            return Err(InvalidJob::new("kind", "must be 1 to 64 characters of [a-z0-9_]"));
         }
-        if !value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
+        if !value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
             return Err(InvalidJob::new("kind", "must contain only [a-z0-9_]"));
         }
         Ok(Self(value.to_owned()))
@@ -113,19 +104,10 @@ impl Identity {
         kind: &str,
         revision: u64,
     ) -> Result<Self, InvalidJob> {
-        validate_identity_text(
-            "subscription_id",
-            subscription_id,
-            MAX_SUBSCRIPTION_ID_BYTES,
-        )?;
+        validate_identity_text("subscription_id", subscription_id, MAX_SUBSCRIPTION_ID_BYTES)?;
         let period_start = parse_period_start(period_start)?;
         let kind = Kind::parse(kind)?;
-        Ok(Self {
-            subscription_id: subscription_id.to_owned(),
-            period_start,
-            kind,
-            revision,
-        })
+        Ok(Self { subscription_id: subscription_id.to_owned(), period_start, kind, revision })
     }
 
     pub fn subscription_id(&self) -> &str {
@@ -162,19 +144,13 @@ fn validate_identity_text(field: &'static str, value: &str, max: usize) -> Resul
         return Err(InvalidJob::new(field, "must not be empty"));
     }
     if value.len() > max {
-        return Err(InvalidJob::new(
-            field,
-            format!("must be at most {max} bytes"),
-        ));
+        return Err(InvalidJob::new(field, format!("must be at most {max} bytes")));
     }
     if value.contains('|') {
         return Err(InvalidJob::new(field, "must not contain '|'"));
     }
     if value.chars().any(char::is_control) {
-        return Err(InvalidJob::new(
-            field,
-            "must not contain control characters",
-        ));
+        return Err(InvalidJob::new(field, "must not contain control characters"));
     }
     Ok(())
 }
@@ -187,10 +163,7 @@ fn parse_period_start(value: &str) -> Result<NaiveDate, InvalidJob> {
             _ => b.is_ascii_digit(),
         });
     if !shape_ok {
-        return Err(InvalidJob::new(
-            "period_start",
-            "must be a date in YYYY-MM-DD form",
-        ));
+        return Err(InvalidJob::new("period_start", "must be a date in YYYY-MM-DD form"));
     }
     NaiveDate::parse_from_str(value, "%Y-%m-%d")
         .map_err(|_| InvalidJob::new("period_start", "is not a real calendar date"))
@@ -209,11 +182,7 @@ impl NoticeKey {
     }
 
     pub fn parse(value: &str) -> Result<Self, InvalidKey> {
-        if value.len() == 64
-            && value
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
+        if value.len() == 64 && value.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             Ok(Self(value.to_owned()))
         } else {
             Err(InvalidKey(value.chars().take(80).collect()))
@@ -260,27 +229,17 @@ mod tests {
         //   b"sub_8812|2026-10-01|renewal_notice_t72|0",hashlib.sha256).hexdigest())'
         let secret = NoticeSecret::new("s3cret").unwrap();
         let id = Identity::new("sub_8812", "2026-10-01", "renewal_notice_t72", 0).unwrap();
-        assert_eq!(
-            id.key_material(),
-            "sub_8812|2026-10-01|renewal_notice_t72|0"
-        );
+        assert_eq!(id.key_material(), "sub_8812|2026-10-01|renewal_notice_t72|0");
         let key = id.derive_key(&secret);
-        assert_eq!(
-            key.as_str(),
-            "8261943c7cd1cb3b2140e681a6c4563a38d536465d6f40ec181451d8192dda44"
-        );
+        assert_eq!(key.as_str(), "8261943c7cd1cb3b2140e681a6c4563a38d536465d6f40ec181451d8192dda44");
         assert_eq!(NoticeKey::parse(key.as_str()).unwrap(), key);
     }
 
     #[test]
     fn revision_changes_key() {
         let secret = NoticeSecret::new("s").unwrap();
-        let a = Identity::new("sub", "2026-10-01", "k", 0)
-            .unwrap()
-            .derive_key(&secret);
-        let b = Identity::new("sub", "2026-10-01", "k", 1)
-            .unwrap()
-            .derive_key(&secret);
+        let a = Identity::new("sub", "2026-10-01", "k", 0).unwrap().derive_key(&secret);
+        let b = Identity::new("sub", "2026-10-01", "k", 1).unwrap().derive_key(&secret);
         assert_ne!(a, b);
     }
 
@@ -293,14 +252,9 @@ mod tests {
 
     #[test]
     fn period_start_is_strict() {
-        for bad in [
-            "2026-1-01",
-            "2026-02-30",
-            "2026-10-01T00:00:00Z",
-            "20261001",
-            " 2026-10-01",
-            "2026-13-01",
-        ] {
+        for bad in
+            ["2026-1-01", "2026-02-30", "2026-10-01T00:00:00Z", "20261001", " 2026-10-01", "2026-13-01"]
+        {
             let err = Identity::new("s", bad, "k", 0).unwrap_err();
             assert_eq!(err.field, "period_start", "{bad}");
         }
@@ -309,42 +263,13 @@ mod tests {
 
     #[test]
     fn identity_fields_reject_separator_and_controls() {
-        assert_eq!(
-            Identity::new("a|b", "2026-10-01", "k", 0)
-                .unwrap_err()
-                .field,
-            "subscription_id"
-        );
-        assert_eq!(
-            Identity::new("a\nb", "2026-10-01", "k", 0)
-                .unwrap_err()
-                .field,
-            "subscription_id"
-        );
-        assert_eq!(
-            Identity::new("", "2026-10-01", "k", 0).unwrap_err().field,
-            "subscription_id"
-        );
-        assert_eq!(
-            Identity::new("s", "2026-10-01", "K", 0).unwrap_err().field,
-            "kind"
-        );
-        assert_eq!(
-            Identity::new("s", "2026-10-01", "", 0).unwrap_err().field,
-            "kind"
-        );
-        assert_eq!(
-            Identity::new("s", "2026-10-01", &"k".repeat(65), 0)
-                .unwrap_err()
-                .field,
-            "kind"
-        );
+        assert_eq!(Identity::new("a|b", "2026-10-01", "k", 0).unwrap_err().field, "subscription_id");
+        assert_eq!(Identity::new("a\nb", "2026-10-01", "k", 0).unwrap_err().field, "subscription_id");
+        assert_eq!(Identity::new("", "2026-10-01", "k", 0).unwrap_err().field, "subscription_id");
+        assert_eq!(Identity::new("s", "2026-10-01", "K", 0).unwrap_err().field, "kind");
+        assert_eq!(Identity::new("s", "2026-10-01", "", 0).unwrap_err().field, "kind");
+        assert_eq!(Identity::new("s", "2026-10-01", &"k".repeat(65), 0).unwrap_err().field, "kind");
         let long = "x".repeat(MAX_SUBSCRIPTION_ID_BYTES + 1);
-        assert_eq!(
-            Identity::new(&long, "2026-10-01", "k", 0)
-                .unwrap_err()
-                .field,
-            "subscription_id"
-        );
+        assert_eq!(Identity::new(&long, "2026-10-01", "k", 0).unwrap_err().field, "subscription_id");
     }
 }

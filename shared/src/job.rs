@@ -35,17 +35,15 @@ impl Job {
     }
 
     pub fn from_value(value: &Value) -> Result<Self, InvalidJob> {
-        let obj = value
-            .as_object()
-            .ok_or_else(|| InvalidJob::new("body", "must be a JSON object"))?;
+        let obj = value.as_object().ok_or_else(|| InvalidJob::new("body", "must be a JSON object"))?;
         let subscription_id = required_str(obj, "subscription_id")?;
         let period_start = required_str(obj, "period_start")?;
         let kind = required_str(obj, "kind")?;
         let revision = match obj.get("revision") {
             None | Some(Value::Null) => 0,
-            Some(Value::Number(n)) => n
-                .as_u64()
-                .ok_or_else(|| InvalidJob::new("revision", "must be an integer >= 0"))?,
+            Some(Value::Number(n)) => {
+                n.as_u64().ok_or_else(|| InvalidJob::new("revision", "must be an integer >= 0"))?
+            }
             Some(_) => return Err(InvalidJob::new("revision", "must be an integer >= 0")),
         };
         let identity = Identity::new(subscription_id, period_start, kind, revision)?;
@@ -64,14 +62,7 @@ impl Job {
             Some(Value::Object(map)) => map.clone(),
             Some(_) => return Err(InvalidJob::new("template_data", "must be a JSON object")),
         };
-        Ok(Self {
-            identity,
-            email: email.to_owned(),
-            charge_at,
-            jurisdiction,
-            locale,
-            template_data,
-        })
+        Ok(Self { identity, email: email.to_owned(), charge_at, jurisdiction, locale, template_data })
     }
 
     pub fn key(&self, secret: &NoticeSecret) -> NoticeKey {
@@ -115,10 +106,7 @@ impl Job {
     }
 }
 
-fn required_str<'a>(
-    obj: &'a Map<String, Value>,
-    field: &'static str,
-) -> Result<&'a str, InvalidJob> {
+fn required_str<'a>(obj: &'a Map<String, Value>, field: &'static str) -> Result<&'a str, InvalidJob> {
     match obj.get(field) {
         None | Some(Value::Null) => Err(InvalidJob::new(field, "is required")),
         Some(Value::String(s)) => Ok(s),
@@ -126,23 +114,14 @@ fn required_str<'a>(
     }
 }
 
-fn optional_code(
-    obj: &Map<String, Value>,
-    field: &'static str,
-) -> Result<Option<String>, InvalidJob> {
+fn optional_code(obj: &Map<String, Value>, field: &'static str) -> Result<Option<String>, InvalidJob> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => {
             if s.is_empty() || s.len() > MAX_CODE_LEN {
-                return Err(InvalidJob::new(
-                    field,
-                    format!("must be 1 to {MAX_CODE_LEN} characters"),
-                ));
+                return Err(InvalidJob::new(field, format!("must be 1 to {MAX_CODE_LEN} characters")));
             }
-            if !s
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            {
+            if !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
                 return Err(InvalidJob::new(field, "must contain only [A-Za-z0-9_-]"));
             }
             Ok(Some(s.clone()))
@@ -155,16 +134,10 @@ fn optional_code(
 /// cannot be an address at all (and header injection).
 fn validate_email(email: &str) -> Result<(), InvalidJob> {
     if email.len() > MAX_EMAIL_LEN {
-        return Err(InvalidJob::new(
-            "email",
-            format!("must be at most {MAX_EMAIL_LEN} bytes"),
-        ));
+        return Err(InvalidJob::new("email", format!("must be at most {MAX_EMAIL_LEN} bytes")));
     }
     if email.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(InvalidJob::new(
-            "email",
-            "must not contain whitespace or control characters",
-        ));
+        return Err(InvalidJob::new("email", "must not contain whitespace or control characters"));
     }
     match email.rsplit_once('@') {
         Some((local, domain))
@@ -182,10 +155,7 @@ fn validate_email(email: &str) -> Result<(), InvalidJob> {
 impl Job {
     /// The recipient's domain, lower-cased (for per-domain rate limits and metrics without PII).
     pub fn recipient_domain(&self) -> String {
-        self.email
-            .rsplit_once('@')
-            .map(|(_, d)| d.to_ascii_lowercase())
-            .unwrap_or_default()
+        self.email.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default()
     }
 }
 
@@ -221,13 +191,7 @@ mod tests {
 
     #[test]
     fn revision_defaults_to_zero() {
-        assert_eq!(
-            Job::parse(&without("revision"))
-                .unwrap()
-                .identity
-                .revision(),
-            0
-        );
+        assert_eq!(Job::parse(&without("revision")).unwrap().identity.revision(), 0);
     }
 
     #[test]
@@ -240,22 +204,10 @@ mod tests {
             (with("revision", serde_json::json!(1.5)), "revision"),
             (with("revision", serde_json::json!("1")), "revision"),
             (with("email", serde_json::json!("not-an-address")), "email"),
-            (
-                with("email", serde_json::json!("a@b.com\r\nBcc: x@y.z")),
-                "email",
-            ),
-            (
-                with("charge_at", serde_json::json!("2026-10-01")),
-                "charge_at",
-            ),
-            (
-                with("template_data", serde_json::json!([1])),
-                "template_data",
-            ),
-            (
-                with("jurisdiction", serde_json::json!("US CA")),
-                "jurisdiction",
-            ),
+            (with("email", serde_json::json!("a@b.com\r\nBcc: x@y.z")), "email"),
+            (with("charge_at", serde_json::json!("2026-10-01")), "charge_at"),
+            (with("template_data", serde_json::json!([1])), "template_data"),
+            (with("jurisdiction", serde_json::json!("US CA")), "jurisdiction"),
             (with("kind", serde_json::json!(7)), "kind"),
             ("[]".to_string(), "body"),
             ("{not json".to_string(), "body"),
@@ -276,11 +228,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(a.content_digest(), b.content_digest());
-        let c = Job::parse(&with(
-            "template_data",
-            serde_json::json!({"amount":"39.00 USD"}),
-        ))
-        .unwrap();
+        let c = Job::parse(&with("template_data", serde_json::json!({"amount":"39.00 USD"}))).unwrap();
         assert_ne!(a.content_digest(), c.content_digest());
     }
 }

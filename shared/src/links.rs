@@ -16,10 +16,7 @@ pub struct ManageLinks {
 
 impl ManageLinks {
     pub fn new(base_url: impl Into<String>, secret: NoticeSecret) -> Self {
-        Self {
-            base_url: base_url.into(),
-            secret,
-        }
+        Self { base_url: base_url.into(), secret }
     }
 
     /// The token for a subscription period.
@@ -34,26 +31,14 @@ impl ManageLinks {
     pub fn verify(&self, subscription_id: &str, period_start: &str, token: &str) -> bool {
         let expected = self.token(subscription_id, period_start);
         expected.len() == token.len()
-            && expected
-                .bytes()
-                .zip(token.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+            && expected.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
     }
 
     pub fn url_for(&self, identity: &Identity) -> String {
         let period = identity.period_start().format("%Y-%m-%d").to_string();
         let token = self.token(identity.subscription_id(), &period);
-        let sep = if self.base_url.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
-        format!(
-            "{}{sep}s={}&p={period}&t={token}",
-            self.base_url,
-            percent_encode(identity.subscription_id())
-        )
+        let sep = if self.base_url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}s={}&p={period}&t={token}", self.base_url, percent_encode(identity.subscription_id()))
     }
 }
 
@@ -74,10 +59,7 @@ mod tests {
     use super::*;
 
     fn links() -> ManageLinks {
-        ManageLinks::new(
-            "https://billing.example.com/manage",
-            NoticeSecret::new("link-secret").unwrap(),
-        )
+        ManageLinks::new("https://billing.example.com/manage", NoticeSecret::new("link-secret").unwrap())
     }
 
     #[test]

@@ -70,9 +70,7 @@ impl Metrics {
     }
 
     fn latencies(&self) -> std::sync::MutexGuard<'_, Vec<f64>> {
-        self.claim_to_commit_ms
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.claim_to_commit_ms.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -83,16 +81,10 @@ impl MetricsSnapshot {
         emf_document(
             function,
             timestamp_ms,
-            self.counters()
-                .into_iter()
-                .map(|(n, v)| (n, "Count", json!(v)))
-                .chain((!self.claim_to_commit_ms.is_empty()).then(|| {
-                    (
-                        "ClaimToCommitMs",
-                        "Milliseconds",
-                        json!(self.claim_to_commit_ms),
-                    )
-                })),
+            self.counters().into_iter().map(|(n, v)| (n, "Count", json!(v))).chain(
+                (!self.claim_to_commit_ms.is_empty())
+                    .then(|| ("ClaimToCommitMs", "Milliseconds", json!(self.claim_to_commit_ms))),
+            ),
         )
     }
 }
@@ -140,9 +132,7 @@ mod tests {
         let emf = snap.to_emf("notice-sender", 1);
         assert_eq!(emf["ClaimsMinted"], 2);
         assert_eq!(emf["ClaimToCommitMs"], json!([12.5]));
-        let defs = emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .unwrap();
+        let defs = emf["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap();
         assert!(defs.iter().any(|d| d["Name"] == "DuplicatesSuppressed"));
         assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], NAMESPACE);
     }

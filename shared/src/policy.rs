@@ -29,10 +29,7 @@ pub struct Window {
 
 impl Default for Window {
     fn default() -> Self {
-        Self {
-            opens_hours_before: 72,
-            closes_hours_before: 24,
-        }
+        Self { opens_hours_before: 72, closes_hours_before: 24 }
     }
 }
 
@@ -61,10 +58,8 @@ pub struct WindowPolicy {
 impl WindowPolicy {
     /// Parses and checks the JSON configuration.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let policy: Self = serde_json::from_str(text).map_err(|e| ConfigError::Invalid {
-            name: "NOTICE_WINDOWS",
-            reason: e.to_string(),
-        })?;
+        let policy: Self = serde_json::from_str(text)
+            .map_err(|e| ConfigError::Invalid { name: "NOTICE_WINDOWS", reason: e.to_string() })?;
         policy.validate()?;
         Ok(policy)
     }
@@ -87,10 +82,7 @@ impl WindowPolicy {
     /// Every combination of window and floor must leave a non-empty window: a policy that can never
     /// send is a configuration error, found at start-up rather than as a stream of missed notices.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let floors = self
-            .jurisdiction_floors_hours
-            .iter()
-            .map(|(j, f)| (Some(j.as_str()), *f));
+        let floors = self.jurisdiction_floors_hours.iter().map(|(j, f)| (Some(j.as_str()), *f));
         let windows = std::iter::once(("default", &self.default))
             .chain(self.kinds.iter().map(|(k, w)| (k.as_str(), w)));
         for (name, window) in windows {
@@ -114,16 +106,8 @@ impl WindowPolicy {
 
     /// The effective window for a job: its kind's window, with the close raised to the floor.
     pub fn window_for(&self, job: &Job) -> Window {
-        let mut window = self
-            .kinds
-            .get(job.identity.kind().as_str())
-            .copied()
-            .unwrap_or(self.default);
-        if let Some(floor) = job
-            .jurisdiction
-            .as_deref()
-            .and_then(|j| self.jurisdiction_floors_hours.get(j))
-        {
+        let mut window = self.kinds.get(job.identity.kind().as_str()).copied().unwrap_or(self.default);
+        if let Some(floor) = job.jurisdiction.as_deref().and_then(|j| self.jurisdiction_floors_hours.get(j)) {
             window.closes_hours_before = window.closes_hours_before.max(*floor);
         }
         window
@@ -137,9 +121,7 @@ impl WindowPolicy {
         if now < opens_at {
             WindowDecision::Defer { until: opens_at }
         } else if now >= closes_at {
-            WindowDecision::Missed {
-                closed_at: closes_at,
-            }
+            WindowDecision::Missed { closed_at: closes_at }
         } else {
             WindowDecision::Send { closes_at }
         }
@@ -170,23 +152,13 @@ mod tests {
         // opens 2026-10-01T09:00Z (72 h), closes 2026-10-03T09:00Z (24 h)
         assert_eq!(
             p.decide(&j, at("2026-10-01T08:59:59Z")),
-            WindowDecision::Defer {
-                until: at("2026-10-01T09:00:00Z")
-            }
+            WindowDecision::Defer { until: at("2026-10-01T09:00:00Z") }
         );
-        assert!(matches!(
-            p.decide(&j, at("2026-10-01T09:00:00Z")),
-            WindowDecision::Send { .. }
-        ));
-        assert!(matches!(
-            p.decide(&j, at("2026-10-03T08:59:59Z")),
-            WindowDecision::Send { .. }
-        ));
+        assert!(matches!(p.decide(&j, at("2026-10-01T09:00:00Z")), WindowDecision::Send { .. }));
+        assert!(matches!(p.decide(&j, at("2026-10-03T08:59:59Z")), WindowDecision::Send { .. }));
         assert_eq!(
             p.decide(&j, at("2026-10-03T09:00:00Z")),
-            WindowDecision::Missed {
-                closed_at: at("2026-10-03T09:00:00Z")
-            }
+            WindowDecision::Missed { closed_at: at("2026-10-03T09:00:00Z") }
         );
     }
 
@@ -194,19 +166,11 @@ mod tests {
     fn jurisdiction_floor_raises_close() {
         let p = WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"US-NY":48}}"#).unwrap();
         let now = at("2026-10-02T12:00:00Z"); // 45 h before the charge
-        assert!(matches!(
-            p.decide(&job(None, "k"), now),
-            WindowDecision::Send { .. }
-        ));
-        assert!(matches!(
-            p.decide(&job(Some("US-CA"), "k"), now),
-            WindowDecision::Send { .. }
-        ));
+        assert!(matches!(p.decide(&job(None, "k"), now), WindowDecision::Send { .. }));
+        assert!(matches!(p.decide(&job(Some("US-CA"), "k"), now), WindowDecision::Send { .. }));
         assert_eq!(
             p.decide(&job(Some("US-NY"), "k"), now),
-            WindowDecision::Missed {
-                closed_at: at("2026-10-02T09:00:00Z")
-            }
+            WindowDecision::Missed { closed_at: at("2026-10-02T09:00:00Z") }
         );
     }
 
@@ -217,25 +181,16 @@ mod tests {
         )
         .unwrap();
         let now = at("2026-09-20T09:00:00Z");
-        assert!(matches!(
-            p.decide(&job(None, "annual_t30d"), now),
-            WindowDecision::Send { .. }
-        ));
-        assert!(matches!(
-            p.decide(&job(None, "renewal_notice_t72"), now),
-            WindowDecision::Defer { .. }
-        ));
+        assert!(matches!(p.decide(&job(None, "annual_t30d"), now), WindowDecision::Send { .. }));
+        assert!(matches!(p.decide(&job(None, "renewal_notice_t72"), now), WindowDecision::Defer { .. }));
     }
 
     #[test]
     fn empty_window_is_a_configuration_error() {
-        let err =
-            WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"XX":72}}"#).unwrap_err();
+        let err = WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"XX":72}}"#).unwrap_err();
         assert!(err.to_string().contains("empty"), "{err}");
-        assert!(WindowPolicy::from_json(
-            r#"{"default":{"opens_hours_before":24,"closes_hours_before":24}}"#
-        )
-        .is_err());
+        assert!(WindowPolicy::from_json(r#"{"default":{"opens_hours_before":24,"closes_hours_before":24}}"#)
+            .is_err());
         assert!(WindowPolicy::from_json(r#"{"defualt":{}}"#).is_err());
     }
 }

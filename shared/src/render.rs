@@ -61,18 +61,14 @@ impl Renderer {
             if !PARTS.iter().any(|p| name.ends_with(p)) {
                 continue;
             }
-            let source =
-                std::fs::read_to_string(entry.path()).map_err(|e| ConfigError::Invalid {
-                    name: "NOTICE_TEMPLATE_DIR",
-                    reason: format!("{name}: {e}"),
-                })?;
-            renderer
-                .env
-                .add_template_owned(name.clone(), source)
-                .map_err(|e| ConfigError::Invalid {
-                    name: "NOTICE_TEMPLATE_DIR",
-                    reason: format!("{name}: {e}"),
-                })?;
+            let source = std::fs::read_to_string(entry.path()).map_err(|e| ConfigError::Invalid {
+                name: "NOTICE_TEMPLATE_DIR",
+                reason: format!("{name}: {e}"),
+            })?;
+            renderer.env.add_template_owned(name.clone(), source).map_err(|e| ConfigError::Invalid {
+                name: "NOTICE_TEMPLATE_DIR",
+                reason: format!("{name}: {e}"),
+            })?;
         }
         Ok(renderer)
     }
@@ -86,20 +82,13 @@ impl Renderer {
                 .env
                 .get_template(&specific)
                 .or_else(|_| self.env.get_template(name))
-                .map_err(|e| RenderError {
-                    template: name.to_owned(),
-                    reason: e.to_string(),
-                })?;
-            template.render(&ctx).map_err(|e| RenderError {
-                template: template.name().to_owned(),
-                reason: e.to_string(),
-            })
+                .map_err(|e| RenderError { template: name.to_owned(), reason: e.to_string() })?;
+            template
+                .render(&ctx)
+                .map_err(|e| RenderError { template: template.name().to_owned(), reason: e.to_string() })
         };
         // A subject is one header line: fold anything a template or data put on other lines.
-        let subject = part("subject.txt")?
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let subject = part("subject.txt")?.split_whitespace().collect::<Vec<_>>().join(" ");
         Ok(OutgoingMail {
             key: key.clone(),
             kind: kind.to_owned(),
@@ -112,29 +101,16 @@ impl Renderer {
 
     fn context(&self, job: &Job) -> Value {
         let mut ctx: Map<String, Value> = job.template_data.clone();
-        ctx.entry("plan_name")
-            .or_insert_with(|| Value::String("subscription".into()));
+        ctx.entry("plan_name").or_insert_with(|| Value::String("subscription".into()));
         let id = &job.identity;
         for (k, v) in [
             ("charge_at", Value::String(job.charge_at.to_rfc3339())),
-            (
-                "charge_date",
-                Value::String(job.charge_at.format("%-d %B %Y").to_string()),
-            ),
-            (
-                "subscription_id",
-                Value::String(id.subscription_id().to_owned()),
-            ),
+            ("charge_date", Value::String(job.charge_at.format("%-d %B %Y").to_string())),
+            ("subscription_id", Value::String(id.subscription_id().to_owned())),
             ("kind", Value::String(id.kind().as_str().to_owned())),
             ("revision", Value::from(id.revision())),
-            (
-                "period_start",
-                Value::String(id.period_start().format("%Y-%m-%d").to_string()),
-            ),
-            (
-                "manage_url",
-                Value::String(self.links.url_for(&job.identity)),
-            ),
+            ("period_start", Value::String(id.period_start().format("%Y-%m-%d").to_string())),
+            ("manage_url", Value::String(self.links.url_for(&job.identity))),
         ] {
             ctx.insert(k.to_owned(), v);
         }
@@ -148,19 +124,14 @@ mod tests {
     use crate::identity::NoticeSecret;
 
     fn job(data: Value) -> Job {
-        Job::from_value(
-            &serde_json::json!({"subscription_id":"sub_1","period_start":"2026-10-01",
+        Job::from_value(&serde_json::json!({"subscription_id":"sub_1","period_start":"2026-10-01",
             "kind":"renewal_notice_t72","email":"a@example.com","charge_at":"2026-10-01T09:00:00Z",
-            "template_data": data}),
-        )
+            "template_data": data}))
         .unwrap()
     }
 
     fn renderer() -> Renderer {
-        Renderer::new(ManageLinks::new(
-            "https://billing.example.com/manage",
-            NoticeSecret::new("l").unwrap(),
-        ))
+        Renderer::new(ManageLinks::new("https://billing.example.com/manage", NoticeSecret::new("l").unwrap()))
     }
 
     #[test]
@@ -177,9 +148,7 @@ mod tests {
     #[test]
     fn html_is_escaped() {
         let j = job(serde_json::json!({"plan_name":"<script>x</script>"}));
-        let mail = renderer()
-            .render(&j, &j.key(&NoticeSecret::new("s").unwrap()))
-            .unwrap();
+        let mail = renderer().render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap();
         assert!(!mail.html.contains("<script>"));
         assert!(mail.html.contains("&lt;script&gt;"));
     }
@@ -187,17 +156,12 @@ mod tests {
     #[test]
     fn directory_overrides_per_kind() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("renewal_notice_t72.subject.txt"),
-            "Heads up: {{ plan_name }}\n",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("renewal_notice_t72.subject.txt"), "Heads up: {{ plan_name }}\n")
+            .unwrap();
         let links = ManageLinks::new("https://x.example", NoticeSecret::new("l").unwrap());
         let r = Renderer::with_dir(links, dir.path()).unwrap();
         let j = job(serde_json::json!({"plan_name":"Tea"}));
-        let mail = r
-            .render(&j, &j.key(&NoticeSecret::new("s").unwrap()))
-            .unwrap();
+        let mail = r.render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap();
         assert_eq!(mail.subject, "Heads up: Tea");
         std::fs::write(dir.path().join("body.txt"), "{% if %}").unwrap();
         let links = ManageLinks::new("https://x.example", NoticeSecret::new("l").unwrap());

@@ -6,7 +6,10 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{Claim, ClaimOutcome, ClaimRequest, Ledger, LedgerRow, RowState};
+use super::{
+    apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimOutcome, ClaimRequest,
+    EvidenceEffect, Ledger, LedgerRow, Origin, ProviderEvidence, RowState,
+};
 use crate::error::LedgerError;
 use crate::identity::NoticeKey;
 
@@ -44,10 +47,7 @@ impl MemoryLedger {
     ) -> Result<(), LedgerError> {
         let mut rows = self.lock();
         match rows.get_mut(&claim.key) {
-            Some(row)
-                if row.state == RowState::Claimed
-                    && row.claim_token.as_ref() == Some(&claim.token) =>
-            {
+            Some(row) if row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&claim.token) => {
                 row.state = to;
                 row.updated_at = at;
                 apply(row);
@@ -58,10 +58,7 @@ impl MemoryLedger {
                 claim.key.prefix(),
                 row.state
             ))),
-            None => Err(LedgerError::Conflict(format!(
-                "{} has no row",
-                claim.key.prefix()
-            ))),
+            None => Err(LedgerError::Conflict(format!("{} has no row", claim.key.prefix()))),
         }
     }
 }
@@ -71,8 +68,7 @@ impl Ledger for MemoryLedger {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         let mut rows = self.lock();
         if let Some(row) = rows.get(&req.key) {
-            let own =
-                row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&req.token);
+            let own = row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&req.token);
             if own {
                 return Ok(ClaimOutcome::Minted(Claim {
                     key: req.key.clone(),
@@ -85,11 +81,7 @@ impl Ledger for MemoryLedger {
             }
         }
         rows.insert(req.key.clone(), req.to_row(RowState::Claimed, None));
-        Ok(ClaimOutcome::Minted(Claim {
-            key: req.key.clone(),
-            token: req.token.clone(),
-            claimed_at: req.at,
-        }))
+        Ok(ClaimOutcome::Minted(Claim { key: req.key.clone(), token: req.token.clone(), claimed_at: req.at }))
     }
 
     async fn commit_sent(
@@ -109,20 +101,11 @@ impl Ledger for MemoryLedger {
         reason: &str,
         at: DateTime<Utc>,
     ) -> Result<(), LedgerError> {
-        self.transition(claim, RowState::Rejected, at, |row| {
-            row.detail = Some(reason.to_owned())
-        })
+        self.transition(claim, RowState::Rejected, at, |row| row.detail = Some(reason.to_owned()))
     }
 
-    async fn release(
-        &self,
-        claim: &Claim,
-        reason: &str,
-        at: DateTime<Utc>,
-    ) -> Result<(), LedgerError> {
-        self.transition(claim, RowState::Released, at, |row| {
-            row.detail = Some(reason.to_owned())
-        })
+    async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
+        self.transition(claim, RowState::Released, at, |row| row.detail = Some(reason.to_owned()))
     }
 
     async fn record_missed(
@@ -136,10 +119,7 @@ impl Ledger for MemoryLedger {
                 return Ok(Some(row.clone()));
             }
         }
-        rows.insert(
-            req.key.clone(),
-            req.to_row(RowState::Missed, Some(reason.to_owned())),
-        );
+        rows.insert(req.key.clone(), req.to_row(RowState::Missed, Some(reason.to_owned())));
         Ok(None)
     }
 
@@ -155,13 +135,75 @@ impl Ledger for MemoryLedger {
         let mut open: Vec<LedgerRow> = self
             .lock()
             .values()
-            .filter(|r| {
-                r.state == RowState::Claimed && r.claimed_at.is_some_and(|t| t < claimed_before)
-            })
+            .filter(|r| r.state == RowState::Claimed && r.claimed_at.is_some_and(|t| t < claimed_before))
             .cloned()
             .collect();
         open.sort_by_key(|r| r.claimed_at);
         open.truncate(limit);
         Ok(open)
+    }
+
+    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+        let mut rows = self.lock();
+        let Some(row) = rows.get_mut(&ev.key) else {
+            rows.insert(ev.key.clone(), learned_row(ev));
+            return Ok(EvidenceEffect::Learned);
+        };
+        Ok(apply_to_row(row, ev))
+    }
+
+    async fn operator_release(
+        &self,
+        key: &NoticeKey,
+        who: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        let mut rows = self.lock();
+        let row = open_claim(&mut rows, key)?;
+        row.state = RowState::Released;
+        row.origin = Origin::Operator;
+        row.detail = Some(release_detail(who, reason, at));
+        row.updated_at = at;
+        Ok(())
+    }
+
+    async fn operator_resolve_sent(
+        &self,
+        key: &NoticeKey,
+        message_id: &str,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        let mut rows = self.lock();
+        let row = open_claim(&mut rows, key)?;
+        row.state = RowState::Sent;
+        row.origin = Origin::Operator;
+        row.message_id = Some(message_id.to_owned());
+        row.detail = Some(resolve_detail(who, at));
+        row.updated_at = at;
+        Ok(())
+    }
+
+    async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
+        let mut rows = self.lock();
+        if rows.contains_key(&row.key) {
+            return Ok(false);
+        }
+        rows.insert(row.key.clone(), row.clone());
+        Ok(true)
+    }
+}
+
+fn open_claim<'a>(
+    rows: &'a mut HashMap<NoticeKey, LedgerRow>,
+    key: &NoticeKey,
+) -> Result<&'a mut LedgerRow, LedgerError> {
+    match rows.get_mut(key) {
+        Some(row) if row.state == RowState::Claimed => Ok(row),
+        Some(row) => {
+            Err(LedgerError::Conflict(format!("{} is {}, not an open claim", key.prefix(), row.state)))
+        }
+        None => Err(LedgerError::Conflict(format!("{} has no ledger row", key.prefix()))),
     }
 }

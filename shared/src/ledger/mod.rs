@@ -38,13 +38,8 @@ pub enum RowState {
 }
 
 impl RowState {
-    pub const ALL: [RowState; 5] = [
-        RowState::Claimed,
-        RowState::Sent,
-        RowState::Rejected,
-        RowState::Missed,
-        RowState::Released,
-    ];
+    pub const ALL: [RowState; 5] =
+        [RowState::Claimed, RowState::Sent, RowState::Rejected, RowState::Missed, RowState::Released];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -100,15 +95,10 @@ impl Origin {
 impl FromStr for Origin {
     type Err = LedgerError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            Origin::Worker,
-            Origin::Backfill,
-            Origin::ProviderEvents,
-            Origin::Operator,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
-        .ok_or_else(|| LedgerError::Corrupt(format!("unknown origin {s:?}")))
+        [Origin::Worker, Origin::Backfill, Origin::ProviderEvents, Origin::Operator]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| LedgerError::Corrupt(format!("unknown origin {s:?}")))
     }
 }
 
@@ -329,20 +319,12 @@ pub trait Ledger: Send + Sync {
 
     /// `claimed` (own token) → `released`: the provider said it did not accept the message, so a
     /// retry may claim and send.
-    async fn release(
-        &self,
-        claim: &Claim,
-        reason: &str,
-        at: DateTime<Utc>,
-    ) -> Result<(), LedgerError>;
+    async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError>;
 
     /// Writes a `missed` row unless the key already has a row other than `released`, which is
     /// returned instead.
-    async fn record_missed(
-        &self,
-        req: &ClaimRequest,
-        reason: &str,
-    ) -> Result<Option<LedgerRow>, LedgerError>;
+    async fn record_missed(&self, req: &ClaimRequest, reason: &str)
+        -> Result<Option<LedgerRow>, LedgerError>;
 
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError>;
 
@@ -363,6 +345,98 @@ pub trait Ledger: Send + Sync {
         claimed_before: DateTime<Utc>,
         limit: usize,
     ) -> Result<Vec<LedgerRow>, LedgerError>;
+
+    /// Applies provider evidence (reconciler). Idempotent; tolerant of any event order; never moves
+    /// a row backwards. `claimed`/`released`/`missed`/`rejected` → `sent` with the message id (the
+    /// evidence says it went out); no row → a `sent` row with origin `provider_events` (identity
+    /// fields empty: events do not carry them); same message id → delivery status advanced; a
+    /// different message id on a row that has one → recorded once in `duplicate_message_ids`, the
+    /// first id kept. See [`apply_to_row`].
+    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError>;
+
+    /// Operator: `claimed` → `released` with who/why/when in `detail`, origin `operator`.
+    /// Any other state (or no row) is a `Conflict`: release is only for open claims.
+    async fn operator_release(
+        &self,
+        key: &NoticeKey,
+        who: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// Operator: `claimed` → `sent` with the provider message id the operator found; origin
+    /// `operator`, who/when in `detail`. Any other state is a `Conflict`.
+    async fn operator_resolve_sent(
+        &self,
+        key: &NoticeKey,
+        message_id: &str,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// Backfill: writes `row` (normally state `sent`, origin `backfill`) only if the key has no row.
+    /// Returns whether it wrote; never overwrites.
+    async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError>;
+}
+
+// ── Rules every adapter shares ──
+
+/// The audit text an operator release leaves on the row.
+pub fn release_detail(who: &str, reason: &str, at: DateTime<Utc>) -> String {
+    format!("released by {who} at {}: {reason}", at.to_rfc3339())
+}
+
+/// The audit text an operator resolution leaves on the row.
+pub fn resolve_detail(who: &str, at: DateTime<Utc>) -> String {
+    format!("resolved as sent by {who} at {}", at.to_rfc3339())
+}
+
+/// A `sent` row for a key the ledger had never seen (e.g. restored from an older backup).
+pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
+    LedgerRow {
+        key: ev.key.clone(),
+        state: RowState::Sent,
+        origin: Origin::ProviderEvents,
+        claim_token: None,
+        subscription_id: String::new(),
+        period_start: String::new(),
+        kind: String::new(),
+        revision: 0,
+        content_digest: None,
+        claimed_at: None,
+        updated_at: ev.at,
+        message_id: Some(ev.message_id.clone()),
+        detail: Some("learned from provider events".into()),
+        delivery_status: Some(ev.status),
+        duplicate_message_ids: Vec::new(),
+    }
+}
+
+/// Applies evidence to an existing row in place: the one definition of the evidence rules,
+/// shared by every adapter that can read-modify-write.
+pub fn apply_to_row(row: &mut LedgerRow, ev: &ProviderEvidence) -> EvidenceEffect {
+    let effect = match row.message_id.as_deref() {
+        Some(first) if first != ev.message_id => {
+            let first = first.to_owned();
+            if !row.duplicate_message_ids.contains(&ev.message_id) {
+                row.duplicate_message_ids.push(ev.message_id.clone());
+            }
+            return EvidenceEffect::DuplicateSend { first, second: ev.message_id.clone() };
+        }
+        Some(_) if row.state == RowState::Sent => EvidenceEffect::Updated,
+        _ => {
+            row.message_id = Some(ev.message_id.clone());
+            if row.state == RowState::Sent {
+                EvidenceEffect::Updated
+            } else {
+                row.state = RowState::Sent;
+                EvidenceEffect::Resolved
+            }
+        }
+    };
+    row.delivery_status = Some(DeliveryStatus::advance(row.delivery_status, ev.status));
+    row.updated_at = row.updated_at.max(ev.at);
+    effect
 }
 
 /// Lets tests keep a handle on an adapter they also hand to the sender.
@@ -387,12 +461,7 @@ impl<T: Ledger + ?Sized> Ledger for std::sync::Arc<T> {
     ) -> Result<(), LedgerError> {
         (**self).commit_rejected(claim, reason, at).await
     }
-    async fn release(
-        &self,
-        claim: &Claim,
-        reason: &str,
-        at: DateTime<Utc>,
-    ) -> Result<(), LedgerError> {
+    async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         (**self).release(claim, reason, at).await
     }
     async fn record_missed(
@@ -414,5 +483,29 @@ impl<T: Ledger + ?Sized> Ledger for std::sync::Arc<T> {
         limit: usize,
     ) -> Result<Vec<LedgerRow>, LedgerError> {
         (**self).open_claims(claimed_before, limit).await
+    }
+    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+        (**self).apply_evidence(evidence).await
+    }
+    async fn operator_release(
+        &self,
+        key: &NoticeKey,
+        who: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        (**self).operator_release(key, who, reason, at).await
+    }
+    async fn operator_resolve_sent(
+        &self,
+        key: &NoticeKey,
+        message_id: &str,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        (**self).operator_resolve_sent(key, message_id, who, at).await
+    }
+    async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
+        (**self).backfill(row).await
     }
 }

@@ -18,10 +18,7 @@ impl FileOutbox {
     pub fn new(dir: impl Into<PathBuf>, from: impl Into<String>) -> std::io::Result<Self> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)?;
-        Ok(Self {
-            dir,
-            from: from.into(),
-        })
+        Ok(Self { dir, from: from.into() })
     }
 
     pub fn dir(&self) -> &Path {
@@ -39,17 +36,9 @@ impl FileOutbox {
     }
 
     fn write(&self, mail: &OutgoingMail) -> std::io::Result<String> {
-        let message_id = format!(
-            "{}.{}@outbox.notice-ledger.invalid",
-            mail.key.prefix(),
-            random_hex(8)
-        );
+        let message_id = format!("{}.{}@outbox.notice-ledger.invalid", mail.key.prefix(), random_hex(8));
         let eml = render_eml(mail, &self.from, &message_id);
-        let name = format!(
-            "{}-{}.eml",
-            Utc::now().format("%Y%m%dT%H%M%S%.6fZ"),
-            mail.key.prefix()
-        );
+        let name = format!("{}-{}.eml", Utc::now().format("%Y%m%dT%H%M%S%.6fZ"), mail.key.prefix());
         // Write then rename, so a reader (or a crash) never sees half a message.
         let tmp = self.dir.join(format!(".{name}.tmp"));
         {
@@ -88,10 +77,7 @@ fn encode_header(text: &str) -> String {
     if text.is_ascii() {
         text.to_owned()
     } else {
-        format!(
-            "=?UTF-8?B?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(text)
-        )
+        format!("=?UTF-8?B?{}?=", base64::engine::general_purpose::STANDARD.encode(text))
     }
 }
 
@@ -139,8 +125,7 @@ mod tests {
     #[tokio::test]
     async fn writes_one_eml_with_notice_key_header() {
         let dir = tempfile::tempdir().unwrap();
-        let outbox =
-            FileOutbox::new(dir.path().join("outbox"), "Billing <billing@example.com>").unwrap();
+        let outbox = FileOutbox::new(dir.path().join("outbox"), "Billing <billing@example.com>").unwrap();
         let key = Identity::new("sub_1", "2026-10-01", "k", 0)
             .unwrap()
             .derive_key(&NoticeSecret::new("s").unwrap());
@@ -152,9 +137,7 @@ mod tests {
             text: "hello".into(),
             html: "<p>hello</p>".into(),
         };
-        let SendResult::Accepted { message_id } = outbox.send(&mail).await else {
-            panic!("outbox refused")
-        };
+        let SendResult::Accepted { message_id } = outbox.send(&mail).await else { panic!("outbox refused") };
         let files = outbox.messages().unwrap();
         assert_eq!(files.len(), 1);
         let eml = std::fs::read_to_string(&files[0]).unwrap();
