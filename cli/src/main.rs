@@ -1,1 +1,85 @@
-fn main() {}
+//! `noticectl`: the operator and local-run tool for notice-ledger.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod input;
+mod ledger_target;
+mod local;
+mod quarantine;
+mod send;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "noticectl",
+    version,
+    about = "Send renewal reminders exactly once — locally, and operate the deployed ledger"
+)]
+struct Cli {
+    /// Local state: ledger.db, outbox/, secret.
+    #[arg(long, global = true, env = "NOTICE_STATE_DIR", default_value = ".notices")]
+    state_dir: PathBuf,
+    /// Log the send path as JSON on stderr (RUST_LOG overrides the level).
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run jobs through claim → send → commit on the local ledger and outbox.
+    Send(send::SendArgs),
+    /// Inspect and resolve claims that never got their commit.
+    Quarantine(quarantine::QuarantineArgs),
+    /// Print the notice key of one notice (uses NOTICE_KEY_SECRET or the local secret).
+    Key(KeyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct KeyArgs {
+    #[arg(long)]
+    subscription_id: String,
+    #[arg(long)]
+    period_start: String,
+    #[arg(long)]
+    kind: String,
+    #[arg(long, default_value_t = 0)]
+    revision: u64,
+}
+
+fn init_tracing(verbose: bool) {
+    let default = if verbose { "info" } else { "off" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().json().with_writer(std::io::stderr).with_env_filter(filter).init();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let result = match cli.command {
+        Command::Send(args) => send::run(cli.state_dir, args).await,
+        Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
+        Command::Key(args) => key(cli.state_dir, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("noticectl: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn key(state_dir: PathBuf, args: KeyArgs) -> Result<ExitCode, String> {
+    let secret = local::StateDir::open(&state_dir).and_then(|s| s.secret()).map_err(|e| e.to_string())?;
+    let identity =
+        notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)
+            .map_err(|e| e.to_string())?;
+    println!("{}", identity.derive_key(&secret));
+    Ok(ExitCode::SUCCESS)
+}

@@ -6,6 +6,7 @@
 
 #[cfg(feature = "aws")]
 pub mod aws;
+pub mod config;
 pub mod deliver;
 pub mod error;
 pub mod faults;

@@ -1,1 +1,293 @@
-pub fn placeholder() {}
+//! `notice-sender`: the SQS-triggered Lambda that runs claim → send → commit for each reminder job.
+//!
+//! This file only adapts: SQS records in, [`notice_ledger::NoticeSender`] per record, and the
+//! outcome's [`Disposition`] back out as an `SqsBatchResponse` (plus visibility changes for
+//! deferrals and backoff). Acked: sent, suppressed, quarantined, rejected, missed. Not acked:
+//! deferred (visible again when the window opens, at most 12 h ahead), released and ledger errors
+//! (backoff with jitter), and input that can never succeed — which goes to the dead-letter queue
+//! straight away when `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the redrive policy.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_sdk_sqs::types::MessageAttributeValue;
+use chrono::Utc;
+use futures::StreamExt;
+use lambda_runtime::LambdaEvent;
+use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::mailer::ses::SesMailer;
+use notice_ledger::metrics::Metrics;
+use notice_ledger::{
+    aws, config, ConfigError, Disposition, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
+};
+use rand::Rng;
+use tracing::{error, info, warn, Instrument};
+
+/// SQS cannot hide a message for longer than 12 hours.
+pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
+/// Backoff for retried messages: base × 2^(receive count − 1), capped, with full jitter on the upper half.
+const BACKOFF_BASE: Duration = Duration::from_secs(30);
+const BACKOFF_CAP: Duration = Duration::from_secs(15 * 60);
+
+/// Everything the handler needs, built once per cold start.
+pub struct SenderApp {
+    pub sender: Arc<NoticeSender>,
+    pub sqs: aws_sdk_sqs::Client,
+    /// Source queue URL for visibility changes; derived from the record's ARN when unset.
+    pub queue_url: Option<String>,
+    pub dead_letter_queue_url: Option<String>,
+    /// Records processed at once within one invocation.
+    pub concurrency: usize,
+}
+
+impl SenderApp {
+    /// Reads configuration from the environment and fails — before the first message — when any
+    /// required setting is missing or invalid.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let table = config::required("NOTICE_TABLE")?;
+        let secret = NoticeSecret::from_env("NOTICE_KEY_SECRET")?;
+        let from = config::required("NOTICE_FROM")?;
+        let configuration_set = config::optional("NOTICE_CONFIGURATION_SET");
+        let mode = config::mode_from_env()?;
+        let policy = WindowPolicy::from_env()?;
+        let renderer = config::renderer_from_env(&secret)?;
+        let send_timeout =
+            Duration::from_millis(config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?.as_millis() as u64);
+        let retention_days = config::secs_from_env("NOTICE_RETENTION_DAYS", 400)?.as_secs();
+        let retention_days = u32::try_from(retention_days).map_err(|_| ConfigError::Invalid {
+            name: "NOTICE_RETENTION_DAYS",
+            reason: "too large".into(),
+        })?;
+        if retention_days < 30 {
+            return Err(ConfigError::Invalid {
+                name: "NOTICE_RETENTION_DAYS",
+                reason: "must be at least 30: rows must outlive every redelivery and replay".into(),
+            });
+        }
+        let concurrency =
+            config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100) as usize;
+
+        let sdk = aws::load_sdk_config().await;
+        let ledger = DynamoLedger::new(aws::dynamodb_client(&sdk), table).with_retention(retention_days);
+        let mailer = SesMailer::new(aws::sesv2_client(&sdk, send_timeout), from, configuration_set);
+        let sender = NoticeSender {
+            ledger: Arc::new(ledger),
+            mailer: Arc::new(mailer),
+            renderer: Arc::new(renderer),
+            policy,
+            secret,
+            mode,
+            budget: SendBudget { send_timeout, min_time_left: send_timeout * 2 },
+            metrics: Arc::new(Metrics::default()),
+        };
+        Ok(Self {
+            sender: Arc::new(sender),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+            queue_url: config::optional("NOTICE_QUEUE_URL"),
+            dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
+            concurrency,
+        })
+    }
+}
+
+/// The Lambda handler: one batch in, the ids of the records SQS must not delete out.
+pub async fn handle(
+    app: &SenderApp,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, lambda_runtime::Error> {
+    let deadline = deadline_instant(event.context.deadline);
+    let failures: Vec<String> = futures::stream::iter(event.payload.records)
+        .map(|record| process_record(app, record, deadline))
+        .buffer_unordered(app.concurrency)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await;
+    publish_metrics(app);
+    let mut response = SqsBatchResponse::default();
+    response.batch_item_failures = failures
+        .into_iter()
+        .map(|id| {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = id;
+            failure
+        })
+        .collect();
+    Ok(response)
+}
+
+/// Processes one record; returns its message id when SQS must keep it.
+async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<Instant>) -> Option<String> {
+    let message_id = record.message_id.clone().unwrap_or_default();
+    let replay_batch = record.message_attributes.get("replay_batch").and_then(|a| a.string_value.clone());
+    let receive_count: u32 =
+        record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
+    let span = tracing::info_span!(
+        "notice",
+        message_id = %message_id,
+        receive_count,
+        replay_batch = replay_batch.as_deref().unwrap_or(""),
+        notice_key = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    async move {
+        let Some(body) = record.body.as_deref() else {
+            warn!("record has no body");
+            return dead_letter(app, &record, "record has no body").await;
+        };
+        let delivery = app.sender.deliver_body(body, Utc::now(), deadline).await;
+        let span = tracing::Span::current();
+        if let Some(key) = &delivery.key {
+            span.record("notice_key", key.as_str());
+        }
+        span.record("outcome", delivery.outcome.label());
+        info!(outcome = delivery.outcome.label(), "processed");
+        match delivery.outcome.disposition() {
+            Disposition::Ack => None,
+            Disposition::RetryAt(until) => {
+                let wait = (until - Utc::now()).to_std().unwrap_or(Duration::ZERO).min(MAX_VISIBILITY);
+                change_visibility(app, &record, wait).await;
+                Some(message_id)
+            }
+            Disposition::Retry => {
+                change_visibility(app, &record, backoff(receive_count)).await;
+                Some(message_id)
+            }
+            Disposition::DeadLetter => dead_letter(app, &record, &reason(&delivery.outcome)).await,
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+fn reason(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Invalid(e) => e.to_string(),
+        Outcome::RenderFailed(e) => format!("render failed: {e}"),
+        Outcome::PayloadConflict { state } => {
+            format!("payload conflict: key already {state} with different content (bump revision)")
+        }
+        other => other.label().to_owned(),
+    }
+}
+
+/// Exponential backoff with jitter over the upper half, so retries of one burst spread out.
+pub fn backoff(receive_count: u32) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(1u32 << receive_count.saturating_sub(1).min(10)).min(BACKOFF_CAP);
+    let secs = exp.as_secs().max(1);
+    Duration::from_secs(rand::thread_rng().gen_range(secs / 2..=secs))
+}
+
+async fn change_visibility(app: &SenderApp, record: &SqsMessage, wait: Duration) {
+    let (Some(queue_url), Some(receipt)) = (queue_url(app, record), record.receipt_handle.as_deref()) else {
+        warn!("cannot change visibility: no queue URL or receipt handle; the queue's own timeout applies");
+        return;
+    };
+    let secs = i32::try_from(wait.as_secs()).unwrap_or(i32::MAX).min(MAX_VISIBILITY.as_secs() as i32);
+    let result = app
+        .sqs
+        .change_message_visibility()
+        .queue_url(queue_url)
+        .receipt_handle(receipt)
+        .visibility_timeout(secs)
+        .send()
+        .await;
+    if let Err(e) = result {
+        // Not fatal: the message still comes back after the queue's visibility timeout.
+        warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "ChangeMessageVisibility failed");
+    }
+}
+
+/// Sends the record to the dead-letter queue with the reason and acks it; without a configured
+/// queue (or when that send fails) reports it as a batch failure so the redrive policy moves it.
+async fn dead_letter(app: &SenderApp, record: &SqsMessage, why: &str) -> Option<String> {
+    let message_id = record.message_id.clone().unwrap_or_default();
+    let Some(dlq) = app.dead_letter_queue_url.as_deref() else {
+        error!(reason = why, "message cannot succeed; failing it so the redrive policy dead-letters it");
+        return Some(message_id);
+    };
+    let attr = |v: &str| MessageAttributeValue::builder().data_type("String").string_value(v).build();
+    let (Ok(reason_attr), Ok(source_attr)) = (attr(why), attr(&message_id)) else {
+        return Some(message_id);
+    };
+    let sent = app
+        .sqs
+        .send_message()
+        .queue_url(dlq)
+        .message_body(record.body.clone().unwrap_or_default())
+        .message_attributes("notice_error", reason_attr)
+        .message_attributes("source_message_id", source_attr)
+        .send()
+        .await;
+    match sent {
+        Ok(_) => {
+            error!(reason = why, "message dead-lettered");
+            None
+        }
+        Err(e) => {
+            error!(reason = why, error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "dead-letter send failed; failing the record instead");
+            Some(message_id)
+        }
+    }
+}
+
+fn queue_url(app: &SenderApp, record: &SqsMessage) -> Option<String> {
+    app.queue_url.clone().or_else(|| record.event_source_arn.as_deref().and_then(queue_url_from_arn))
+}
+
+/// `arn:aws:sqs:REGION:ACCOUNT:NAME` → `https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`.
+pub fn queue_url_from_arn(arn: &str) -> Option<String> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    match parts.as_slice() {
+        ["arn", _partition, "sqs", region, account, name] => {
+            Some(format!("https://sqs.{region}.amazonaws.com/{account}/{name}"))
+        }
+        _ => None,
+    }
+}
+
+/// The invocation deadline as an `Instant`; `None` when the runtime gave none (local invokes).
+pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
+    if deadline_ms == 0 {
+        return None;
+    }
+    let deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms);
+    let left = deadline.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
+    Some(Instant::now() + left)
+}
+
+/// One EMF document per invocation, on stdout where CloudWatch picks it up.
+fn publish_metrics(app: &SenderApp) {
+    let snapshot = app.sender.metrics.drain();
+    println!("{}", snapshot.to_emf("notice-sender", Utc::now().timestamp_millis()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        for _ in 0..50 {
+            let first = backoff(1);
+            assert!(first >= Duration::from_secs(15) && first <= Duration::from_secs(30));
+            assert!(backoff(30) <= BACKOFF_CAP);
+            assert!(backoff(30) >= BACKOFF_CAP / 2);
+        }
+    }
+
+    #[test]
+    fn queue_url_from_event_source_arn() {
+        assert_eq!(
+            queue_url_from_arn("arn:aws:sqs:eu-west-1:123456789012:reminders").as_deref(),
+            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/reminders")
+        );
+        assert_eq!(queue_url_from_arn("not-an-arn"), None);
+    }
+
+    #[test]
+    fn no_deadline_from_a_default_context() {
+        assert!(deadline_instant(0).is_none());
+        assert!(deadline_instant(1).is_some());
+    }
+}

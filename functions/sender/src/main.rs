@@ -1,1 +1,18 @@
-fn main() {}
+//! Lambda entry point: logs, configuration once per cold start, then the handler.
+
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let app = match notice_sender::SenderApp::from_env().await {
+        Ok(app) => app,
+        Err(e) => {
+            // Refuse to start: a sender without its secret or table must not take messages.
+            tracing::error!(error = %e, "notice-sender cannot start");
+            return Err(e.into());
+        }
+    };
+    let app = &app;
+    run(service_fn(move |event: LambdaEvent<_>| notice_sender::handle(app, event))).await
+}

@@ -1,0 +1,147 @@
+//! `noticectl send FILE`: the whole send path on the embedded default (SQLite ledger, file outbox).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use notice_ledger::mailer::outbox::FileOutbox;
+use notice_ledger::metrics::Metrics;
+use notice_ledger::{config, Disposition, Mode, NoticeSender, Outcome, SendBudget, WindowPolicy};
+
+use crate::input::{read_items, InputItem};
+use crate::ledger_target::LedgerTarget;
+use crate::local::StateDir;
+
+#[derive(clap::Args, Debug)]
+pub struct SendArgs {
+    /// JSON Lines of job bodies, or a Lambda SQS event JSON.
+    pub file: PathBuf,
+    /// Ledger to claim in (default: sqlite:<state-dir>/ledger.db).
+    #[arg(long, env = "NOTICE_LEDGER_URL")]
+    pub ledger: Option<String>,
+    /// From address written into the outbox messages.
+    #[arg(long, env = "NOTICE_FROM", default_value = "Billing <billing@example.com>")]
+    pub from: String,
+    /// Jobs in flight at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+    /// Pretend it is this instant (RFC 3339) when checking send windows — for rehearsals and demos.
+    #[arg(long)]
+    pub now: Option<DateTime<Utc>>,
+    /// `enforce` (default) or `shadow`.
+    #[arg(long, env = "NOTICE_MODE", default_value = "enforce")]
+    pub mode: Mode,
+}
+
+pub async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String> {
+    let items = read_items(&args.file).map_err(|e| e.to_string())?;
+    let state = StateDir::open(&state_dir).map_err(|e| e.to_string())?;
+    let secret = state.secret().map_err(|e| e.to_string())?;
+    let target = match &args.ledger {
+        Some(l) => LedgerTarget::parse(l)?,
+        None => LedgerTarget::Sqlite(state.ledger_path()),
+    };
+    let ledger = target.open().await?.ledger;
+    let outbox = FileOutbox::new(state.outbox_dir(), args.from.clone())
+        .map_err(|e| format!("{}: {e}", state.outbox_dir().display()))?;
+    let renderer = config::renderer_from_env(&secret).map_err(|e| e.to_string())?;
+    let policy = WindowPolicy::from_env().map_err(|e| e.to_string())?;
+    let sender = Arc::new(NoticeSender {
+        ledger,
+        mailer: Arc::new(outbox),
+        renderer: Arc::new(renderer),
+        policy,
+        secret,
+        mode: args.mode,
+        budget: SendBudget { send_timeout: Duration::from_secs(30), ..SendBudget::default() },
+        metrics: Arc::new(Metrics::default()),
+    });
+    let now = args.now.unwrap_or_else(Utc::now);
+    eprintln!(
+        "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {:?}",
+        items.len(),
+        args.file.display(),
+        target.describe(),
+        state.outbox_dir().display(),
+        args.mode
+    );
+
+    // `buffered` keeps input order in the output while up to N jobs run at once.
+    let mut results = futures::stream::iter(items)
+        .map(|item| {
+            let sender = Arc::clone(&sender);
+            async move {
+                let delivery = sender.deliver_body(&item.body, now, None).await;
+                (item, delivery)
+            }
+        })
+        .buffered(usize::from(args.concurrency));
+
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut failed = 0usize;
+    while let Some((item, delivery)) = results.next().await {
+        let prefix = delivery.key.as_ref().map_or("-", |k| k.prefix()).to_owned();
+        println!(
+            "{:<16} {prefix:<12}  {:<18} {}",
+            item.origin,
+            delivery.outcome.label(),
+            detail(&item, &delivery.outcome)
+        );
+        *counts.entry(delivery.outcome.label()).or_default() += 1;
+        if needs_attention(&delivery.outcome) {
+            failed += 1;
+        }
+    }
+    let total: usize = counts.values().sum();
+    let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    println!("{total} job(s): {}", if parts.is_empty() { "nothing to do".into() } else { parts.join(", ") });
+    if failed > 0 {
+        eprintln!("noticectl: {failed} job(s) need attention (invalid input, conflicts or ledger errors): see above");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Outcomes a queue would dead-letter or retry for a reason other than time.
+fn needs_attention(outcome: &Outcome) -> bool {
+    match outcome.disposition() {
+        Disposition::DeadLetter => true,
+        Disposition::Retry => !matches!(outcome, Outcome::Released { .. }),
+        Disposition::Ack | Disposition::RetryAt(_) => false,
+    }
+}
+
+fn detail(item: &InputItem, outcome: &Outcome) -> String {
+    let text = match outcome {
+        Outcome::Sent { message_id } => format!("message {message_id}"),
+        Outcome::Suppressed { state } => match state {
+            notice_ledger::ledger::RowState::Claimed => "claimed elsewhere (in flight or quarantined)".into(),
+            other => format!("already {other}"),
+        },
+        Outcome::Deferred { until } => format!("window opens {}", until.to_rfc3339()),
+        Outcome::Missed { closed_at } => {
+            format!("window closed {} — recorded, not sent", closed_at.to_rfc3339())
+        }
+        Outcome::Released { class, reason } => format!("provider did not accept ({class}): {reason}"),
+        Outcome::Quarantined { reason, .. } => reason.clone(),
+        Outcome::Rejected { reason } => reason.clone(),
+        Outcome::PayloadConflict { state } => {
+            format!("same notice key already {state} with different content: bump `revision` for a corrected notice")
+        }
+        Outcome::ShadowSent { would_suppress: Some(s), .. } => {
+            format!("enforce mode would suppress (already {s})")
+        }
+        Outcome::ShadowSent { would_suppress: None, .. } => String::new(),
+        Outcome::Invalid(e) => e.to_string(),
+        Outcome::RenderFailed(e) | Outcome::LedgerUnavailable(e) => e.clone(),
+        Outcome::NoTimeLeft => "no time left".into(),
+    };
+    match item.attributes.get("replay_batch") {
+        Some(batch) => format!("{text} [replay_batch {batch}]"),
+        None => text,
+    }
+}

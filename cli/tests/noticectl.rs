@@ -1,0 +1,179 @@
+//! `noticectl` as a user runs it: a real binary, a real state directory, real files.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const NOW: &str = "2026-12-02T12:00:00Z";
+
+fn job(sub: &str, revision: u64, charge_at: &str) -> String {
+    serde_json::json!({"subscription_id": sub, "period_start": "2026-12-01", "kind": "renewal_notice_t72",
+        "revision": revision, "email": format!("{sub}@example.com"), "charge_at": charge_at,
+        "template_data": {"plan_name": "Coffee Box", "amount": "29.00 USD"}})
+    .to_string()
+}
+
+fn noticectl(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .current_dir(dir)
+        .env_remove("NOTICE_KEY_SECRET")
+        .env_remove("NOTICE_LEDGER_URL")
+        .env_remove("NOTICE_STATE_DIR")
+        .env_remove("NOTICE_MODE")
+        .args(args)
+        .output()
+        .expect("run noticectl")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn eml_count(dir: &Path) -> usize {
+    match std::fs::read_dir(dir.join(".notices/outbox")) {
+        Ok(entries) => entries
+            .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "eml")))
+            .count(),
+        Err(_) => 0,
+    }
+}
+
+#[test]
+fn send_twice_in_an_empty_folder_sends_each_distinct_notice_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        job("sub_1", 0, "2026-12-04T09:00:00Z"),
+        job("sub_2", 0, "2026-12-04T09:00:00Z"),
+        job("sub_1", 0, "2026-12-04T09:00:00Z"), // duplicate
+        job("sub_1", 1, "2026-12-04T09:00:00Z"), // corrected notice
+        "{this is not json".to_owned(),
+        job("sub_3", 0, "2027-03-01T09:00:00Z"), // early
+        job("sub_4", 0, "2026-12-02T20:00:00Z"), // late
+        job("sub|5", 0, "2026-12-04T09:00:00Z"), // bad identity
+    ];
+    std::fs::write(dir.path().join("renewals.jsonl"), lines.join("\n")).unwrap();
+
+    let first = noticectl(dir.path(), &["send", "renewals.jsonl", "--now", NOW]);
+    let (out, err) = text(&first);
+    assert_eq!(first.status.code(), Some(1), "invalid input makes the run fail\n{out}\n{err}");
+    assert!(err.contains("created a random local secret"), "{err}");
+    assert_eq!(eml_count(dir.path()), 3, "sub_1 r0, sub_2 r0, sub_1 r1\n{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("line 5") && l.contains("invalid") && l.contains("body")),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l.starts_with("line 8") && l.contains("subscription_id")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("line 6") && l.contains("deferred")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("line 7") && l.contains("missed")), "{out}");
+    assert!(out.contains("8 job(s):"), "{out}");
+    let secret = dir.path().join(".notices/secret");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    let second = noticectl(dir.path(), &["send", "renewals.jsonl", "--now", NOW]);
+    let (out, err) = text(&second);
+    assert_eq!(eml_count(dir.path()), 3, "second run sends nothing\n{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("suppressed") && l.contains("already sent")).count(),
+        4,
+        "{out}"
+    );
+    assert!(!err.contains("created a random local secret"));
+    assert!(!err.contains("panicked") && !text(&first).1.contains("panicked"));
+}
+
+#[test]
+fn two_processes_on_one_ledger_file_send_each_notice_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..150).map(|i| job(&format!("sub_{i}"), 0, "2026-12-04T09:00:00Z")).collect();
+    std::fs::write(dir.path().join("jobs.jsonl"), lines.join("\n")).unwrap();
+    // Create the secret first so both processes use the same one.
+    assert!(noticectl(
+        dir.path(),
+        &["key", "--subscription-id", "x", "--period-start", "2026-12-01", "--kind", "k"]
+    )
+    .status
+    .success());
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_noticectl"))
+            .current_dir(dir.path())
+            .env_remove("NOTICE_KEY_SECRET")
+            .args(["send", "jobs.jsonl", "--now", NOW, "--concurrency", "16"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success() && b.status.success(), "{:?}\n{:?}", text(&a), text(&b));
+    let sent = |o: &Output| text(o).0.lines().filter(|l| l.contains(" sent ")).count();
+    assert_eq!(sent(&a) + sent(&b), 150, "every notice sent by exactly one process");
+    assert_eq!(eml_count(dir.path()), 150);
+}
+
+#[test]
+fn quarantine_release_is_refused_without_confirmation_and_audited_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join(".notices");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("secret"), "quarantine-test-secret").unwrap();
+    // A worker claimed the notice and died: an open claim, older than any cut-off.
+    let body = job("sub_q", 0, "2026-12-04T09:00:00Z");
+    let parsed = notice_ledger::Job::parse(&body).unwrap();
+    let key = parsed.key(&notice_ledger::NoticeSecret::new("quarantine-test-secret").unwrap());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use notice_ledger::ledger::{ClaimRequest, Ledger};
+        let ledger = notice_ledger::ledger::sqlite::SqliteLedger::open(state.join("ledger.db")).unwrap();
+        let at = chrono::Utc::now() - chrono::Duration::hours(2);
+        ledger.claim(&ClaimRequest::for_job(&parsed, key.clone(), at)).await.unwrap();
+    });
+    std::fs::write(dir.path().join("one.jsonl"), &body).unwrap();
+
+    let list = noticectl(dir.path(), &["quarantine", "list", "--older-than", "15m"]);
+    let (out, err) = text(&list);
+    assert!(out.contains(key.as_str()) && out.contains("sub_q"), "{out}");
+    assert!(err.contains("1 quarantined claim(s)"), "{err}");
+
+    let resend = noticectl(dir.path(), &["send", "one.jsonl", "--now", NOW]);
+    assert!(text(&resend).0.contains("claimed elsewhere"), "quarantined claims are never auto-released");
+
+    let refused = noticectl(
+        dir.path(),
+        &["quarantine", "release", key.as_str(), "--reason", "checked SES: never sent"],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused).1.contains("pass --yes"), "{:?}", text(&refused));
+
+    let dry = noticectl(dir.path(), &["quarantine", "release", key.as_str(), "--reason", "x", "--dry-run"]);
+    assert!(text(&dry).0.contains("nothing changed"));
+
+    let released = noticectl(
+        dir.path(),
+        &[
+            "quarantine",
+            "release",
+            key.as_str(),
+            "--reason",
+            "checked SES: never sent",
+            "--by",
+            "oncall-ada",
+            "--yes",
+        ],
+    );
+    assert!(released.status.success(), "{:?}", text(&released));
+
+    let again = noticectl(dir.path(), &["quarantine", "release", key.as_str(), "--reason", "again", "--yes"]);
+    assert_eq!(again.status.code(), Some(2), "a released row is no longer an open claim");
+
+    let sent = noticectl(dir.path(), &["send", "one.jsonl", "--now", NOW]);
+    assert!(text(&sent).0.contains(" sent "), "{:?}", text(&sent));
+    assert_eq!(eml_count(dir.path()), 1);
+
+    let resolve =
+        noticectl(dir.path(), &["quarantine", "resolve", key.as_str(), "--sent", "--message-id", "m-1"]);
+    assert_eq!(resolve.status.code(), Some(2), "a sent row cannot be resolved again");
+}
