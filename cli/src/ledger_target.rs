@@ -63,5 +63,6 @@ impl LedgerTarget {
 /// An open ledger, with the DynamoDB adapter kept by its type for DynamoDB-only operations.
 pub struct Opened {
     pub ledger: Arc<dyn Ledger>,
+    #[allow(dead_code)] // used by replay (BatchGetItem) once it lands
     pub dynamo: Option<Arc<DynamoLedger>>,
 }

@@ -62,12 +62,12 @@ pub async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String>
     });
     let now = args.now.unwrap_or_else(Utc::now);
     eprintln!(
-        "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {:?}",
+        "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {}",
         items.len(),
         args.file.display(),
         target.describe(),
         state.outbox_dir().display(),
-        args.mode
+        if args.mode == Mode::Shadow { "shadow" } else { "enforce" }
     );
 
     // `buffered` keeps input order in the output while up to N jobs run at once.

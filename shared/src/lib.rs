@@ -9,6 +9,7 @@ pub mod aws;
 pub mod config;
 pub mod deliver;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod identity;
 pub mod job;

@@ -1,1 +1,184 @@
-pub fn placeholder() {}
+//! `notice-reconciler`: closes quarantined claims with the provider's own evidence.
+//!
+//! Input is either an SQS event whose bodies are SES notifications (SNS envelopes, or raw events
+//! with raw message delivery) — the default wiring in `template.yaml` — or a single EventBridge
+//! event (`source: aws.ses`). Every tagged event is applied to the ledger with
+//! [`notice_ledger::ledger::Ledger::apply_evidence`]; a malformed body fails only its own record.
+
+use std::sync::Arc;
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use chrono::Utc;
+use futures::StreamExt;
+use lambda_runtime::LambdaEvent;
+use notice_ledger::events::{self, SesNotification};
+use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::{EvidenceEffect, Ledger};
+use notice_ledger::metrics::emf_document;
+use notice_ledger::{aws, config, ConfigError};
+use serde_json::{json, Value};
+use tracing::{error, info, warn, Instrument};
+
+/// Counts for one invocation, published as one EMF document.
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct Tally {
+    pub resolved: u64,
+    pub learned: u64,
+    pub updated: u64,
+    pub duplicates: u64,
+    pub untagged: u64,
+    pub validation: u64,
+    pub malformed: u64,
+    pub ledger_errors: u64,
+}
+
+pub struct ReconcilerApp {
+    pub ledger: Arc<dyn Ledger>,
+    pub concurrency: usize,
+}
+
+impl ReconcilerApp {
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let table = config::required("NOTICE_TABLE")?;
+        let sdk = aws::load_sdk_config().await;
+        Ok(Self { ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), table)), concurrency: 10 })
+    }
+}
+
+/// What happened to one notification.
+#[derive(Debug)]
+enum Handled {
+    Effect(EvidenceEffect),
+    Untagged,
+    Validation,
+    Malformed(String),
+    LedgerError(String),
+}
+
+/// Entry point for both shapes. SQS → `SqsBatchResponse`; EventBridge → a small JSON summary, or an
+/// error so Lambda's async retry (and the function's failure destination) keeps the event.
+pub async fn handle(app: &ReconcilerApp, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
+    let payload = event.payload;
+    if payload.get("Records").is_some() {
+        let sqs: SqsEvent = serde_json::from_value(payload)?;
+        let (response, tally) = handle_sqs(app, sqs).await;
+        publish(&tally);
+        return Ok(serde_json::to_value(response)?);
+    }
+    let mut tally = Tally::default();
+    let handled = match events::parse_value(&payload) {
+        Ok(n) => apply(app, n).await,
+        Err(e) => Handled::Malformed(e.to_string()),
+    };
+    count(&mut tally, &handled);
+    publish(&tally);
+    match handled {
+        Handled::Malformed(e) | Handled::LedgerError(e) => Err(e.into()),
+        other => Ok(json!({"result": format!("{other:?}")})),
+    }
+}
+
+/// Processes an SQS batch; failed records are retried and then dead-lettered by the queue.
+pub async fn handle_sqs(app: &ReconcilerApp, event: SqsEvent) -> (SqsBatchResponse, Tally) {
+    let results: Vec<(String, Handled)> = futures::stream::iter(event.records)
+        .map(|record| {
+            let message_id = record.message_id.clone().unwrap_or_default();
+            let span = tracing::info_span!("ses_event", message_id = %message_id, notice_key = tracing::field::Empty);
+            async move {
+                let handled = match events::parse_body(record.body.as_deref().unwrap_or("")) {
+                    Ok(n) => apply(app, n).await,
+                    Err(e) => Handled::Malformed(e.to_string()),
+                };
+                (message_id, handled)
+            }
+            .instrument(span)
+        })
+        .buffer_unordered(app.concurrency.max(1))
+        .collect()
+        .await;
+    let mut tally = Tally::default();
+    let mut response = SqsBatchResponse::default();
+    for (message_id, handled) in results {
+        count(&mut tally, &handled);
+        if matches!(handled, Handled::Malformed(_) | Handled::LedgerError(_)) {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = message_id;
+            response.batch_item_failures.push(failure);
+        }
+    }
+    (response, tally)
+}
+
+async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
+    let evidence = match notification {
+        SesNotification::Validation => {
+            info!("SNS topic validation message skipped");
+            return Handled::Validation;
+        }
+        SesNotification::Untagged { event_type } => {
+            info!(event_type, "event without a notice_key tag skipped");
+            return Handled::Untagged;
+        }
+        SesNotification::Evidence(ev) => ev,
+    };
+    tracing::Span::current().record("notice_key", evidence.key.as_str());
+    match app.ledger.apply_evidence(&evidence).await {
+        Ok(effect) => {
+            match &effect {
+                EvidenceEffect::DuplicateSend { first, second } => error!(
+                    first_message_id = %first,
+                    second_message_id = %second,
+                    "duplicate send detected: a second message really went out for this notice key"
+                ),
+                EvidenceEffect::Learned => {
+                    warn!(message_id = %evidence.message_id, "send evidence for a key with no ledger row: recorded as sent")
+                }
+                EvidenceEffect::Resolved => {
+                    info!(message_id = %evidence.message_id, "claim resolved as sent by provider evidence")
+                }
+                EvidenceEffect::Updated => {
+                    info!(status = evidence.status.as_str(), "delivery status recorded")
+                }
+            }
+            Handled::Effect(effect)
+        }
+        Err(e) => {
+            error!(error = %e, "could not apply provider evidence");
+            Handled::LedgerError(e.to_string())
+        }
+    }
+}
+
+fn count(tally: &mut Tally, handled: &Handled) {
+    match handled {
+        Handled::Effect(EvidenceEffect::Resolved) => tally.resolved += 1,
+        Handled::Effect(EvidenceEffect::Learned) => tally.learned += 1,
+        Handled::Effect(EvidenceEffect::Updated) => tally.updated += 1,
+        Handled::Effect(EvidenceEffect::DuplicateSend { .. }) => tally.duplicates += 1,
+        Handled::Untagged => tally.untagged += 1,
+        Handled::Validation => tally.validation += 1,
+        Handled::Malformed(e) => {
+            warn!(error = %e, "malformed notification");
+            tally.malformed += 1
+        }
+        Handled::LedgerError(_) => tally.ledger_errors += 1,
+    }
+}
+
+fn publish(t: &Tally) {
+    let metrics = [
+        ("ClaimsResolvedByEvidence", t.resolved),
+        ("SendsLearnedFromEvents", t.learned),
+        ("DeliveryStatusUpdates", t.updated),
+        ("DuplicateSendsDetected", t.duplicates),
+        ("UntaggedEvents", t.untagged),
+        ("MalformedEvents", t.malformed),
+        ("LedgerErrors", t.ledger_errors),
+    ];
+    let doc = emf_document(
+        "notice-reconciler",
+        Utc::now().timestamp_millis(),
+        metrics.iter().map(|(n, v)| (*n, "Count", json!(v))),
+    );
+    println!("{doc}");
+}

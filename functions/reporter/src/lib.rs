@@ -1,1 +1,103 @@
-pub fn placeholder() {}
+//! `notice-reporter`: the scheduled look at the quarantine. It reads the sparse open-claims index
+//! (cost grows with the quarantine, not the ledger — never a Scan), reports claims older than
+//! `NOTICE_STALE_AFTER_SECS`, and emits `QuarantinedClaims` for the alarm. It never writes and
+//! never releases: closing a claim takes evidence or an operator.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use lambda_runtime::LambdaEvent;
+use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::metrics::emf_document;
+use notice_ledger::{aws, config, ConfigError};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Longest list of claims in one report; the count is always complete.
+pub const MAX_LISTED: usize = 50;
+
+pub struct ReporterApp {
+    pub ledger: DynamoLedger,
+    pub stale_after: Duration,
+}
+
+impl ReporterApp {
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let table = config::required("NOTICE_TABLE")?;
+        let stale_after = config::stale_after_from_env()?;
+        let sdk = aws::load_sdk_config().await;
+        Ok(Self { ledger: DynamoLedger::new(aws::dynamodb_client(&sdk), table), stale_after })
+    }
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct QuarantineReport {
+    pub quarantined: usize,
+    pub stale_after_secs: u64,
+    pub oldest_age_secs: Option<i64>,
+    pub claims: Vec<ListedClaim>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ListedClaim {
+    pub notice_key: String,
+    pub subscription_id: String,
+    pub period_start: String,
+    pub kind: String,
+    pub revision: u64,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub age_secs: Option<i64>,
+}
+
+/// Builds the report as of `now`.
+pub async fn report(
+    app: &ReporterApp,
+    now: DateTime<Utc>,
+) -> Result<QuarantineReport, lambda_runtime::Error> {
+    let cut = now - chrono::Duration::from_std(app.stale_after)?;
+    let (count, oldest) = app.ledger.count_open_claims(cut).await?;
+    let rows = notice_ledger::ledger::Ledger::open_claims(&app.ledger, cut, MAX_LISTED).await?;
+    let claims: Vec<ListedClaim> = rows
+        .into_iter()
+        .map(|r| ListedClaim {
+            notice_key: r.key.as_str().to_owned(),
+            subscription_id: r.subscription_id,
+            period_start: r.period_start,
+            kind: r.kind,
+            revision: r.revision,
+            claimed_at: r.claimed_at,
+            age_secs: r.claimed_at.map(|t| (now - t).num_seconds()),
+        })
+        .collect();
+    Ok(QuarantineReport {
+        quarantined: count,
+        stale_after_secs: app.stale_after.as_secs(),
+        oldest_age_secs: oldest.map(|t| (now - t).num_seconds()),
+        truncated: count > claims.len(),
+        claims,
+    })
+}
+
+/// The scheduled handler: the event itself carries nothing we need.
+pub async fn handle(app: &ReporterApp, _event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
+    let now = Utc::now();
+    let report = report(app, now).await?;
+    let doc = emf_document(
+        "notice-reporter",
+        now.timestamp_millis(),
+        [
+            ("QuarantinedClaims", "Count", json!(report.quarantined)),
+            ("OldestQuarantinedClaimAgeSecs", "Seconds", json!(report.oldest_age_secs.unwrap_or(0))),
+        ],
+    );
+    println!("{doc}");
+    if report.quarantined > 0 {
+        tracing::error!(
+            quarantined = report.quarantined,
+            oldest_age_secs = report.oldest_age_secs,
+            "quarantined claims need resolution (see README: quarantine runbook)"
+        );
+    }
+    Ok(serde_json::to_value(&report)?)
+}
