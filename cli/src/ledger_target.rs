@@ -48,21 +48,19 @@ impl LedgerTarget {
                     std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
                 }
                 let ledger = SqliteLedger::open(path).map_err(|e| e.to_string())?;
-                Ok(Opened { ledger: Arc::new(ledger), dynamo: None })
+                Ok(Opened { ledger: Arc::new(ledger) })
             }
             Self::DynamoDb(table) => {
                 let config = notice_ledger::aws::load_sdk_config().await;
                 let ledger =
                     Arc::new(DynamoLedger::new(notice_ledger::aws::dynamodb_client(&config), table.clone()));
-                Ok(Opened { ledger: ledger.clone(), dynamo: Some(ledger) })
+                Ok(Opened { ledger })
             }
         }
     }
 }
 
-/// An open ledger, with the DynamoDB adapter kept by its type for DynamoDB-only operations.
+/// An open ledger.
 pub struct Opened {
     pub ledger: Arc<dyn Ledger>,
-    #[allow(dead_code)] // used by replay (BatchGetItem) once it lands
-    pub dynamo: Option<Arc<DynamoLedger>>,
 }
