@@ -9,6 +9,8 @@ mod input;
 mod ledger_target;
 mod local;
 mod quarantine;
+mod queue;
+mod replay;
 mod send;
 
 #[derive(Parser, Debug)]
@@ -36,6 +38,12 @@ enum Command {
     Quarantine(quarantine::QuarantineArgs),
     /// Print the notice key of one notice (uses NOTICE_KEY_SECRET or the local secret).
     Key(KeyArgs),
+    /// Count a backlog against the ledger (--dry-run), then enqueue only what is new.
+    Replay(replay::ReplayArgs),
+    /// Record notices delivered before enforcement as sent (never overwrites).
+    Backfill(replay::BackfillArgs),
+    /// Validate one job and put it on the reminder queue.
+    Enqueue(EnqueueArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -48,6 +56,14 @@ struct KeyArgs {
     kind: String,
     #[arg(long, default_value_t = 0)]
     revision: u64,
+}
+
+#[derive(clap::Args, Debug)]
+struct EnqueueArgs {
+    /// The job body (JSON), or @FILE to read it from a file.
+    job: String,
+    #[arg(long, env = "NOTICE_QUEUE_URL")]
+    queue_url: String,
 }
 
 fn init_tracing(verbose: bool) {
@@ -65,6 +81,9 @@ async fn main() -> ExitCode {
         Command::Send(args) => send::run(cli.state_dir, args).await,
         Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
         Command::Key(args) => key(cli.state_dir, args),
+        Command::Replay(args) => replay::replay(cli.state_dir, args).await,
+        Command::Backfill(args) => replay::backfill(cli.state_dir, args).await,
+        Command::Enqueue(args) => enqueue(args).await,
     };
     match result {
         Ok(code) => code,
@@ -81,5 +100,24 @@ fn key(state_dir: PathBuf, args: KeyArgs) -> Result<ExitCode, String> {
         notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)
             .map_err(|e| e.to_string())?;
     println!("{}", identity.derive_key(&secret));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn enqueue(args: EnqueueArgs) -> Result<ExitCode, String> {
+    let body = match args.job.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
+        None => args.job,
+    };
+    // Refuse here what the sender would dead-letter later.
+    let job = notice_ledger::Job::parse(&body).map_err(|e| e.to_string())?;
+    let sqs = queue::client().await;
+    let out = sqs
+        .send_message()
+        .queue_url(&args.queue_url)
+        .message_body(job.to_value().to_string())
+        .send()
+        .await
+        .map_err(|e| format!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+    println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,116 @@
+//! Putting jobs on the reminder queue: `SendMessageBatch` (10 a call) at a bounded rate, with the
+//! `replay_batch` attribute the sender logs (never part of a key). Failed entries are retried a
+//! few times, then reported — never silently dropped.
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use indicatif::ProgressBar;
+
+/// One job body to enqueue, with the label it is reported under.
+pub struct Outgoing {
+    pub origin: String,
+    pub body: String,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct EnqueueReport {
+    pub sent: usize,
+    /// (origin, error) of entries that could not be enqueued after retries.
+    pub failed: Vec<(String, String)>,
+}
+
+const MAX_ATTEMPTS: u32 = 4;
+
+pub async fn client() -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(&notice_ledger::aws::load_sdk_config().await)
+}
+
+/// Sends `jobs` in batches of 10, at most `per_second` messages a second.
+pub async fn enqueue(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    jobs: &[Outgoing],
+    batch_id: Option<&str>,
+    per_second: u32,
+    progress: &ProgressBar,
+) -> EnqueueReport {
+    let mut report = EnqueueReport::default();
+    let per_second = f64::from(per_second.max(1));
+    let started = Instant::now();
+    let mut submitted = 0usize;
+    for chunk in jobs.chunks(10) {
+        // Pace by the total so far: after n messages, at least n / rate seconds have passed.
+        let due = Duration::from_secs_f64(submitted as f64 / per_second);
+        if let Some(wait) = due.checked_sub(started.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        submitted += chunk.len();
+        let mut pending: Vec<(usize, &Outgoing)> = chunk.iter().enumerate().collect();
+        let mut attempt = 0;
+        while !pending.is_empty() {
+            attempt += 1;
+            match send_batch(sqs, queue_url, &pending, batch_id).await {
+                Ok(failed_ids) => {
+                    let before = pending.len();
+                    let failed: Vec<(usize, &Outgoing, String)> = pending
+                        .iter()
+                        .filter_map(|(i, job)| {
+                            failed_ids.iter().find(|(id, _)| *id == *i).map(|(_, e)| (*i, *job, e.clone()))
+                        })
+                        .collect();
+                    report.sent += before - failed.len();
+                    progress.inc((before - failed.len()) as u64);
+                    if attempt >= MAX_ATTEMPTS {
+                        for (_, job, e) in failed {
+                            report.failed.push((job.origin.clone(), e));
+                            progress.inc(1);
+                        }
+                        break;
+                    }
+                    pending = failed.into_iter().map(|(i, job, _)| (i, job)).collect();
+                }
+                Err(e) if attempt >= MAX_ATTEMPTS => {
+                    for (_, job) in &pending {
+                        report.failed.push((job.origin.clone(), e.clone()));
+                        progress.inc(1);
+                    }
+                    break;
+                }
+                Err(_) => {}
+            }
+            if !pending.is_empty() {
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            }
+        }
+    }
+    report
+}
+
+/// One `SendMessageBatch`; returns the entries SQS did not take, by position, with the reason.
+async fn send_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    entries: &[(usize, &Outgoing)],
+    batch_id: Option<&str>,
+) -> Result<Vec<(usize, String)>, String> {
+    let mut request = sqs.send_message_batch().queue_url(queue_url);
+    for (i, job) in entries {
+        let mut entry = SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(&job.body);
+        if let Some(batch) = batch_id {
+            let attr = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(batch)
+                .build()
+                .map_err(|e| e.to_string())?;
+            entry = entry.message_attributes("replay_batch", attr);
+        }
+        request = request.entries(entry.build().map_err(|e| e.to_string())?);
+    }
+    let out = request.send().await.map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+    Ok(out
+        .failed()
+        .iter()
+        .filter_map(|f| f.id().parse::<usize>().ok().map(|i| (i, f.message().unwrap_or(f.code()).to_owned())))
+        .collect())
+}
