@@ -41,53 +41,91 @@ pub struct SenderApp {
     pub concurrency: usize,
 }
 
-impl SenderApp {
-    /// Reads configuration from the environment and fails — before the first message — when any
-    /// required setting is missing or invalid.
-    pub async fn from_env() -> Result<Self, ConfigError> {
-        let table = config::required("NOTICE_TABLE")?;
-        let secret = NoticeSecret::from_env("NOTICE_KEY_SECRET")?;
-        let from = config::required("NOTICE_FROM")?;
-        let configuration_set = config::optional("NOTICE_CONFIGURATION_SET");
-        let mode = config::mode_from_env()?;
-        let policy = WindowPolicy::from_env()?;
-        let renderer = config::renderer_from_env(&secret)?;
-        let send_timeout =
-            Duration::from_millis(config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?.as_millis() as u64);
-        let retention_days = config::secs_from_env("NOTICE_RETENTION_DAYS", 400)?.as_secs();
-        let retention_days = u32::try_from(retention_days).map_err(|_| ConfigError::Invalid {
-            name: "NOTICE_RETENTION_DAYS",
-            reason: "too large".into(),
-        })?;
-        if retention_days < 30 {
-            return Err(ConfigError::Invalid {
-                name: "NOTICE_RETENTION_DAYS",
-                reason: "must be at least 30: rows must outlive every redelivery and replay".into(),
-            });
-        }
-        let concurrency =
-            config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100) as usize;
+/// Configuration of the sender, read once at start-up.
+pub struct SenderSettings {
+    pub table: String,
+    pub secret: NoticeSecret,
+    pub from: String,
+    pub configuration_set: Option<String>,
+    pub mode: notice_ledger::Mode,
+    pub policy: WindowPolicy,
+    pub renderer: notice_ledger::render::Renderer,
+    pub send_timeout: Duration,
+    pub retention_days: u32,
+    pub concurrency: usize,
+    pub queue_url: Option<String>,
+    pub dead_letter_queue_url: Option<String>,
+}
 
+impl SenderSettings {
+    /// Reads the environment and fails — before the first message — when a required setting is
+    /// missing or invalid.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let secret = NoticeSecret::from_env("NOTICE_KEY_SECRET")?;
+        let renderer = config::renderer_from_env(&secret)?;
+        let retention_days = config::secs_from_env("NOTICE_RETENTION_DAYS", 400)?.as_secs();
+        let retention_days =
+            u32::try_from(retention_days).ok().filter(|d| *d >= 30).ok_or(ConfigError::Invalid {
+                name: "NOTICE_RETENTION_DAYS",
+                reason: "must be 30 or more: rows must outlive every redelivery and replay".into(),
+            })?;
+        Ok(Self {
+            table: config::required("NOTICE_TABLE")?,
+            secret,
+            from: config::required("NOTICE_FROM")?,
+            configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
+            mode: config::mode_from_env()?,
+            policy: WindowPolicy::from_env()?,
+            renderer,
+            send_timeout: config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?,
+            retention_days,
+            concurrency: config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100)
+                as usize,
+            queue_url: config::optional("NOTICE_QUEUE_URL"),
+            dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
+        })
+    }
+}
+
+impl SenderApp {
+    /// Settings and clients from the environment (the Lambda's cold start).
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let settings = SenderSettings::from_env()?;
         let sdk = aws::load_sdk_config().await;
-        let ledger = DynamoLedger::new(aws::dynamodb_client(&sdk), table).with_retention(retention_days);
-        let mailer = SesMailer::new(aws::sesv2_client(&sdk, send_timeout), from, configuration_set);
+        let sesv2 = aws::sesv2_client(&sdk, settings.send_timeout);
+        Ok(Self::new(settings, aws::dynamodb_client(&sdk), sesv2, aws_sdk_sqs::Client::new(&sdk)))
+    }
+
+    /// Assembles the sender over real clients. The SES client must be built by
+    /// [`aws::sesv2_client`]: one attempt per send, never an SDK retry.
+    pub fn new(
+        settings: SenderSettings,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sesv2: aws_sdk_sesv2::Client,
+        sqs: aws_sdk_sqs::Client,
+    ) -> Self {
+        let ledger = DynamoLedger::new(dynamodb, settings.table).with_retention(settings.retention_days);
+        let mailer = SesMailer::new(sesv2, settings.from, settings.configuration_set);
         let sender = NoticeSender {
             ledger: Arc::new(ledger),
             mailer: Arc::new(mailer),
-            renderer: Arc::new(renderer),
-            policy,
-            secret,
-            mode,
-            budget: SendBudget { send_timeout, min_time_left: send_timeout * 2 },
+            renderer: Arc::new(settings.renderer),
+            policy: settings.policy,
+            secret: settings.secret,
+            mode: settings.mode,
+            budget: SendBudget {
+                send_timeout: settings.send_timeout,
+                min_time_left: settings.send_timeout * 2,
+            },
             metrics: Arc::new(Metrics::default()),
         };
-        Ok(Self {
+        Self {
             sender: Arc::new(sender),
-            sqs: aws_sdk_sqs::Client::new(&sdk),
-            queue_url: config::optional("NOTICE_QUEUE_URL"),
-            dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
-            concurrency,
-        })
+            sqs,
+            queue_url: settings.queue_url,
+            dead_letter_queue_url: settings.dead_letter_queue_url,
+            concurrency: settings.concurrency,
+        }
     }
 }
 

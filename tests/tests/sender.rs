@@ -1,0 +1,380 @@
+//! The sender Lambda's real handler, with real SDK clients, against moto (DynamoDB, SQS, SES v2)
+//! and — for provider faults — a local HTTP stub standing in for SES.
+
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use chrono::Utc;
+use lambda_runtime::{Context, LambdaEvent};
+use notice_e2e::{start_moto, start_ses_stub, Moto, SesStub, StubReply};
+use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::{Ledger, RowState};
+use notice_ledger::links::ManageLinks;
+use notice_ledger::render::Renderer;
+use notice_ledger::{aws, Job, Mode, NoticeKey, NoticeSecret, WindowPolicy};
+use notice_sender::{handle, SenderApp, SenderSettings};
+use serde_json::{json, Value};
+
+const TABLE: &str = "notices";
+const FROM: &str = "billing@example.com";
+const CONFIG_SET: &str = "notice-events";
+const SECRET: &str = "e2e-secret";
+
+struct Env {
+    moto: Moto,
+    queue_url: String,
+    dlq_url: String,
+}
+
+async fn env() -> Env {
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    moto.verify_email_identity(FROM).await;
+    moto.create_configuration_set(CONFIG_SET).await;
+    let queue_url = moto.create_queue("reminders").await;
+    let dlq_url = moto.create_queue("reminders-dlq").await;
+    moto.start_recording().await;
+    Env { moto, queue_url, dlq_url }
+}
+
+fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    SenderSettings {
+        table: TABLE.into(),
+        renderer: Renderer::new(ManageLinks::new(
+            "https://billing.example.com/manage",
+            secret.derive_subkey("l"),
+        )),
+        secret,
+        from: FROM.into(),
+        configuration_set: Some(CONFIG_SET.into()),
+        mode: Mode::Enforce,
+        policy: WindowPolicy::default(),
+        send_timeout: Duration::from_secs(3),
+        retention_days: 400,
+        concurrency: 10,
+        queue_url: Some(env.queue_url.clone()),
+        dead_letter_queue_url: dead_letter.then(|| env.dlq_url.clone()),
+    }
+}
+
+async fn app(env: &Env) -> SenderApp {
+    app_with(env, settings(env, false), None).await
+}
+
+/// The sender over moto; SES at `ses_endpoint` (a stub) when given.
+async fn app_with(env: &Env, settings: SenderSettings, ses_endpoint: Option<String>) -> SenderApp {
+    let sdk = env.moto.sdk_config().await;
+    let ses_sdk = match ses_endpoint {
+        Some(endpoint) => sdk.to_builder().endpoint_url(endpoint).build(),
+        None => sdk.clone(),
+    };
+    let timeout = settings.send_timeout;
+    SenderApp::new(
+        settings,
+        aws::dynamodb_client(&sdk),
+        aws::sesv2_client(&ses_sdk, timeout),
+        env.moto.sqs().await,
+    )
+}
+
+/// A job whose window is open now (charge in 48 h).
+fn job(sub: &str, revision: u64) -> Value {
+    job_charged(sub, revision, Utc::now() + chrono::Duration::hours(48))
+}
+
+fn job_charged(sub: &str, revision: u64, charge_at: chrono::DateTime<Utc>) -> Value {
+    json!({"subscription_id": sub, "period_start": "2026-12-01", "kind": "renewal_notice_t72", "revision": revision,
+        "email": format!("{sub}@example.com"), "charge_at": charge_at.to_rfc3339(),
+        "template_data": {"plan_name": "Coffee Box", "amount": "29.00 USD"}})
+}
+
+fn key_of(body: &Value) -> NoticeKey {
+    Job::from_value(body).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
+}
+
+/// Puts the bodies on the queue and receives them back, so records carry real receipt handles.
+async fn batch(env: &Env, bodies: &[String]) -> SqsEvent {
+    let sqs = env.moto.sqs().await;
+    for body in bodies {
+        sqs.send_message().queue_url(&env.queue_url).message_body(body).send().await.unwrap();
+    }
+    let mut records = Vec::new();
+    while records.len() < bodies.len() {
+        let out = sqs
+            .receive_message()
+            .queue_url(&env.queue_url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        let messages = out.messages();
+        assert!(!messages.is_empty(), "queue returned fewer messages than were sent");
+        for m in messages {
+            let attributes: serde_json::Map<String, Value> = m
+                .attributes()
+                .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone()))).collect())
+                .unwrap_or_default();
+            records.push(json!({
+                "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+                "attributes": attributes, "messageAttributes": {}, "md5OfBody": m.md5_of_body(),
+                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:reminders",
+                "awsRegion": "us-east-1"
+            }));
+        }
+    }
+    serde_json::from_value(json!({ "Records": records })).unwrap()
+}
+
+async fn invoke(app: &SenderApp, event: SqsEvent) -> SqsBatchResponse {
+    handle(app, LambdaEvent::new(event, Context::default())).await.unwrap()
+}
+
+fn failed_ids(resp: &SqsBatchResponse) -> Vec<String> {
+    resp.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect()
+}
+
+fn ids(event: &SqsEvent) -> Vec<String> {
+    event.records.iter().map(|r| r.message_id.clone().unwrap()).collect()
+}
+
+async fn ledger(env: &Env) -> DynamoLedger {
+    DynamoLedger::new(env.moto.dynamodb().await, TABLE)
+}
+
+async fn state(env: &Env, key: &NoticeKey) -> Option<RowState> {
+    ledger(env).await.get(key).await.unwrap().map(|r| r.state)
+}
+
+fn tag<'a>(request: &'a Value, name: &str) -> Option<&'a str> {
+    request["EmailTags"].as_array()?.iter().find(|t| t["Name"] == name)?["Value"].as_str()
+}
+
+#[tokio::test]
+async fn duplicates_inside_one_batch_send_once_with_tags_and_configuration_set() {
+    let env = env().await;
+    let app = app(&env).await;
+    let a = job("sub_a", 0);
+    let b = job("sub_b", 0);
+    let event = batch(&env, &[a.to_string(), a.to_string(), b.to_string(), a.to_string()]).await;
+    let resp = invoke(&app, event).await;
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+
+    let sends = env.moto.recorded_send_email_requests().await;
+    assert_eq!(sends.len(), 2, "{sends:#?}");
+    assert_eq!(env.moto.sent_messages().await.len(), 2);
+    for (body, request) in [(&a, sends.iter().find(|s| tag(s, "notice_key") == Some(key_of(&a).as_str())))] {
+        let request = request.expect("a SendEmail carries the notice_key tag of its notice");
+        assert_eq!(tag(request, "kind"), Some("renewal_notice_t72"));
+        assert_eq!(request["ConfigurationSetName"], CONFIG_SET);
+        assert_eq!(request["Destination"]["ToAddresses"][0], body["email"]);
+        let headers = request["Content"]["Simple"]["Headers"].as_array().expect("headers");
+        assert!(headers.iter().any(|h| h["Name"] == "X-Notice-Key" && h["Value"] == key_of(&a).as_str()));
+    }
+    let row = ledger(&env).await.get(&key_of(&a)).await.unwrap().unwrap();
+    assert_eq!(row.state, RowState::Sent);
+    assert!(row.message_id.is_some(), "the SES message id is stored on the row");
+    assert_eq!(state(&env, &key_of(&b)).await, Some(RowState::Sent));
+}
+
+#[tokio::test]
+async fn replay_of_a_whole_batch_sends_nothing_and_acks_everything() {
+    let env = env().await;
+    let app = app(&env).await;
+    let bodies: Vec<String> = (0..5).map(|i| job(&format!("sub_{i}"), 0).to_string()).collect();
+    let first = invoke(&app, batch(&env, &bodies).await).await;
+    assert!(first.batch_item_failures.is_empty());
+    let replay = invoke(&app, batch(&env, &bodies).await).await;
+    assert!(replay.batch_item_failures.is_empty(), "suppressed duplicates are acked");
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), 5);
+}
+
+#[tokio::test]
+async fn a_revision_is_a_second_notice() {
+    let env = env().await;
+    let app = app(&env).await;
+    invoke(&app, batch(&env, &[job("sub_r", 0).to_string()]).await).await;
+    invoke(&app, batch(&env, &[job("sub_r", 0).to_string(), job("sub_r", 1).to_string()]).await).await;
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), 2);
+    assert_eq!(state(&env, &key_of(&job("sub_r", 1))).await, Some(RowState::Sent));
+}
+
+#[tokio::test]
+async fn two_invocations_racing_on_one_batch_send_each_notice_once() {
+    let env = env().await;
+    let (app1, app2) = (app(&env).await, app(&env).await);
+    let bodies: Vec<String> = (0..8).map(|i| job(&format!("sub_race_{i}"), 0).to_string()).collect();
+    let event = batch(&env, &bodies).await;
+    let (r1, r2) = tokio::join!(invoke(&app1, event.clone()), invoke(&app2, event));
+    assert!(r1.batch_item_failures.is_empty() && r2.batch_item_failures.is_empty());
+    let sends = env.moto.recorded_send_email_requests().await;
+    assert_eq!(sends.len(), 8, "{} sends for 8 notices", sends.len());
+}
+
+#[tokio::test]
+async fn bad_input_fails_only_its_own_records() {
+    let env = env().await;
+    let app = app(&env).await;
+    let mut bad = job("sub_bad", 0);
+    bad["period_start"] = json!("2026-02-30");
+    let event = batch(&env, &[bad.to_string(), "not json at all".into(), job("sub_ok", 0).to_string()]).await;
+    let all = ids(&event);
+    let resp = invoke(&app, event).await;
+    let mut failed = failed_ids(&resp);
+    failed.sort();
+    let mut expected = vec![all[0].clone(), all[1].clone()];
+    expected.sort();
+    assert_eq!(failed, expected, "the two bad records fail; the good one is acked");
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), 1);
+}
+
+#[tokio::test]
+async fn bad_input_goes_straight_to_the_dead_letter_queue_when_configured() {
+    let env = env().await;
+    let app = app_with(&env, settings(&env, true), None).await;
+    let mut bad = job("sub_bad", 0);
+    bad["kind"] = json!("Renewal Notice");
+    let resp = invoke(&app, batch(&env, &[bad.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "dead-lettered records are acked");
+    let out = env
+        .moto
+        .sqs()
+        .await
+        .receive_message()
+        .queue_url(&env.dlq_url)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap();
+    let messages = out.messages();
+    assert_eq!(messages.len(), 1);
+    let reason =
+        messages[0].message_attributes().and_then(|a| a.get("notice_error")).and_then(|v| v.string_value());
+    assert!(reason.is_some_and(|r| r.contains("kind")), "{reason:?}");
+}
+
+#[tokio::test]
+async fn early_jobs_come_back_later_and_late_jobs_are_recorded_not_sent() {
+    let env = env().await;
+    let app = app(&env).await;
+    let early = job_charged("sub_early", 0, Utc::now() + chrono::Duration::days(10));
+    let late = job_charged("sub_late", 0, Utc::now() + chrono::Duration::hours(2));
+    let event = batch(&env, &[early.to_string(), late.to_string()]).await;
+    let all = ids(&event);
+    let resp = invoke(&app, event).await;
+    assert_eq!(failed_ids(&resp), vec![all[0].clone()], "only the early job stays on the queue");
+    assert_eq!(state(&env, &key_of(&early)).await, None, "an early job is not claimed");
+    assert_eq!(state(&env, &key_of(&late)).await, Some(RowState::Missed));
+    assert!(env.moto.recorded_send_email_requests().await.is_empty());
+    // The early job's visibility was pushed out (up to 12 h): it is not receivable now.
+    let again = env.moto.sqs().await.receive_message().queue_url(&env.queue_url).send().await.unwrap();
+    assert!(again.messages().is_empty(), "the deferred message is hidden until its window opens");
+}
+
+#[tokio::test]
+async fn dynamodb_unreachable_sends_nothing_and_acks_nothing() {
+    let env = env().await;
+    let sdk = env.moto.sdk_config().await;
+    let dead = sdk.to_builder().endpoint_url("http://127.0.0.1:1").build();
+    let settings = settings(&env, false);
+    let timeout = settings.send_timeout;
+    let app = SenderApp::new(
+        settings,
+        aws::dynamodb_client(&dead),
+        aws::sesv2_client(&sdk, timeout),
+        env.moto.sqs().await,
+    );
+    let event = batch(&env, &[job("sub_x", 0).to_string(), job("sub_y", 0).to_string()]).await;
+    let all = ids(&event);
+    let resp = invoke(&app, event).await;
+    let mut failed = failed_ids(&resp);
+    failed.sort();
+    let mut expected = all.clone();
+    expected.sort();
+    assert_eq!(failed, expected);
+    assert!(env.moto.recorded_send_email_requests().await.is_empty());
+}
+
+async fn stub_app(env: &Env, stub: &SesStub) -> SenderApp {
+    app_with(env, settings(env, false), Some(stub.endpoint())).await
+}
+
+#[tokio::test]
+async fn ses_500_is_one_attempt_and_the_claim_stays() {
+    let env = env().await;
+    let stub = start_ses_stub(vec![StubReply::Status500]).await;
+    let app = stub_app(&env, &stub).await;
+    let body = job("sub_500", 0);
+    let resp = invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "a quarantined claim is acked: a retry cannot know more");
+    assert_eq!(stub.requests(), 1, "exactly one HTTP attempt: the SDK must not retry SendEmail");
+    assert_eq!(state(&env, &key_of(&body)).await, Some(RowState::Claimed));
+    // Redelivery: suppressed by the open claim, no second attempt.
+    invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert_eq!(stub.requests(), 1);
+}
+
+#[tokio::test]
+async fn ses_connection_reset_is_unknown_and_quarantined() {
+    let env = env().await;
+    let stub = start_ses_stub(vec![StubReply::CloseConnection]).await;
+    let app = stub_app(&env, &stub).await;
+    let body = job("sub_reset", 0);
+    invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert_eq!(stub.requests(), 1);
+    assert_eq!(state(&env, &key_of(&body)).await, Some(RowState::Claimed));
+}
+
+#[tokio::test]
+async fn ses_429_releases_and_a_later_delivery_sends_once() {
+    let env = env().await;
+    let stub = start_ses_stub(vec![StubReply::Throttle429, StubReply::accept("stub-message-1")]).await;
+    let app = stub_app(&env, &stub).await;
+    let body = job("sub_429", 0);
+    let event = batch(&env, &[body.to_string()]).await;
+    let resp = invoke(&app, event.clone()).await;
+    assert_eq!(failed_ids(&resp), ids(&event), "a throttled send is retried later");
+    assert_eq!(state(&env, &key_of(&body)).await, Some(RowState::Released));
+    assert_eq!(stub.requests(), 1);
+    let resp = invoke(&app, event).await;
+    assert!(resp.batch_item_failures.is_empty());
+    let row = ledger(&env).await.get(&key_of(&body)).await.unwrap().unwrap();
+    assert_eq!((row.state, row.message_id.as_deref()), (RowState::Sent, Some("stub-message-1")));
+    invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert_eq!(stub.requests(), 2, "sent once after the release, never again");
+}
+
+#[tokio::test]
+async fn ses_message_rejected_is_recorded_and_not_retried() {
+    let env = env().await;
+    let stub =
+        start_ses_stub(vec![StubReply::message_rejected("Message contains content that is not allowed.")])
+            .await;
+    let app = stub_app(&env, &stub).await;
+    let body = job("sub_rej", 0);
+    let resp = invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty());
+    assert_eq!(state(&env, &key_of(&body)).await, Some(RowState::Rejected));
+    invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert_eq!(stub.requests(), 1);
+}
+
+#[tokio::test]
+async fn two_dynamodb_writes_per_notice_and_only_the_claim_before_the_send() {
+    let env = env().await;
+    let app = app(&env).await;
+    invoke(&app, batch(&env, &[job("sub_w", 0).to_string()]).await).await;
+    let ops: Vec<String> = env
+        .moto
+        .recorded_requests()
+        .await
+        .iter()
+        .filter_map(|r| {
+            let target =
+                r["headers"]["X-Amz-Target"].as_str().or_else(|| r["headers"]["x-amz-target"].as_str())?;
+            target.strip_prefix("DynamoDB_20120810.").map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(ops, ["PutItem", "UpdateItem"], "claim then commit, nothing else: {ops:?}");
+}
