@@ -31,11 +31,10 @@ pub fn stale_after_from_env() -> Result<Duration, ConfigError> {
 pub fn secs_from_env(name: &'static str, default: u64) -> Result<Duration, ConfigError> {
     match std::env::var(name) {
         Err(_) => Ok(Duration::from_secs(default)),
-        Ok(v) => v
-            .trim()
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|_| ConfigError::Invalid { name, reason: format!("{v:?} is not a whole number of seconds") }),
+        Ok(v) => v.trim().parse::<u64>().map(Duration::from_secs).map_err(|_| ConfigError::Invalid {
+            name,
+            reason: format!("{v:?} is not a whole number of seconds"),
+        }),
     }
 }
 

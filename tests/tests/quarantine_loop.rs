@@ -1,0 +1,226 @@
+//! The quarantine loop end to end: the sender meets an SES that answers 500 and leaves claims;
+//! the reporter lists them; the reconciler receives SES events (via SNS→SQS and EventBridge) for
+//! some — redelivered, duplicated, out of order, untagged, malformed — and the reporter lists the rest.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::Utc;
+use lambda_runtime::{Context, LambdaEvent};
+use notice_e2e::{start_moto, start_ses_stub, StubReply};
+use notice_ledger::events::SNS_VALIDATION_TEXT;
+use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::{DeliveryStatus, Ledger, Origin, RowState};
+use notice_ledger::links::ManageLinks;
+use notice_ledger::render::Renderer;
+use notice_ledger::{aws, Job, Mode, NoticeKey, NoticeSecret, WindowPolicy};
+use notice_reconciler::ReconcilerApp;
+use notice_reporter::ReporterApp;
+use notice_sender::{SenderApp, SenderSettings};
+use serde_json::{json, Value};
+
+const TABLE: &str = "notices";
+const SECRET: &str = "loop-secret";
+
+fn job(sub: &str) -> Value {
+    json!({"subscription_id": sub, "period_start": "2026-12-01", "kind": "renewal_notice_t72",
+        "email": format!("{sub}@example.com"), "charge_at": (Utc::now() + chrono::Duration::hours(48)).to_rfc3339()})
+}
+
+fn key(sub: &str) -> NoticeKey {
+    Job::from_value(&job(sub)).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
+}
+
+fn ses_event(event_type: &str, key: Option<&NoticeKey>, message_id: &str) -> Value {
+    let mut tags = json!({"ses:configuration-set": ["notice-events"], "kind": ["renewal_notice_t72"]});
+    if let Some(k) = key {
+        tags["notice_key"] = json!([k.as_str()]);
+    }
+    let mut event = json!({"eventType": event_type, "mail": {"timestamp": Utc::now().to_rfc3339(),
+        "messageId": message_id, "source": "billing@example.com", "destination": ["x@example.com"], "tags": tags}});
+    let detail_field = match event_type {
+        "Send" => "send",
+        "Delivery" => "delivery",
+        "Bounce" => "bounce",
+        _ => "other",
+    };
+    event[detail_field] = json!({});
+    event
+}
+
+fn sns(message: &str) -> String {
+    json!({"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:us-east-1:123456789012:ses-events",
+        "Message": message, "Timestamp": Utc::now().to_rfc3339()})
+    .to_string()
+}
+
+fn sqs_event(bodies: &[String]) -> SqsEvent {
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            json!({"messageId": format!("ses-msg-{i}"), "receiptHandle": "r", "body": b,
+            "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {}, "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ses-events", "awsRegion": "us-east-1"})
+        })
+        .collect();
+    serde_json::from_value(json!({ "Records": records })).unwrap()
+}
+
+#[tokio::test]
+async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    let sdk = moto.sdk_config().await;
+    let ledger = DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE);
+
+    // 1. The sender meets an SES that answers 500 to everything: four claims, outcome unknown.
+    let stub = start_ses_stub(vec![StubReply::Status500]).await;
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let settings = SenderSettings {
+        table: TABLE.into(),
+        renderer: Renderer::new(ManageLinks::new("https://b.example/m", secret.derive_subkey("l"))),
+        secret,
+        from: "billing@example.com".into(),
+        configuration_set: Some("notice-events".into()),
+        mode: Mode::Enforce,
+        policy: WindowPolicy::default(),
+        send_timeout: Duration::from_secs(3),
+        retention_days: 400,
+        concurrency: 4,
+        queue_url: None,
+        dead_letter_queue_url: None,
+    };
+    let ses_sdk = sdk.to_builder().endpoint_url(stub.endpoint()).build();
+    let sender = SenderApp::new(
+        settings,
+        aws::dynamodb_client(&sdk),
+        aws::sesv2_client(&ses_sdk, Duration::from_secs(3)),
+        moto.sqs().await,
+    );
+    let subs = ["sub_q1", "sub_q2", "sub_q3", "sub_q4"];
+    let bodies: Vec<String> = subs.iter().map(|s| job(s).to_string()).collect();
+    let resp = notice_sender::handle(&sender, LambdaEvent::new(sqs_event(&bodies), Context::default()))
+        .await
+        .unwrap();
+    assert!(resp.batch_item_failures.is_empty(), "quarantined claims are acked");
+    assert_eq!(stub.requests(), 4);
+
+    // 2. The reporter lists all four (the stale cut-off is zero here; it is 15 min by default).
+    let reporter = ReporterApp {
+        ledger: DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE),
+        stale_after: Duration::ZERO,
+    };
+    let later = Utc::now() + chrono::Duration::seconds(1);
+    let report = notice_reporter::report(&reporter, later).await.unwrap();
+    assert_eq!(report.quarantined, 4, "{report:?}");
+    assert_eq!(report.claims.len(), 4);
+    assert!(report.oldest_age_secs.is_some());
+    assert!(report
+        .claims
+        .iter()
+        .all(|c| c.kind == "renewal_notice_t72" && c.subscription_id.starts_with("sub_q")));
+
+    // 3. SES events arrive: for q1 via SNS→SQS (redelivered, out of order: Delivery before Send),
+    //    for q2 via EventBridge; plus the validation text, an untagged event and a malformed body.
+    let reconciler = ReconcilerApp {
+        ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
+        concurrency: 4,
+    };
+    let (k1, k2, k3) = (key("sub_q1"), key("sub_q2"), key("sub_q3"));
+    let delivery_q1 = sns(&ses_event("Delivery", Some(&k1), "ses-id-1").to_string());
+    let send_q1 = sns(&ses_event("Send", Some(&k1), "ses-id-1").to_string());
+    let batch = vec![
+        delivery_q1.clone(),
+        send_q1.clone(),
+        send_q1.clone(),
+        sns(SNS_VALIDATION_TEXT),
+        sns(&ses_event("Delivery", None, "someone-elses-mail").to_string()),
+        "{\"Type\": \"Notification\", \"Message\": 42}".to_owned(),
+        ses_event("Send", Some(&k3), "ses-id-3").to_string(), // raw message delivery shape
+    ];
+    let out = notice_reconciler::handle(
+        &reconciler,
+        LambdaEvent::new(serde_json::to_value(sqs_event(&batch)).unwrap(), Context::default()),
+    )
+    .await
+    .unwrap();
+    let failures: Vec<&str> = out["batchItemFailures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["itemIdentifier"].as_str())
+        .collect();
+    assert_eq!(failures, ["ses-msg-5"], "only the malformed body fails (→ DLQ): {out}");
+
+    let mut detail = ses_event("Send", Some(&k2), "ses-id-2");
+    detail.as_object_mut().unwrap().remove("eventType");
+    let eventbridge = json!({"version": "0", "id": "e-1", "detail-type": "Email Sent", "source": "aws.ses",
+        "account": "123456789012", "time": Utc::now().to_rfc3339(), "region": "us-east-1", "resources": [], "detail": detail});
+    notice_reconciler::handle(&reconciler, LambdaEvent::new(eventbridge, Context::default())).await.unwrap();
+
+    let row1 = ledger.get(&k1).await.unwrap().unwrap();
+    assert_eq!(row1.state, RowState::Sent);
+    assert_eq!(row1.message_id.as_deref(), Some("ses-id-1"));
+    assert_eq!(
+        row1.delivery_status,
+        Some(DeliveryStatus::Delivered),
+        "a late Send never moves Delivered back"
+    );
+    assert_eq!(ledger.get(&k2).await.unwrap().unwrap().state, RowState::Sent);
+    assert_eq!(ledger.get(&k3).await.unwrap().unwrap().state, RowState::Sent);
+
+    // 4. The reporter now lists only the claim no evidence came for.
+    let report = notice_reporter::report(&reporter, Utc::now() + chrono::Duration::seconds(1)).await.unwrap();
+    assert_eq!(report.quarantined, 1, "{report:?}");
+    assert_eq!(report.claims[0].notice_key, key("sub_q4").as_str());
+
+    // 5. A second, different message id for q1: a duplicate really went out.
+    let dup = sqs_event(&[sns(&ses_event("Send", Some(&k1), "ses-id-1-again").to_string())]);
+    notice_reconciler::handle(
+        &reconciler,
+        LambdaEvent::new(serde_json::to_value(dup).unwrap(), Context::default()),
+    )
+    .await
+    .unwrap();
+    let row1 = ledger.get(&k1).await.unwrap().unwrap();
+    assert_eq!(row1.message_id.as_deref(), Some("ses-id-1"), "the first id is kept");
+    assert_eq!(row1.duplicate_message_ids, ["ses-id-1-again"]);
+
+    // 6. Evidence for a key with no row (a restored table): learned, so it cannot go out again.
+    let unknown = key("sub_restored");
+    let learned = sqs_event(&[sns(&ses_event("Send", Some(&unknown), "ses-id-r").to_string())]);
+    notice_reconciler::handle(
+        &reconciler,
+        LambdaEvent::new(serde_json::to_value(learned).unwrap(), Context::default()),
+    )
+    .await
+    .unwrap();
+    let row = ledger.get(&unknown).await.unwrap().unwrap();
+    assert_eq!((row.state, row.origin), (RowState::Sent, Origin::ProviderEvents));
+}
+
+#[tokio::test]
+async fn reconciler_counts_untagged_and_validation_without_failing() {
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    let sdk = moto.sdk_config().await;
+    let reconciler = ReconcilerApp {
+        ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
+        concurrency: 2,
+    };
+    let (resp, tally) = notice_reconciler::handle_sqs(
+        &reconciler,
+        sqs_event(&[
+            sns(SNS_VALIDATION_TEXT),
+            sns(&ses_event("Bounce", None, "x").to_string()),
+            "not json".into(),
+        ]),
+    )
+    .await;
+    assert_eq!(tally.validation, 1);
+    assert_eq!(tally.untagged, 1);
+    assert_eq!(tally.malformed, 1);
+    assert_eq!(resp.batch_item_failures.len(), 1);
+}
