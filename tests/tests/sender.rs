@@ -164,13 +164,17 @@ async fn duplicates_inside_one_batch_send_once_with_tags_and_configuration_set()
     let sends = env.moto.recorded_send_email_requests().await;
     assert_eq!(sends.len(), 2, "{sends:#?}");
     assert_eq!(env.moto.sent_messages().await.len(), 2);
-    for (body, request) in [(&a, sends.iter().find(|s| tag(s, "notice_key") == Some(key_of(&a).as_str())))] {
-        let request = request.expect("a SendEmail carries the notice_key tag of its notice");
+    for body in [&a, &b] {
+        let key = key_of(body);
+        let request = sends
+            .iter()
+            .find(|s| tag(s, "notice_key") == Some(key.as_str()))
+            .expect("each SendEmail carries the notice_key tag of its notice");
         assert_eq!(tag(request, "kind"), Some("renewal_notice_t72"));
         assert_eq!(request["ConfigurationSetName"], CONFIG_SET);
         assert_eq!(request["Destination"]["ToAddresses"][0], body["email"]);
         let headers = request["Content"]["Simple"]["Headers"].as_array().expect("headers");
-        assert!(headers.iter().any(|h| h["Name"] == "X-Notice-Key" && h["Value"] == key_of(&a).as_str()));
+        assert!(headers.iter().any(|h| h["Name"] == "X-Notice-Key" && h["Value"] == key.as_str()));
     }
     let row = ledger(&env).await.get(&key_of(&a)).await.unwrap().unwrap();
     assert_eq!(row.state, RowState::Sent);
