@@ -1,0 +1,53 @@
+//! The sender built the way the Lambda builds it: from environment variables only. In its own
+//! test binary because it changes the process environment.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::Utc;
+use lambda_runtime::{Context, LambdaEvent};
+use notice_e2e::start_moto;
+use notice_sender::SenderApp;
+use serde_json::json;
+
+const REQUIRED: [&str; 3] = ["NOTICE_TABLE", "NOTICE_KEY_SECRET", "NOTICE_FROM"];
+
+#[tokio::test]
+async fn configured_only_through_the_environment_and_refusing_to_start_without_it() {
+    let moto = start_moto().await;
+    moto.create_ledger_table("env-notices").await;
+    moto.verify_email_identity("billing@example.com").await;
+    moto.start_recording().await;
+    for (k, v) in moto.env_vars() {
+        std::env::set_var(k, v);
+    }
+    std::env::set_var("NOTICE_TABLE", "env-notices");
+    std::env::set_var("NOTICE_KEY_SECRET", "env-secret");
+    std::env::set_var("NOTICE_FROM", "billing@example.com");
+    std::env::set_var("NOTICE_CONFIGURATION_SET", "notice-events");
+
+    let app = SenderApp::from_env().await.expect("starts with every required setting");
+    let body = json!({"subscription_id": "sub_env", "period_start": "2026-12-01", "kind": "renewal_notice_t72",
+        "email": "ada@example.com", "charge_at": (Utc::now() + chrono::Duration::hours(48)).to_rfc3339()});
+    let event: SqsEvent =
+        serde_json::from_value(json!({"Records": [{"messageId": "m-1", "receiptHandle": "r",
+        "body": body.to_string(), "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:reminders", "awsRegion": "us-east-1"}]}))
+        .unwrap();
+    let resp = notice_sender::handle(&app, LambdaEvent::new(event, Context::default())).await.unwrap();
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    assert_eq!(moto.recorded_send_email_requests().await.len(), 1, "AWS_ENDPOINT_URL reached the emulator");
+
+    for missing in REQUIRED {
+        let saved = std::env::var(missing).unwrap();
+        std::env::remove_var(missing);
+        let err = SenderApp::from_env().await.err().expect("refuses to start");
+        assert!(err.to_string().contains(missing), "{err}");
+        std::env::set_var(missing, saved);
+    }
+    std::env::set_var("NOTICE_MODE", "enforcing");
+    let err = SenderApp::from_env().await.err().expect("refuses a bad mode");
+    assert!(err.to_string().contains("NOTICE_MODE"), "{err}");
+    std::env::remove_var("NOTICE_MODE");
+    std::env::set_var("NOTICE_WINDOWS", r#"{"jurisdiction_floors_hours":{"XX":80}}"#);
+    let err = SenderApp::from_env().await.err().expect("refuses an empty window");
+    assert!(err.to_string().contains("empty"), "{err}");
+}
