@@ -12,6 +12,7 @@ mod quarantine;
 mod queue;
 mod replay;
 mod send;
+mod simulate;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,12 +39,16 @@ enum Command {
     Quarantine(quarantine::QuarantineArgs),
     /// Print the notice key of one notice (uses NOTICE_KEY_SECRET or the local secret).
     Key(KeyArgs),
+    /// Show one notice's ledger row.
+    Show(ShowArgs),
     /// Count a backlog against the ledger (--dry-run), then enqueue only what is new.
     Replay(replay::ReplayArgs),
     /// Record notices delivered before enforcement as sent (never overwrites).
     Backfill(replay::BackfillArgs),
     /// Validate one job and put it on the reminder queue.
     Enqueue(EnqueueArgs),
+    /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
+    Simulate(simulate::SimulateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -56,6 +61,15 @@ struct KeyArgs {
     kind: String,
     #[arg(long, default_value_t = 0)]
     revision: u64,
+}
+
+#[derive(clap::Args, Debug)]
+struct ShowArgs {
+    /// The notice key (64 hex characters).
+    key: String,
+    /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
+    #[arg(long, env = "NOTICE_LEDGER_URL")]
+    ledger: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -81,6 +95,8 @@ async fn main() -> ExitCode {
         Command::Send(args) => send::run(cli.state_dir, args).await,
         Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
         Command::Key(args) => key(cli.state_dir, args),
+        Command::Simulate(args) => simulate::run(args).await,
+        Command::Show(args) => show(cli.state_dir, args).await,
         Command::Replay(args) => replay::replay(cli.state_dir, args).await,
         Command::Backfill(args) => replay::backfill(cli.state_dir, args).await,
         Command::Enqueue(args) => enqueue(args).await,
@@ -120,4 +136,31 @@ async fn enqueue(args: EnqueueArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
     println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
     Ok(ExitCode::SUCCESS)
+}
+
+async fn show(state_dir: PathBuf, args: ShowArgs) -> Result<ExitCode, String> {
+    let key = notice_ledger::NoticeKey::parse(&args.key).map_err(|e| e.to_string())?;
+    let target = match &args.ledger {
+        Some(l) => ledger_target::LedgerTarget::parse(l)?,
+        None => ledger_target::LedgerTarget::Sqlite(state_dir.join("ledger.db")),
+    };
+    let ledger = target.open().await?.ledger;
+    match ledger.get(&key).await.map_err(|e| e.to_string())? {
+        None => {
+            println!("{key}: no ledger row in {}", target.describe());
+            Ok(ExitCode::from(1))
+        }
+        Some(row) => {
+            let doc = serde_json::json!({
+                "notice_key": row.key.as_str(), "state": row.state.as_str(), "origin": row.origin.as_str(),
+                "subscription_id": row.subscription_id, "period_start": row.period_start, "kind": row.kind,
+                "revision": row.revision, "claimed_at": row.claimed_at.map(|t| t.to_rfc3339()),
+                "updated_at": row.updated_at.to_rfc3339(), "message_id": row.message_id, "detail": row.detail,
+                "delivery_status": row.delivery_status.map(|d| d.as_str()),
+                "duplicate_message_ids": row.duplicate_message_ids,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

@@ -1,0 +1,73 @@
+//! `notice-local-stack`: the emulator set up the way `template.yaml` deploys it, for running the
+//! Lambdas locally (`cargo lambda watch` / `cargo lambda invoke`) or pointing `noticectl` at it.
+//!
+//! Starts moto, creates the ledger table from template.yaml, the reminder queue and its DLQ,
+//! verifies the From identity, writes a fresh copy of `events/sender-valid.json` whose jobs are
+//! inside their send window today, prints the environment to use, and runs until Ctrl-C.
+
+use chrono::Utc;
+use notice_e2e::{start_moto, workspace_root};
+use serde_json::Value;
+
+const TABLE: &str = "notices";
+const FROM: &str = "billing@example.com";
+
+#[tokio::main]
+async fn main() {
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    let queue = moto.create_queue("reminders").await;
+    let dlq = moto.create_queue("reminders-dlq").await;
+    moto.verify_email_identity(FROM).await;
+    moto.create_configuration_set("notice-events").await;
+    moto.start_recording().await;
+
+    let root = workspace_root();
+    let out_dir = root.join("target/local-stack");
+    let event_path = out_dir.join("sender-valid.json");
+    let written = std::fs::create_dir_all(&out_dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| fresh_event(&root.join("events/sender-valid.json")))
+        .and_then(|event| std::fs::write(&event_path, event).map_err(|e| e.to_string()));
+    if let Err(e) = written {
+        eprintln!("notice-local-stack: could not write {}: {e}", event_path.display());
+    }
+
+    for (k, v) in moto.env_vars() {
+        println!("export {k}={v}");
+    }
+    println!("export NOTICE_TABLE={TABLE}");
+    println!("export NOTICE_FROM={FROM}");
+    println!("export NOTICE_CONFIGURATION_SET=notice-events");
+    println!("export NOTICE_KEY_SECRET=local-demo-secret");
+    println!("export NOTICE_QUEUE_URL={queue}");
+    println!("export NOTICE_DEAD_LETTER_QUEUE_URL={dlq}");
+    eprintln!(
+        "\nnotice-local-stack: moto at {ep} (Ctrl-C stops it)\n\
+         1. paste the exports above into another shell (or: eval \"$(cargo run -q -p notice-e2e --bin notice-local-stack)\" in the background)\n\
+         2. cargo lambda watch   and   cargo lambda invoke notice-sender --data-file {event}\n\
+         3. mail requests:  curl -s {ep}/moto-api/data.json | python3 -m json.tool | grep -A8 '\"Message\"'\n\
+         4. ledger row:     cargo run -q -p noticectl -- show <KEY> --ledger dynamodb:{TABLE}",
+        ep = moto.endpoint(),
+        event = event_path.display(),
+    );
+    if let Err(e) = tokio::signal::ctrl_c().await {
+        eprintln!("notice-local-stack: cannot wait for Ctrl-C ({e}); stopping");
+    }
+}
+
+/// The sample event with every job's charge moved to 48 h from now, so it is inside its window.
+fn fresh_event(sample: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(sample).map_err(|e| format!("{}: {e}", sample.display()))?;
+    let mut event: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let charge_at = (Utc::now() + chrono::Duration::hours(48)).to_rfc3339();
+    if let Some(records) = event.get_mut("Records").and_then(Value::as_array_mut) {
+        for record in records {
+            let Some(body) = record.get("body").and_then(Value::as_str) else { continue };
+            let Ok(mut job) = serde_json::from_str::<Value>(body) else { continue };
+            job["charge_at"] = Value::String(charge_at.clone());
+            record["body"] = Value::String(job.to_string());
+        }
+    }
+    serde_json::to_string_pretty(&event).map_err(|e| e.to_string())
+}
