@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::metrics::Metrics;
+use notice_ledger::rate::{MemoryRateGate, RateLimits};
 use notice_ledger::{config, Disposition, Mode, NoticeSender, Outcome, SendBudget, WindowPolicy};
 
 use crate::input::{read_items, InputItem};
@@ -59,6 +60,10 @@ pub async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String>
         mode: args.mode,
         budget: SendBudget { send_timeout: Duration::from_secs(30), ..SendBudget::default() },
         metrics: Arc::new(Metrics::default()),
+        // Local runs are one process: the in-memory gate enforces NOTICE_RATE_LIMITS within it.
+        rate_gate: RateLimits::from_env()
+            .map_err(|e| e.to_string())?
+            .map(|l| Arc::new(MemoryRateGate::new(l)) as Arc<dyn notice_ledger::rate::RateGate>),
     });
     let now = args.now.unwrap_or_else(Utc::now);
     eprintln!(
@@ -123,6 +128,9 @@ fn detail(item: &InputItem, outcome: &Outcome) -> String {
             other => format!("already {other}"),
         },
         Outcome::Deferred { until } => format!("window opens {}", until.to_rfc3339()),
+        Outcome::RateLimited { until } => {
+            format!("recipient domain over its send rate; back at {}", until.to_rfc3339())
+        }
         Outcome::Missed { closed_at } => {
             format!("window closed {} — recorded, not sent", closed_at.to_rfc3339())
         }

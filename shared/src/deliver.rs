@@ -27,6 +27,7 @@ use crate::ledger::{Claim, ClaimOutcome, ClaimRequest, Ledger, LedgerRow, RowSta
 use crate::mailer::{Mailer, NotAccepted, SendResult};
 use crate::metrics::Metrics;
 use crate::policy::{WindowDecision, WindowPolicy};
+use crate::rate::{Admission, RateGate};
 use crate::render::Renderer;
 
 /// `enforce` blocks duplicates; `shadow` writes claims and counts would-be suppressions but never
@@ -58,6 +59,8 @@ pub enum Outcome {
     Suppressed { state: RowState },
     /// Window not open yet: not claimed, not sent.
     Deferred { until: DateTime<Utc> },
+    /// The recipient domain's shared send rate is used up: not claimed, not sent; back at `until`.
+    RateLimited { until: DateTime<Utc> },
     /// Window closed: recorded, never sent.
     Missed { closed_at: DateTime<Utc> },
     /// The provider said it did not accept the message; our claim was released so a retry may send.
@@ -103,7 +106,7 @@ impl Outcome {
             | Outcome::Quarantined { .. }
             | Outcome::Rejected { .. }
             | Outcome::ShadowSent { .. } => Disposition::Ack,
-            Outcome::Deferred { until } => Disposition::RetryAt(*until),
+            Outcome::Deferred { until } | Outcome::RateLimited { until } => Disposition::RetryAt(*until),
             Outcome::Released { .. } | Outcome::LedgerUnavailable(_) | Outcome::NoTimeLeft => {
                 Disposition::Retry
             }
@@ -119,6 +122,7 @@ impl Outcome {
             Outcome::Sent { .. } => "sent",
             Outcome::Suppressed { .. } => "suppressed",
             Outcome::Deferred { .. } => "deferred",
+            Outcome::RateLimited { .. } => "rate_limited",
             Outcome::Missed { .. } => "missed",
             Outcome::Released { .. } => "released",
             Outcome::Quarantined { .. } => "quarantined",
@@ -165,6 +169,8 @@ pub struct NoticeSender {
     pub mode: Mode,
     pub budget: SendBudget,
     pub metrics: Arc<Metrics>,
+    /// Shared per-domain send rate, consulted before the claim (`None`: no limit).
+    pub rate_gate: Option<Arc<dyn RateGate>>,
 }
 
 impl NoticeSender {
@@ -219,6 +225,22 @@ impl NoticeSender {
             Some(t) => t,
             None => return Outcome::NoTimeLeft,
         };
+
+        if let Some(gate) = &self.rate_gate {
+            match gate.admit(&job.recipient_domain(), now).await {
+                Ok(Admission::Admitted) => {}
+                Ok(Admission::Limited { retry_at }) => {
+                    Metrics::incr(&m.rate_limited);
+                    info!(until = %retry_at, "recipient domain over its send rate: deferred");
+                    return Outcome::RateLimited { until: retry_at };
+                }
+                Err(e) => {
+                    Metrics::incr(&m.ledger_errors);
+                    error!(error = %e, "rate gate unavailable");
+                    return Outcome::LedgerUnavailable(e.to_string());
+                }
+            }
+        }
 
         // ── CLAIM ── committed before anything leaves. Crash after this line: window 2.
         let claim_started = Instant::now();

@@ -18,6 +18,7 @@ pub mod links;
 pub mod mailer;
 pub mod metrics;
 pub mod policy;
+pub mod rate;
 pub mod render;
 
 pub use deliver::{Delivery, Disposition, Mode, NoticeSender, Outcome, SendBudget};

@@ -50,6 +50,7 @@ counters! {
     quarantined => "QuarantinedClaims",
     sent => "NoticesSent",
     deferred => "NoticesDeferred",
+    rate_limited => "RateLimited",
     missed_window => "MissedWindow",
     released => "ClaimsReleased",
     rejected => "NoticesRejected",

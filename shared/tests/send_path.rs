@@ -84,6 +84,7 @@ fn sender_over(ledger: Arc<dyn Ledger>, mailer: Arc<dyn Mailer>, mode: Mode) -> 
             min_time_left: Duration::from_secs(2),
         },
         metrics: Arc::new(Metrics::default()),
+        rate_gate: None,
     }
 }
 

@@ -55,6 +55,7 @@ fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
         concurrency: 10,
         queue_url: Some(env.queue_url.clone()),
         dead_letter_queue_url: dead_letter.then(|| env.dlq_url.clone()),
+        rate_limits: None,
     }
 }
 

@@ -18,6 +18,8 @@ use lambda_runtime::LambdaEvent;
 use notice_ledger::ledger::dynamodb::DynamoLedger;
 use notice_ledger::mailer::ses::SesMailer;
 use notice_ledger::metrics::Metrics;
+use notice_ledger::rate::dynamodb::DynamoRateGate;
+use notice_ledger::rate::{RateGate, RateLimits};
 use notice_ledger::{
     aws, config, ConfigError, Disposition, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
 };
@@ -55,6 +57,8 @@ pub struct SenderSettings {
     pub concurrency: usize,
     pub queue_url: Option<String>,
     pub dead_letter_queue_url: Option<String>,
+    /// Shared per-domain send rate (`NOTICE_RATE_LIMITS`), kept in the ledger table.
+    pub rate_limits: Option<RateLimits>,
 }
 
 impl SenderSettings {
@@ -83,6 +87,7 @@ impl SenderSettings {
                 as usize,
             queue_url: config::optional("NOTICE_QUEUE_URL"),
             dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
+            rate_limits: RateLimits::from_env()?,
         })
     }
 }
@@ -104,6 +109,10 @@ impl SenderApp {
         sesv2: aws_sdk_sesv2::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> Self {
+        let rate_gate = settings.rate_limits.map(|limits| {
+            Arc::new(DynamoRateGate::new(dynamodb.clone(), settings.table.clone(), limits))
+                as Arc<dyn RateGate>
+        });
         let ledger = DynamoLedger::new(dynamodb, settings.table).with_retention(settings.retention_days);
         let mailer = SesMailer::new(sesv2, settings.from, settings.configuration_set);
         let sender = NoticeSender {
@@ -118,6 +127,7 @@ impl SenderApp {
                 min_time_left: settings.send_timeout * 2,
             },
             metrics: Arc::new(Metrics::default()),
+            rate_gate,
         };
         Self {
             sender: Arc::new(sender),
