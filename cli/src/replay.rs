@@ -66,6 +66,8 @@ pub struct Census {
     pub in_ledger: BTreeMap<RowState, usize>,
     /// Distinct valid jobs the ledger has no row for (or only a released one): these would send.
     pub new: Vec<(String, Job, NoticeKey)>,
+    /// How many of `new` have a released row (a replay sends them; a backfill leaves them).
+    pub released_in_new: usize,
 }
 
 impl Census {
@@ -150,7 +152,11 @@ async fn census(
     bar.finish_and_clear();
     for (origin, job, key) in candidates {
         match rows.get(&key).map(|r| r.state) {
-            None | Some(RowState::Released) => census.new.push((origin, job, key)),
+            None => census.new.push((origin, job, key)),
+            Some(RowState::Released) => {
+                census.released_in_new += 1;
+                census.new.push((origin, job, key));
+            }
             Some(state) => *census.in_ledger.entry(state).or_default() += 1,
         }
     }
@@ -204,7 +210,11 @@ pub async fn backfill(state_dir: PathBuf, args: BackfillArgs) -> Result<ExitCode
         println!("  {origin}: {error}");
     }
     if args.dry_run {
-        println!("dry run: would backfill {} row(s); nothing written", census.new.len());
+        println!(
+            "dry run: would backfill {} row(s); nothing written ({} released row(s) are left to a replay)",
+            census.new.len() - census.released_in_new,
+            census.released_in_new
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let ledger = target.open().await?.ledger;

@@ -1,0 +1,178 @@
+//! `noticectl replay`, `backfill` and `enqueue` against the emulator (DynamoDB ledger, SQS queue),
+//! reached the way an operator reaches AWS: through the standard AWS_* environment.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use chrono::Utc;
+use notice_e2e::{start_moto, Moto};
+use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::{ClaimOutcome, ClaimRequest, Ledger, RowState};
+use notice_ledger::{Job, NoticeSecret};
+
+const TABLE: &str = "notices";
+const SECRET: &str = "operate-secret";
+
+fn job(i: usize) -> String {
+    serde_json::json!({"subscription_id": format!("sub_{i}"), "period_start": "2026-12-01", "kind": "renewal_notice_t72",
+        "email": format!("c{i}@example.com"), "charge_at": "2026-12-04T09:00:00Z"})
+    .to_string()
+}
+
+fn noticectl(moto: &Moto, dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .current_dir(dir)
+        .envs(moto.env_vars())
+        .env("NOTICE_KEY_SECRET", SECRET)
+        .env_remove("NOTICE_LEDGER_URL")
+        .env_remove("NOTICE_QUEUE_URL")
+        .args(args)
+        .output()
+        .expect("run noticectl")
+}
+
+fn stdout(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+async fn seeded() -> (Moto, DynamoLedger, tempfile::TempDir) {
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    let ledger = DynamoLedger::new(moto.dynamodb().await, TABLE);
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    // Jobs 0..6 were sent, 6 is an open claim, 7 was released: 8..10 are new.
+    for i in 0..8 {
+        let parsed = Job::parse(&job(i)).unwrap();
+        let req = ClaimRequest::for_job(&parsed, parsed.key(&secret), Utc::now());
+        let ClaimOutcome::Minted(claim) = ledger.claim(&req).await.unwrap() else { panic!("seed claim") };
+        match i {
+            0..=5 => ledger.commit_sent(&claim, &format!("ses-{i}"), Utc::now()).await.unwrap(),
+            6 => {}
+            _ => ledger.release(&claim, "throttled", Utc::now()).await.unwrap(),
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..10).map(job).chain(["{broken".to_owned(), job(0)]).collect();
+    std::fs::write(dir.path().join("backlog.jsonl"), lines.join("\n")).unwrap();
+    (moto, ledger, dir)
+}
+
+#[tokio::test]
+async fn replay_dry_run_counts_against_the_ledger_and_enqueue_sends_only_new_jobs() {
+    let (moto, _ledger, dir) = seeded().await;
+    let queue = moto.create_queue("reminders").await;
+    let ledger_arg = format!("dynamodb:{TABLE}");
+
+    let dry = noticectl(
+        &moto,
+        dir.path(),
+        &["replay", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--dry-run"],
+    );
+    let out = stdout(&dry);
+    assert!(dry.status.success(), "{out}");
+    assert!(
+        out.contains("12 job(s) · 1 invalid · 1 repeated in file · in ledger: claimed 1, sent 6 · new: 3"),
+        "{out}"
+    );
+    assert!(out.contains("3 new of 11"), "{out}");
+    assert!(out.contains("nothing enqueued"), "{out}");
+
+    let refused = noticectl(
+        &moto,
+        dir.path(),
+        &["replay", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--queue-url", &queue],
+    );
+    assert_eq!(refused.status.code(), Some(2), "no confirmation without a terminal: {}", stdout(&refused));
+
+    let sqs = moto.sqs().await;
+    let none = sqs.receive_message().queue_url(&queue).send().await.unwrap();
+    assert!(none.messages().is_empty(), "a refused replay enqueues nothing");
+
+    let run = noticectl(
+        &moto,
+        dir.path(),
+        &[
+            "replay",
+            "--from",
+            "backlog.jsonl",
+            "--ledger",
+            &ledger_arg,
+            "--queue-url",
+            &queue,
+            "--yes",
+            "--batch-id",
+            "b-42",
+        ],
+    );
+    let out = stdout(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(out.contains("enqueued 3 of 3 as replay batch b-42"), "{out}");
+
+    let mut bodies = Vec::new();
+    loop {
+        let got = sqs
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        if got.messages().is_empty() {
+            break;
+        }
+        for m in got.messages() {
+            let batch =
+                m.message_attributes().and_then(|a| a.get("replay_batch")).and_then(|v| v.string_value());
+            assert_eq!(batch, Some("b-42"));
+            bodies.push(Job::parse(m.body().unwrap()).unwrap().identity.subscription_id().to_owned());
+        }
+    }
+    bodies.sort();
+    assert_eq!(bodies, ["sub_7", "sub_8", "sub_9"], "only the released and the unseen jobs");
+}
+
+#[tokio::test]
+async fn backfill_writes_only_missing_rows_and_is_idempotent() {
+    let (moto, ledger, dir) = seeded().await;
+    let ledger_arg = format!("dynamodb:{TABLE}");
+    let dry = noticectl(
+        &moto,
+        dir.path(),
+        &["backfill", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--dry-run"],
+    );
+    assert!(stdout(&dry).contains("would backfill 2 row(s)"), "{}", stdout(&dry));
+
+    let first =
+        noticectl(&moto, dir.path(), &["backfill", "--from", "backlog.jsonl", "--ledger", &ledger_arg]);
+    assert!(stdout(&first).contains("backfilled 2 row(s) as sent"), "{}", stdout(&first));
+    let second =
+        noticectl(&moto, dir.path(), &["backfill", "--from", "backlog.jsonl", "--ledger", &ledger_arg]);
+    assert!(stdout(&second).contains("backfilled 0 row(s) as sent"), "{}", stdout(&second));
+
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let key = |i| Job::parse(&job(i)).unwrap().key(&secret);
+    let row8 = ledger.get(&key(8)).await.unwrap().unwrap();
+    assert_eq!((row8.state, row8.origin.as_str()), (RowState::Sent, "backfill"));
+    assert_eq!(
+        ledger.get(&key(6)).await.unwrap().unwrap().state,
+        RowState::Claimed,
+        "an open claim is never overwritten"
+    );
+    assert_eq!(ledger.get(&key(0)).await.unwrap().unwrap().message_id.as_deref(), Some("ses-0"));
+}
+
+#[tokio::test]
+async fn enqueue_validates_then_sends_one_job() {
+    let moto = start_moto().await;
+    let queue = moto.create_queue("reminders").await;
+    let dir = tempfile::tempdir().unwrap();
+    let bad = noticectl(&moto, dir.path(), &["enqueue", "--queue-url", &queue, r#"{"subscription_id":"s"}"#]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stdout(&bad).contains("period_start"), "{}", stdout(&bad));
+    let ok = noticectl(&moto, dir.path(), &["enqueue", "--queue-url", &queue, &job(1)]);
+    assert!(ok.status.success(), "{}", stdout(&ok));
+    let got =
+        moto.sqs().await.receive_message().queue_url(&queue).max_number_of_messages(10).send().await.unwrap();
+    assert_eq!(got.messages().len(), 1);
+}
