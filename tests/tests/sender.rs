@@ -383,3 +383,22 @@ async fn two_dynamodb_writes_per_notice_and_only_the_claim_before_the_send() {
         .collect();
     assert_eq!(ops, ["PutItem", "UpdateItem"], "claim then commit, nothing else: {ops:?}");
 }
+
+#[tokio::test]
+async fn shadow_mode_records_claims_but_never_blocks_a_send() {
+    let env = env().await;
+    let mut shadow = settings(&env, false);
+    shadow.mode = Mode::Shadow;
+    let app = app_with(&env, shadow, None).await;
+    let body = job("sub_shadow", 0);
+    for _ in 0..2 {
+        let resp = invoke(&app, batch(&env, &[body.to_string()]).await).await;
+        assert!(resp.batch_item_failures.is_empty());
+    }
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), 2, "shadow mode never suppresses");
+    assert_eq!(
+        state(&env, &key_of(&body)).await,
+        Some(RowState::Sent),
+        "but the ledger learns what enforce would do"
+    );
+}
