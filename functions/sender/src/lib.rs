@@ -294,9 +294,14 @@ pub fn queue_url_from_arn(arn: &str) -> Option<String> {
     }
 }
 
-/// The invocation deadline as an `Instant`; `None` when the runtime gave none (local invokes).
+/// Epoch milliseconds of 2001-09-09: any real deadline is later. Local emulators send other
+/// things (`Context::default()` has 0; `cargo lambda watch` sends its 600 000 ms invoke timeout).
+const PLAUSIBLE_DEADLINE_MS: u64 = 1_000_000_000_000;
+
+/// The invocation deadline as an `Instant`; `None` when the runtime gave no real one (local
+/// invokes), in which case only the send timeout bounds a send.
 pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
-    if deadline_ms == 0 {
+    if deadline_ms < PLAUSIBLE_DEADLINE_MS {
         return None;
     }
     let deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms);
@@ -334,8 +339,14 @@ mod tests {
     }
 
     #[test]
-    fn no_deadline_from_a_default_context() {
+    fn no_deadline_from_a_default_context_or_a_local_emulator() {
         assert!(deadline_instant(0).is_none());
-        assert!(deadline_instant(1).is_some());
+        assert!(deadline_instant(600_000).is_none());
+        let in_a_minute =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap() + Duration::from_secs(60);
+        let left = deadline_instant(in_a_minute.as_millis() as u64).unwrap() - Instant::now();
+        assert!(left > Duration::from_secs(55) && left <= Duration::from_secs(60));
+        let past = deadline_instant(PLAUSIBLE_DEADLINE_MS + 1).unwrap();
+        assert!(past <= Instant::now(), "a passed deadline leaves no time");
     }
 }
