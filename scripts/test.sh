@@ -10,8 +10,30 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 
-export MOTO_SERVER="$PWD/.venv/bin/moto_server"
+export MOTO_PYTHON="$PWD/.venv/bin/python"
 
 .venv/bin/cfn-lint template.yaml
+
+# System packages the tests need, installed once from Debian when missing: the PostgreSQL server
+# (the PostgreSQL ledger tests run a throwaway cluster with initdb/postgres; openssl makes its TLS
+# certificate) and Node.js (the key-interop check below).
+packages=()
+if [[ -z "${PG_BIN:-}" ]] && ! command -v initdb >/dev/null 2>&1 \
+    && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    packages+=(postgresql)
+fi
+command -v openssl >/dev/null 2>&1 || packages+=(openssl)
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+if ((${#packages[@]})); then
+    sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${packages[@]}"
+fi
+
+# Workers in other languages must derive byte-identical notice keys: recompute every published
+# vector with Node.js's and Python's own HMAC.
+node scripts/key-vectors.mjs
+python3 scripts/key_vectors.py
 
 cargo test --workspace --all-targets "$@"

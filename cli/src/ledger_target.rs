@@ -1,18 +1,29 @@
 //! Which ledger a command works on: `--ledger sqlite:PATH` (default: the state directory's
-//! `ledger.db`) or `--ledger dynamodb:TABLE` (the deployed ledger, through the standard AWS
-//! environment: AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL…).
+//! `ledger.db`), `--ledger dynamodb:TABLE` (the deployed ledger, through the standard AWS
+//! environment: AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL…) or `--ledger postgres://…`
+//! (`postgresql://…` too; a PostgreSQL ledger whose schema `noticectl ledger init` created).
+//! Every command also reads the choice from `NOTICE_LEDGER_URL`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::postgres::{self, PostgresLedger};
 use notice_ledger::ledger::sqlite::SqliteLedger;
 use notice_ledger::ledger::Ledger;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum LedgerTarget {
     Sqlite(PathBuf),
     DynamoDb(String),
+    /// The full URL (it may carry a password: shown only through [`LedgerTarget::describe`]).
+    Postgres(String),
+}
+
+impl std::fmt::Debug for LedgerTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 impl LedgerTarget {
@@ -31,13 +42,18 @@ impl LedgerTarget {
                 Ok(Self::DynamoDb(table.into()))
             };
         }
-        Err(format!("unknown ledger {value:?}: use sqlite:PATH or dynamodb:TABLE"))
+        if postgres::is_postgres_url(value) {
+            return Ok(Self::Postgres(value.to_owned()));
+        }
+        // Not echoed: a mistyped database URL may still carry a password.
+        Err("unknown ledger: use sqlite:PATH, dynamodb:TABLE or postgres://USER@HOST/DB".into())
     }
 
     pub fn describe(&self) -> String {
         match self {
             Self::Sqlite(p) => format!("sqlite:{}", p.display()),
             Self::DynamoDb(t) => format!("dynamodb:{t}"),
+            Self::Postgres(url) => postgres::redacted(url),
         }
     }
 
@@ -56,6 +72,10 @@ impl LedgerTarget {
                     Arc::new(DynamoLedger::new(notice_ledger::aws::dynamodb_client(&config), table.clone()));
                 Ok(Opened { ledger })
             }
+            Self::Postgres(url) => {
+                let ledger = PostgresLedger::connect(url).await.map_err(|e| e.to_string())?;
+                Ok(Opened { ledger: Arc::new(ledger) })
+            }
         }
     }
 }
@@ -63,4 +83,25 @@ impl LedgerTarget {
 /// An open ledger.
 pub struct Opened {
     pub ledger: Arc<dyn Ledger>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_urls_select_the_postgres_ledger_and_never_show_the_password() {
+        for url in
+            ["postgres://ada:hunter2@db:5432/notices", "postgresql://ada:hunter2@db/notices?sslmode=require"]
+        {
+            let target = LedgerTarget::parse(url).expect("postgres URL");
+            assert_eq!(target, LedgerTarget::Postgres(url.to_owned()));
+            assert!(!target.describe().contains("hunter2"), "{}", target.describe());
+            assert!(!format!("{target:?}").contains("hunter2"));
+            assert!(target.describe().starts_with("postgres://ada@db"), "{}", target.describe());
+        }
+        let err = LedgerTarget::parse("mysql://ada:hunter2@db/notices").expect_err("unknown scheme");
+        assert!(!err.contains("hunter2"), "{err}");
+        assert_eq!(LedgerTarget::parse("dynamodb:t"), Ok(LedgerTarget::DynamoDb("t".into())));
+    }
 }

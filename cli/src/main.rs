@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod input;
+mod ledger_cmd;
 mod ledger_target;
 mod local;
 mod quarantine;
@@ -49,6 +50,8 @@ enum Command {
     Enqueue(EnqueueArgs),
     /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
     Simulate(simulate::SimulateArgs),
+    /// Prepare a ledger: `ledger init --postgres URL` creates the PostgreSQL schema.
+    Ledger(ledger_cmd::LedgerArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -68,7 +71,7 @@ struct ShowArgs {
     /// The notice key (64 hex characters).
     key: String,
     /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
-    #[arg(long, env = "NOTICE_LEDGER_URL")]
+    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
     ledger: Option<String>,
 }
 
@@ -100,6 +103,7 @@ async fn main() -> ExitCode {
         Command::Replay(args) => replay::replay(cli.state_dir, args).await,
         Command::Backfill(args) => replay::backfill(cli.state_dir, args).await,
         Command::Enqueue(args) => enqueue(args).await,
+        Command::Ledger(args) => ledger_cmd::run(args).await,
     };
     match result {
         Ok(code) => code,

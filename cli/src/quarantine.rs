@@ -15,7 +15,7 @@ use crate::ledger_target::LedgerTarget;
 #[derive(clap::Args, Debug)]
 pub struct QuarantineArgs {
     /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
-    #[arg(long, env = "NOTICE_LEDGER_URL", global = true)]
+    #[arg(long, env = "NOTICE_LEDGER_URL", global = true, hide_env_values = true)]
     pub ledger: Option<String>,
     #[command(subcommand)]
     pub command: QuarantineCommand,

@@ -26,7 +26,7 @@ pub struct ReplayArgs {
     #[arg(long = "from")]
     pub from: PathBuf,
     /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
-    #[arg(long, env = "NOTICE_LEDGER_URL")]
+    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
     pub ledger: Option<String>,
     /// Only count: look every key up and change nothing.
     #[arg(long)]
@@ -50,7 +50,7 @@ pub struct BackfillArgs {
     /// Jobs for notices already delivered (or in flight) before enforcement began.
     #[arg(long = "from")]
     pub from: PathBuf,
-    #[arg(long, env = "NOTICE_LEDGER_URL")]
+    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
     pub ledger: Option<String>,
     /// Only count what would be written.
     #[arg(long)]

@@ -22,7 +22,7 @@ pub struct SendArgs {
     /// JSON Lines of job bodies, or a Lambda SQS event JSON.
     pub file: PathBuf,
     /// Ledger to claim in (default: sqlite:<state-dir>/ledger.db).
-    #[arg(long, env = "NOTICE_LEDGER_URL")]
+    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
     pub ledger: Option<String>,
     /// From address written into the outbox messages.
     #[arg(long, env = "NOTICE_FROM", default_value = "Billing <billing@example.com>")]

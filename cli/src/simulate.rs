@@ -142,7 +142,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "10m", value_parser = parse_span)]
     pub latency_cap: Span,
     /// Probability of a worker crash at each of the four steps of one receive.
-    #[arg(long, default_value_t = 0.005, value_parser = probability)]
+    #[arg(long, default_value_t = 0.001, value_parser = probability)]
     pub crash_rate: f64,
     /// Probability that the provider accepts a message but answers 5xx.
     #[arg(long, default_value_t = 0.005, value_parser = probability)]
@@ -172,7 +172,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "5m", value_parser = parse_span)]
     pub dedup_window: Span,
     /// TTLs of the shared-cache claim, one row each (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values = ["30s", "5m", "1h"], value_parser = parse_span)]
+    #[arg(long, value_delimiter = ',', default_values = ["30s", "5m", "1h", "1d"], value_parser = parse_span)]
     pub ttl: Vec<Span>,
 }
 
@@ -661,6 +661,7 @@ impl Durable {
                 ..SendBudget::default()
             },
             metrics: Arc::new(Metrics::default()),
+            rate_gate: None,
         };
         let keys = trace.notices.iter().map(|n| n.job.key(&sender.secret)).collect();
         Ok(Self { sender: Arc::new(sender), ledger, gate, keys, _dir: dir })
@@ -716,14 +717,22 @@ struct JobRun {
 
 #[derive(Default, Debug, Clone, Serialize)]
 pub struct Counters {
+    /// Messages handed to a worker (deferrals included).
     pub receives: u64,
+    /// Receives of a message whose earlier receive was still being worked on (visibility expired).
     pub redelivered_while_in_flight: u64,
+    /// Spurious second deliveries by the broker.
     pub ghost_deliveries: u64,
+    /// Instance crashes (the redeploy not included).
     pub crashes: u64,
+    /// In-flight jobs lost to crashes and the redeploy.
     pub jobs_killed: u64,
     pub jobs_killed_by_redeploy: u64,
+    /// Enqueues the broker dropped as duplicates of a recent dedup id.
     pub broker_dropped_enqueues: u64,
+    /// Jobs acked because a cache said the notice was sent or claimed.
     pub suppressed_by_cache: u64,
+    /// Deletes and visibility changes ignored because the message had been received again since.
     pub stale_receipts: u64,
     pub dead_lettered: u64,
 }
@@ -870,7 +879,7 @@ impl<'t> Run<'t> {
             }
             Ev::Redeploy => {
                 for i in 0..self.instances.len() {
-                    let killed = self.crash(i);
+                    let killed = self.kill(i);
                     self.c.jobs_killed_by_redeploy += killed;
                 }
             }
@@ -966,14 +975,20 @@ impl<'t> Run<'t> {
         Some(job)
     }
 
-    /// The instance dies: every job it runs stops where it is, its cache is gone. Returns the jobs killed.
-    fn crash(&mut self, instance: usize) -> u64 {
+    /// The instance crashes (see [`Run::kill`]).
+    fn crash(&mut self, instance: usize) {
+        self.c.crashes += 1;
+        self.kill(instance);
+    }
+
+    /// The instance dies: every job it runs stops where it is, its cache is gone, and it restarts
+    /// empty. Returns the jobs killed.
+    fn kill(&mut self, instance: usize) -> u64 {
         let ids: Vec<usize> = self.instances[instance].jobs.iter().copied().collect();
         for &id in &ids {
             self.remove_job(id);
         }
         self.instances[instance].sent.clear();
-        self.c.crashes += 1;
         self.c.jobs_killed += ids.len() as u64;
         ids.len() as u64
     }
@@ -1183,10 +1198,9 @@ impl<'t> Run<'t> {
         }
         let (mut delivered, mut duplicates, mut lost, mut quarantined, mut quarantined_sent, mut missed) =
             (0, 0u64, 0, 0, 0, 0);
-        for i in 0..n {
-            let copies = self.deliveries[i];
-            let open_claim = states[i] == Some(RowState::Claimed);
-            let was_missed = states[i] == Some(RowState::Missed) || self.missed[i];
+        for ((&copies, state), &window_missed) in self.deliveries.iter().zip(&states).zip(&self.missed) {
+            let open_claim = *state == Some(RowState::Claimed);
+            let was_missed = *state == Some(RowState::Missed) || window_missed;
             duplicates += u64::from(copies.saturating_sub(1));
             if copies > 0 {
                 delivered += 1;

@@ -217,6 +217,14 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.inner.get(key).await
     }
 
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        self.enter(false)?;
+        self.inner.count_open_claims(claimed_before).await
+    }
+
     async fn open_claims(
         &self,
         claimed_before: DateTime<Utc>,

@@ -19,6 +19,9 @@ use crate::error::InvalidJob;
 pub const MAX_SUBSCRIPTION_ID_BYTES: usize = 256;
 /// Longest accepted `kind`.
 pub const MAX_KIND_LEN: usize = 64;
+/// Largest accepted `revision`: 2^53 − 1, the largest integer every JSON parser (JavaScript's
+/// included) reads exactly — a producer or worker in another language must derive the same key.
+pub const MAX_REVISION: u64 = (1 << 53) - 1;
 
 /// The HMAC secret. Never printed: `Debug` is redacted and there is no `Display`.
 #[derive(Clone)]
@@ -107,6 +110,9 @@ impl Identity {
         validate_identity_text("subscription_id", subscription_id, MAX_SUBSCRIPTION_ID_BYTES)?;
         let period_start = parse_period_start(period_start)?;
         let kind = Kind::parse(kind)?;
+        if revision > MAX_REVISION {
+            return Err(InvalidJob::new("revision", format!("must be at most {MAX_REVISION}")));
+        }
         Ok(Self { subscription_id: subscription_id.to_owned(), period_start, kind, revision })
     }
 
@@ -269,6 +275,8 @@ mod tests {
         assert_eq!(Identity::new("s", "2026-10-01", "K", 0).unwrap_err().field, "kind");
         assert_eq!(Identity::new("s", "2026-10-01", "", 0).unwrap_err().field, "kind");
         assert_eq!(Identity::new("s", "2026-10-01", &"k".repeat(65), 0).unwrap_err().field, "kind");
+        assert_eq!(Identity::new("s", "2026-10-01", "k", MAX_REVISION + 1).unwrap_err().field, "revision");
+        assert!(Identity::new("s", "2026-10-01", "k", MAX_REVISION).is_ok());
         let long = "x".repeat(MAX_SUBSCRIPTION_ID_BYTES + 1);
         assert_eq!(Identity::new(&long, "2026-10-01", "k", 0).unwrap_err().field, "subscription_id");
     }

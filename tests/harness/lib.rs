@@ -5,6 +5,9 @@
 //! Failures here are loud on purpose: if the emulator cannot be started the test panics with
 //! the fix (`./scripts/test.sh`) instead of skipping.
 
+pub mod ledger_suite;
+pub mod postgres;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -241,11 +244,17 @@ impl std::fmt::Debug for Moto {
     }
 }
 
-fn moto_binary() -> PathBuf {
-    match std::env::var_os("MOTO_SERVER") {
+/// The Python that has moto installed: env `MOTO_PYTHON`, else `<workspace root>/.venv/bin/python`.
+fn moto_python() -> PathBuf {
+    match std::env::var_os("MOTO_PYTHON") {
         Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => workspace_root().join(".venv/bin/moto_server"),
+        _ => workspace_root().join(".venv/bin/python"),
     }
+}
+
+/// moto's server wrapped so requests apply one at a time (see the script's docstring).
+fn moto_script() -> PathBuf {
+    workspace_root().join("tests/moto_serial.py")
 }
 
 fn free_port() -> u16 {
@@ -260,19 +269,20 @@ fn log_tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-/// Starts `moto_server` on a free 127.0.0.1 port and waits until `GET /moto-api/` answers 200
-/// (at most 30 s). Binary: env `MOTO_SERVER`, else `<workspace root>/.venv/bin/moto_server`.
+/// Starts moto (through `tests/moto_serial.py`, which applies requests one at a time) on a free
+/// 127.0.0.1 port and waits until `GET /moto-api/` answers 200 (at most 30 s). Python: env
+/// `MOTO_PYTHON`, else `<workspace root>/.venv/bin/python`.
 ///
 /// # Panics
 /// If the binary is missing or the server does not come up — run `./scripts/test.sh`, which
 /// installs the pinned emulator into `.venv`.
 pub async fn start_moto() -> Moto {
-    let binary = moto_binary();
+    let binary = moto_python();
     if !binary.is_file() {
         panic!(
-            "moto_server not found at {} — run ./scripts/test.sh (it creates .venv and installs \
-             tests/requirements.txt: moto[server]==5.2.5), or point MOTO_SERVER at a moto_server \
-             binary",
+            "the emulator's Python was not found at {} — run ./scripts/test.sh (it creates .venv and \
+             installs tests/requirements.txt: moto[server]==5.2.5), or point MOTO_PYTHON at a Python \
+             that has moto[server] installed",
             binary.display()
         );
     }
@@ -301,6 +311,7 @@ async fn try_start_moto(binary: &Path) -> Result<Moto, String> {
         std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
     let log_err = log.try_clone().map_err(|e| format!("cannot clone log handle: {e}"))?;
     let mut child = Command::new(binary)
+        .arg(moto_script())
         .arg("-H")
         .arg("127.0.0.1")
         .arg("-p")

@@ -1,5 +1,7 @@
-//! The DynamoDB ledger against the emulator, on a table created from `template.yaml`: the same
-//! conditions as the in-memory and SQLite ledgers, plus the sparse open-claims index.
+//! What only the DynamoDB ledger has, against the emulator on a table created from
+//! `template.yaml`: the sparse open-claims index and its shards, batched reads, TTL, millisecond
+//! storage, recognition of its own retried writes, and malformed items. The behaviour every
+//! adapter shares is in `ledger_suite.rs`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +12,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use notice_e2e::{start_moto, Moto};
 use notice_ledger::ledger::dynamodb::DynamoLedger;
 use notice_ledger::ledger::{
-    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, EvidenceEffect, Ledger, LedgerRow, Origin,
+    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, EvidenceEffect, Ledger, LedgerRow,
     ProviderEvidence, RowState,
 };
 use notice_ledger::{LedgerError, NoticeKey};
@@ -102,155 +104,6 @@ fn is_conflict<T: std::fmt::Debug>(result: Result<T, LedgerError>) -> bool {
 }
 
 #[tokio::test]
-async fn concurrent_claims_mint_exactly_once() {
-    let f = fixture().await;
-    for _ in 0..10 {
-        let key = key();
-        let (a, b) = (request(&key, t(0)), request(&key, t(0)));
-        let (ra, rb) = tokio::join!(f.ledger.claim(&a), f.ledger.claim(&b));
-        let outcomes = [ra.expect("claim a"), rb.expect("claim b")];
-        let minted: Vec<&Claim> = outcomes
-            .iter()
-            .filter_map(|o| match o {
-                ClaimOutcome::Minted(c) => Some(c),
-                ClaimOutcome::Held(_) => None,
-            })
-            .collect();
-        assert_eq!(minted.len(), 1, "exactly one claim wins: {outcomes:?}");
-        let held = outcomes.iter().find_map(|o| match o {
-            ClaimOutcome::Held(row) => Some(row),
-            ClaimOutcome::Minted(_) => None,
-        });
-        let held = held.expect("the loser sees the winner's row");
-        assert_eq!(held.state, RowState::Claimed);
-        assert_eq!(held.claim_token.as_ref(), Some(&minted[0].token));
-    }
-}
-
-#[tokio::test]
-async fn a_claim_recognises_its_own_token() {
-    let f = fixture().await;
-    let key = key();
-    let req = request(&key, t(0));
-    let first = f.mint(&req).await;
-    // Same request again (an SDK retry whose first response was lost looks exactly like this).
-    let mut again = req.clone();
-    again.at = t(5);
-    let second = f.mint(&again).await;
-    assert_eq!(first, second, "same token, same claim, original claim time");
-
-    // Anyone else is held off and sees the row.
-    match f.ledger.claim(&request(&key, t(6))).await.expect("claim") {
-        ClaimOutcome::Held(row) => {
-            assert_eq!(row.state, RowState::Claimed);
-            assert_eq!(row.claimed_at, Some(t(0)));
-            assert_eq!(row.subscription_id, "sub_8812");
-            assert_eq!(row.content_digest.as_deref(), Some("digest-1"));
-            assert_eq!(row.origin, Origin::Worker);
-        }
-        other => panic!("expected Held, got {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn commits_are_conditional_on_the_claim_token() {
-    let f = fixture().await;
-    let key = key();
-    let claim = f.mint(&request(&key, t(0))).await;
-
-    let stranger = Claim { token: ClaimToken::random(), ..claim.clone() };
-    assert!(is_conflict(f.ledger.commit_sent(&stranger, "m-1", t(1)).await));
-    assert!(is_conflict(f.ledger.commit_rejected(&stranger, "nope", t(1)).await));
-    assert!(is_conflict(f.ledger.release(&stranger, "nope", t(1)).await));
-    assert_eq!(f.row(&key).await.state, RowState::Claimed, "a stranger changed nothing");
-
-    f.ledger.commit_sent(&claim, "m-1", t(2)).await.expect("own commit");
-    let row = f.row(&key).await;
-    assert_eq!(row.state, RowState::Sent);
-    assert_eq!(row.message_id.as_deref(), Some("m-1"));
-    assert_eq!(row.updated_at, t(2));
-    assert_eq!(row.claim_token.as_ref(), Some(&claim.token));
-
-    // Repeating the very same commit (an SDK retry) is recognised; anything else conflicts.
-    f.ledger.commit_sent(&claim, "m-1", t(3)).await.expect("replayed commit");
-    assert!(is_conflict(f.ledger.commit_sent(&claim, "m-2", t(3)).await));
-    assert!(is_conflict(f.ledger.commit_rejected(&claim, "late", t(3)).await));
-    assert!(is_conflict(f.ledger.release(&claim, "late", t(3)).await));
-    assert_eq!(f.row(&key).await.message_id.as_deref(), Some("m-1"));
-
-    // No row at all.
-    let ghost = Claim { key: key_in(3), token: ClaimToken::random(), claimed_at: t(0) };
-    assert!(is_conflict(f.ledger.commit_sent(&ghost, "m", t(1)).await));
-
-    // Rejection is final too.
-    let key2 = key_in(4);
-    let claim2 = f.mint(&request(&key2, t(0))).await;
-    f.ledger.commit_rejected(&claim2, "MessageRejected: bad address", t(1)).await.expect("reject");
-    let row = f.row(&key2).await;
-    assert_eq!(row.state, RowState::Rejected);
-    assert_eq!(row.detail.as_deref(), Some("MessageRejected: bad address"));
-    assert!(matches!(f.ledger.claim(&request(&key2, t(2))).await, Ok(ClaimOutcome::Held(_))));
-}
-
-#[tokio::test]
-async fn released_keys_can_be_claimed_again() {
-    let f = fixture().await;
-    let key = key();
-    let old = f.mint(&request(&key, t(0))).await;
-    f.ledger.release(&old, "throttled: slow down", t(1)).await.expect("release");
-    let row = f.row(&key).await;
-    assert_eq!(row.state, RowState::Released);
-    assert_eq!(row.detail.as_deref(), Some("throttled: slow down"));
-    assert!(!f.item(&key).await.contains_key("open_shard"), "released rows leave the index");
-
-    let new = f.mint(&request(&key, t(10))).await;
-    assert_ne!(new.token, old.token);
-    assert_eq!(new.claimed_at, t(10));
-    let row = f.row(&key).await;
-    assert_eq!((row.state, row.claimed_at, row.detail), (RowState::Claimed, Some(t(10)), None));
-
-    // The slow worker whose claim was released cannot overwrite the new owner.
-    assert!(is_conflict(f.ledger.commit_sent(&old, "m-old", t(11)).await));
-    f.ledger.commit_sent(&new, "m-new", t(12)).await.expect("new owner commits");
-    assert_eq!(f.row(&key).await.message_id.as_deref(), Some("m-new"));
-}
-
-#[tokio::test]
-async fn missed_windows_are_recorded_once() {
-    let f = fixture().await;
-    let key = key();
-    let req = request(&key, t(0));
-    assert_eq!(f.ledger.record_missed(&req, "send window closed").await.expect("missed"), None);
-    let row = f.row(&key).await;
-    assert_eq!(row.state, RowState::Missed);
-    assert_eq!(row.detail.as_deref(), Some("send window closed"));
-    assert_eq!(row.claimed_at, None);
-    assert!(!f.item(&key).await.contains_key("open_since"), "missed rows are not open claims");
-
-    // Decided: neither a claim nor another miss changes it.
-    match f.ledger.claim(&request(&key, t(1))).await.expect("claim") {
-        ClaimOutcome::Held(held) => assert_eq!(held.state, RowState::Missed),
-        other => panic!("expected Held, got {other:?}"),
-    }
-    let again = f.ledger.record_missed(&request(&key, t(2)), "again").await.expect("missed");
-    assert_eq!(again.map(|r| r.state), Some(RowState::Missed));
-
-    // A claimed key is returned, not overwritten.
-    let busy = key_in(7);
-    f.mint(&request(&busy, t(0))).await;
-    let existing = f.ledger.record_missed(&request(&busy, t(1)), "late").await.expect("missed");
-    assert_eq!(existing.map(|r| r.state), Some(RowState::Claimed));
-    assert_eq!(f.row(&busy).await.state, RowState::Claimed);
-
-    // A released key may be recorded as missed.
-    let released = key_in(8);
-    let claim = f.mint(&request(&released, t(0))).await;
-    f.ledger.release(&claim, "paused", t(1)).await.expect("release");
-    assert_eq!(f.ledger.record_missed(&request(&released, t(2)), "late").await.expect("missed"), None);
-    assert_eq!(f.row(&released).await.state, RowState::Missed);
-}
-
-#[tokio::test]
 async fn open_claims_lists_old_claims_across_shards_and_forgets_decided_ones() {
     let f = fixture().await;
     // 32 claims, two per shard, claimed at t(0), t(10), …; the cut is at t(200) → 20 are older.
@@ -263,7 +116,13 @@ async fn open_claims_lists_old_claims_across_shards_and_forgets_decided_ones() {
     let sent = key_in(0);
     let c = f.mint(&request(&sent, t(-100))).await;
     f.ledger.commit_sent(&c, "m", t(1)).await.expect("commit");
-    f.ledger.record_missed(&request(&key_in(1), t(-100)), "late").await.expect("missed");
+    let missed = key_in(1);
+    f.ledger.record_missed(&request(&missed, t(-100)), "late").await.expect("missed");
+    let item = f.item(&missed).await;
+    assert!(
+        !item.contains_key("open_shard") && !item.contains_key("open_since"),
+        "missed rows are not open claims"
+    );
 
     let cut = t(200);
     let open = f.ledger.open_claims(cut, 100).await.expect("open claims");
@@ -310,175 +169,46 @@ async fn open_claims_lists_old_claims_across_shards_and_forgets_decided_ones() {
 }
 
 #[tokio::test]
-async fn provider_evidence_resolves_learns_and_detects_duplicates() {
-    let f = fixture().await;
-
-    // Resolve: a quarantined claim closed by the Send event.
-    let quarantined = key();
-    f.mint(&request(&quarantined, t(0))).await;
-    let ev = evidence(&quarantined, "m-1", DeliveryStatus::Accepted, t(5));
-    assert_eq!(f.ledger.apply_evidence(&ev).await.expect("evidence"), EvidenceEffect::Resolved);
-    let row = f.row(&quarantined).await;
-    assert_eq!(row.state, RowState::Sent);
-    assert_eq!(row.message_id.as_deref(), Some("m-1"));
-    assert_eq!(row.delivery_status, Some(DeliveryStatus::Accepted));
-    assert_eq!(row.subscription_id, "sub_8812", "identity kept");
-    // Idempotent: the same event again changes nothing.
-    assert_eq!(f.ledger.apply_evidence(&ev).await.expect("evidence"), EvidenceEffect::Updated);
-    assert_eq!(f.row(&quarantined).await, row);
-
-    // Event times finer than the stored milliseconds do not defeat idempotency.
-    let fine =
-        evidence(&quarantined, "m-1", DeliveryStatus::Delivered, t(6) + Duration::nanoseconds(123_456));
-    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence"), EvidenceEffect::Updated);
-    let row = f.row(&quarantined).await;
-    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence"), EvidenceEffect::Updated);
-    assert_eq!(f.row(&quarantined).await, row);
-    assert_eq!(row.updated_at, t(6));
-
-    // Learned: a key the ledger never saw (restored from an older backup).
-    let unknown = key();
-    let ev = evidence(&unknown, "m-9", DeliveryStatus::Delivered, t(7));
-    assert_eq!(f.ledger.apply_evidence(&ev).await.expect("evidence"), EvidenceEffect::Learned);
-    let row = f.row(&unknown).await;
-    assert_eq!((row.state, row.origin), (RowState::Sent, Origin::ProviderEvents));
-    assert_eq!((row.subscription_id.as_str(), row.period_start.as_str(), row.kind.as_str()), ("", "", ""));
-    assert_eq!(row.revision, 0);
-    assert_eq!(row.message_id.as_deref(), Some("m-9"));
-    assert_eq!(row.delivery_status, Some(DeliveryStatus::Delivered));
-    assert!(f.item(&unknown).await.contains_key("expires_at"));
-    // …and it now blocks sends.
-    assert!(matches!(f.ledger.claim(&request(&unknown, t(8))).await, Ok(ClaimOutcome::Held(_))));
-
-    // Out of order: a late Send never hides a Delivery.
-    let ordered = key();
-    let claim = f.mint(&request(&ordered, t(0))).await;
-    f.ledger.commit_sent(&claim, "m-2", t(1)).await.expect("commit");
-    for (status, at) in
-        [(DeliveryStatus::Delivered, t(3)), (DeliveryStatus::Accepted, t(2)), (DeliveryStatus::Delayed, t(4))]
-    {
-        let effect = f.ledger.apply_evidence(&evidence(&ordered, "m-2", status, at)).await.expect("evidence");
-        assert_eq!(effect, EvidenceEffect::Updated);
-    }
-    let row = f.row(&ordered).await;
-    assert_eq!(row.delivery_status, Some(DeliveryStatus::Delivered));
-    assert_eq!(row.updated_at, t(4));
-    assert_eq!(row.state, RowState::Sent);
-
-    // Duplicate: a second message id really went out; recorded once, first id kept.
-    let dup = evidence(&ordered, "m-3", DeliveryStatus::Accepted, t(6));
-    let expected = EvidenceEffect::DuplicateSend { first: "m-2".into(), second: "m-3".into() };
-    assert_eq!(f.ledger.apply_evidence(&dup).await.expect("evidence"), expected);
-    assert_eq!(f.ledger.apply_evidence(&dup).await.expect("evidence"), expected);
-    let row = f.row(&ordered).await;
-    assert_eq!(row.message_id.as_deref(), Some("m-2"));
-    assert_eq!(row.duplicate_message_ids, vec!["m-3".to_owned()]);
-    assert_eq!(row.delivery_status, Some(DeliveryStatus::Delivered));
-
-    // Concurrent reconcilers applying different events to one row lose nothing.
-    let busy = key();
-    f.mint(&request(&busy, t(0))).await;
-    let events = [
-        evidence(&busy, "m-4", DeliveryStatus::Accepted, t(1)),
-        evidence(&busy, "m-4", DeliveryStatus::Delivered, t(2)),
-        evidence(&busy, "m-5", DeliveryStatus::Accepted, t(3)),
-        evidence(&busy, "m-4", DeliveryStatus::Delayed, t(4)),
-    ];
-    let results = futures_join(&f.ledger, &events).await;
-    assert!(results.iter().all(Result::is_ok), "{results:?}");
-    let row = f.row(&busy).await;
-    assert_eq!(row.state, RowState::Sent);
-    let first = row.message_id.clone().expect("message id");
-    let other = if first == "m-4" { "m-5" } else { "m-4" };
-    assert_eq!(row.duplicate_message_ids, vec![other.to_owned()]);
-}
-
-/// Applies all events concurrently.
-async fn futures_join(
-    ledger: &Arc<DynamoLedger>,
-    events: &[ProviderEvidence],
-) -> Vec<Result<EvidenceEffect, LedgerError>> {
-    let handles: Vec<_> = events
-        .iter()
-        .cloned()
-        .map(|ev| {
-            let ledger = Arc::clone(ledger);
-            tokio::spawn(async move { ledger.apply_evidence(&ev).await })
-        })
-        .collect();
-    let mut results = Vec::new();
-    for handle in handles {
-        results.push(handle.await.expect("task"));
-    }
-    results
-}
-
-#[tokio::test]
-async fn operator_actions_only_touch_open_claims() {
-    let f = fixture().await;
-
-    let stuck = key();
-    f.mint(&request(&stuck, t(0))).await;
-    f.ledger.operator_release(&stuck, "ada", "crashed before send", t(100)).await.expect("release");
-    let row = f.row(&stuck).await;
-    assert_eq!((row.state, row.origin), (RowState::Released, Origin::Operator));
-    let detail = row.detail.expect("audit detail");
-    assert!(detail.contains("ada") && detail.contains("crashed before send"), "{detail}");
-    assert_eq!(f.mint(&request(&stuck, t(101))).await.claimed_at, t(101), "claimable again");
-
-    // A sent row is never released: that is how duplicates happen.
-    let sent = key();
-    let claim = f.mint(&request(&sent, t(0))).await;
-    f.ledger.commit_sent(&claim, "m-1", t(1)).await.expect("commit");
-    assert!(is_conflict(f.ledger.operator_release(&sent, "ada", "oops", t(2)).await));
-    assert!(is_conflict(f.ledger.operator_resolve_sent(&sent, "m-x", "ada", t(2)).await));
-    let row = f.row(&sent).await;
-    assert_eq!((row.state, row.message_id.as_deref()), (RowState::Sent, Some("m-1")));
-
-    assert!(is_conflict(f.ledger.operator_release(&key(), "ada", "no row", t(2)).await));
-
-    let resolved = key();
-    f.mint(&request(&resolved, t(0))).await;
-    f.ledger.operator_resolve_sent(&resolved, "m-found", "bob", t(50)).await.expect("resolve");
-    let row = f.row(&resolved).await;
-    assert_eq!((row.state, row.origin), (RowState::Sent, Origin::Operator));
-    assert_eq!(row.message_id.as_deref(), Some("m-found"));
-    assert!(row.detail.is_some_and(|d| d.contains("bob")));
-    assert!(is_conflict(f.ledger.operator_release(&resolved, "ada", "late", t(51)).await));
-}
-
-#[tokio::test]
-async fn backfill_never_overwrites() {
+async fn retried_transitions_whose_result_stands_are_not_conflicts() {
+    // The SDK retries writes whose response was lost; the second attempt finds its own result.
     let f = fixture().await;
     let key = key();
-    let row = LedgerRow {
-        key: key.clone(),
-        state: RowState::Sent,
-        origin: Origin::Backfill,
-        claim_token: None,
-        subscription_id: "sub_1".into(),
-        period_start: "2026-09-01".into(),
-        kind: "renewal_notice_t72".into(),
-        revision: 0,
-        content_digest: None,
-        claimed_at: None,
-        updated_at: t(-1000),
-        message_id: Some("legacy-1".into()),
-        detail: Some("backfilled".into()),
-        delivery_status: None,
-        duplicate_message_ids: Vec::new(),
-    };
-    assert!(f.ledger.backfill(&row).await.expect("backfill"));
-    assert_eq!(f.row(&key).await, row);
-    let other = LedgerRow { message_id: Some("legacy-2".into()), ..row.clone() };
-    assert!(!f.ledger.backfill(&other).await.expect("backfill"));
-    assert_eq!(f.row(&key).await, row, "unchanged");
+    let claim = f.mint(&request(&key, t(0))).await;
+    f.ledger.commit_sent(&claim, "m-1", t(1)).await.expect("commit");
+    f.ledger.commit_sent(&claim, "m-1", t(2)).await.expect("replayed commit");
+    assert_eq!(f.row(&key).await.updated_at, t(1), "the replay wrote nothing");
+    assert!(is_conflict(f.ledger.commit_sent(&claim, "m-2", t(2)).await));
 
-    // Not over a claim either.
-    let claimed = key_in(9);
-    f.mint(&request(&claimed, t(0))).await;
-    assert!(!f.ledger.backfill(&LedgerRow { key: claimed.clone(), ..row }).await.expect("backfill"));
-    assert_eq!(f.row(&claimed).await.state, RowState::Claimed);
+    let released = key_in(5);
+    let claim = f.mint(&request(&released, t(0))).await;
+    f.ledger.release(&claim, "throttled", t(1)).await.expect("release");
+    f.ledger.release(&claim, "throttled", t(2)).await.expect("replayed release");
+    assert!(is_conflict(f.ledger.commit_rejected(&claim, "throttled", t(2)).await));
+
+    let stuck = key_in(6);
+    f.mint(&request(&stuck, t(0))).await;
+    f.ledger.operator_release(&stuck, "ada", "stuck", t(5)).await.expect("operator release");
+    f.ledger.operator_release(&stuck, "ada", "stuck", t(5)).await.expect("replayed operator release");
+    assert!(is_conflict(f.ledger.operator_release(&stuck, "bob", "other", t(6)).await));
+}
+
+#[tokio::test]
+async fn evidence_is_kept_at_millisecond_precision_and_learned_rows_expire() {
+    let f = fixture().await;
+    let key = key();
+    f.mint(&request(&key, t(0))).await;
+    // Event times finer than the stored milliseconds do not defeat idempotency.
+    let fine = evidence(&key, "m-1", DeliveryStatus::Delivered, t(6) + Duration::nanoseconds(123_456));
+    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence"), EvidenceEffect::Resolved);
+    let row = f.row(&key).await;
+    assert_eq!(row.updated_at, t(6));
+    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence"), EvidenceEffect::Updated);
+    assert_eq!(f.row(&key).await, row);
+
+    let unknown = key_in(4);
+    let ev = evidence(&unknown, "m-9", DeliveryStatus::Delivered, t(7));
+    assert_eq!(f.ledger.apply_evidence(&ev).await.expect("evidence"), EvidenceEffect::Learned);
+    assert!(f.item(&unknown).await.contains_key("expires_at"), "learned rows carry the TTL too");
 }
 
 #[tokio::test]

@@ -80,6 +80,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
     let secret = NoticeSecret::new(SECRET).unwrap();
     let settings = SenderSettings {
         table: TABLE.into(),
+        ledger_url: None,
         renderer: Renderer::new(ManageLinks::new("https://b.example/m", secret.derive_subkey("l"))),
         secret,
         from: "billing@example.com".into(),
@@ -110,7 +111,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
 
     // 2. The reporter lists all four (the stale cut-off is zero here; it is 15 min by default).
     let reporter = ReporterApp {
-        ledger: DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE),
+        ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
         stale_after: Duration::ZERO,
     };
     let later = Utc::now() + chrono::Duration::seconds(1);

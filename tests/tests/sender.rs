@@ -41,6 +41,7 @@ fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
     let secret = NoticeSecret::new(SECRET).unwrap();
     SenderSettings {
         table: TABLE.into(),
+        ledger_url: None,
         renderer: Renderer::new(ManageLinks::new(
             "https://billing.example.com/manage",
             secret.derive_subkey("l"),

@@ -12,10 +12,10 @@ use chrono::Utc;
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_ledger::events::{self, SesNotification};
-use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::select::ledger_from_env;
 use notice_ledger::ledger::{EvidenceEffect, Ledger};
 use notice_ledger::metrics::emf_document;
-use notice_ledger::{aws, config, ConfigError};
+use notice_ledger::{aws, ConfigError};
 use serde_json::{json, Value};
 use tracing::{error, info, warn, Instrument};
 
@@ -39,9 +39,8 @@ pub struct ReconcilerApp {
 
 impl ReconcilerApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
-        let table = config::required("NOTICE_TABLE")?;
         let sdk = aws::load_sdk_config().await;
-        Ok(Self { ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), table)), concurrency: 10 })
+        Ok(Self { ledger: ledger_from_env(&sdk).await?, concurrency: 10 })
     }
 }
 

@@ -1,4 +1,5 @@
 //! `notice-reporter`: the scheduled look at the quarantine. It reads the sparse open-claims index
+//! (DynamoDB; a partial index on PostgreSQL)
 //! (cost grows with the quarantine, not the ledger — never a Scan), reports claims older than
 //! `NOTICE_STALE_AFTER_SECS`, and emits `QuarantinedClaims` for the alarm. It never writes and
 //! never releases: closing a claim takes evidence or an operator.
@@ -7,7 +8,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use lambda_runtime::LambdaEvent;
-use notice_ledger::ledger::dynamodb::DynamoLedger;
+use std::sync::Arc;
+
+use notice_ledger::ledger::select::ledger_from_env;
+use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::emf_document;
 use notice_ledger::{aws, config, ConfigError};
 use serde::Serialize;
@@ -17,16 +21,15 @@ use serde_json::{json, Value};
 pub const MAX_LISTED: usize = 50;
 
 pub struct ReporterApp {
-    pub ledger: DynamoLedger,
+    pub ledger: Arc<dyn Ledger>,
     pub stale_after: Duration,
 }
 
 impl ReporterApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
-        let table = config::required("NOTICE_TABLE")?;
         let stale_after = config::stale_after_from_env()?;
         let sdk = aws::load_sdk_config().await;
-        Ok(Self { ledger: DynamoLedger::new(aws::dynamodb_client(&sdk), table), stale_after })
+        Ok(Self { ledger: ledger_from_env(&sdk).await?, stale_after })
     }
 }
 
@@ -57,7 +60,7 @@ pub async fn report(
 ) -> Result<QuarantineReport, lambda_runtime::Error> {
     let cut = now - chrono::Duration::from_std(app.stale_after)?;
     let (count, oldest) = app.ledger.count_open_claims(cut).await?;
-    let rows = notice_ledger::ledger::Ledger::open_claims(&app.ledger, cut, MAX_LISTED).await?;
+    let rows = app.ledger.open_claims(cut, MAX_LISTED).await?;
     let claims: Vec<ListedClaim> = rows
         .into_iter()
         .map(|r| ListedClaim {

@@ -16,6 +16,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::{select, Ledger};
 use notice_ledger::mailer::ses::SesMailer;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::dynamodb::DynamoRateGate;
@@ -45,7 +46,10 @@ pub struct SenderApp {
 
 /// Configuration of the sender, read once at start-up.
 pub struct SenderSettings {
+    /// DynamoDB ledger table (also holds the rate gate's counters).
     pub table: String,
+    /// `NOTICE_LEDGER_URL`: a `postgres://` URL puts the ledger in PostgreSQL instead.
+    pub ledger_url: Option<String>,
     pub secret: NoticeSecret,
     pub from: String,
     pub configuration_set: Option<String>,
@@ -67,14 +71,19 @@ impl SenderSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
         let secret = NoticeSecret::from_env("NOTICE_KEY_SECRET")?;
         let renderer = config::renderer_from_env(&secret)?;
-        let retention_days = config::secs_from_env("NOTICE_RETENTION_DAYS", 400)?.as_secs();
-        let retention_days =
-            u32::try_from(retention_days).ok().filter(|d| *d >= 30).ok_or(ConfigError::Invalid {
-                name: "NOTICE_RETENTION_DAYS",
-                reason: "must be 30 or more: rows must outlive every redelivery and replay".into(),
-            })?;
+        let ledger_url = config::optional(select::LEDGER_URL_VAR);
+        // The table is required unless the ledger lives in PostgreSQL (the rate gate needs it then).
+        let table = match &ledger_url {
+            Some(_) => config::optional(select::TABLE_VAR).unwrap_or_default(),
+            None => config::required(select::TABLE_VAR)?,
+        };
+        let rate_limits = RateLimits::from_env()?;
+        if rate_limits.is_some() && table.is_empty() {
+            return Err(ConfigError::Missing(select::TABLE_VAR));
+        }
         Ok(Self {
-            table: config::required("NOTICE_TABLE")?,
+            table,
+            ledger_url,
             secret,
             from: config::required("NOTICE_FROM")?,
             configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
@@ -82,12 +91,12 @@ impl SenderSettings {
             policy: WindowPolicy::from_env()?,
             renderer,
             send_timeout: config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?,
-            retention_days,
+            retention_days: select::retention_days_from_env()?,
             concurrency: config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100)
                 as usize,
             queue_url: config::optional("NOTICE_QUEUE_URL"),
             dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
-            rate_limits: RateLimits::from_env()?,
+            rate_limits,
         })
     }
 }
@@ -97,8 +106,21 @@ impl SenderApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let settings = SenderSettings::from_env()?;
         let sdk = aws::load_sdk_config().await;
+        let ledger = select::ledger_for(
+            &sdk,
+            settings.ledger_url.as_deref(),
+            Some(&settings.table),
+            settings.retention_days,
+        )
+        .await?;
         let sesv2 = aws::sesv2_client(&sdk, settings.send_timeout);
-        Ok(Self::new(settings, aws::dynamodb_client(&sdk), sesv2, aws_sdk_sqs::Client::new(&sdk)))
+        Ok(Self::with_ledger(
+            settings,
+            ledger,
+            aws::dynamodb_client(&sdk),
+            sesv2,
+            aws_sdk_sqs::Client::new(&sdk),
+        ))
     }
 
     /// Assembles the sender over real clients. The SES client must be built by
@@ -109,14 +131,25 @@ impl SenderApp {
         sesv2: aws_sdk_sesv2::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> Self {
+        let ledger = DynamoLedger::new(dynamodb.clone(), settings.table.clone())
+            .with_retention(settings.retention_days);
+        Self::with_ledger(settings, Arc::new(ledger), dynamodb, sesv2, sqs)
+    }
+
+    /// [`SenderApp::new`] over any ledger (the rate gate, when configured, stays in DynamoDB).
+    pub fn with_ledger(
+        settings: SenderSettings,
+        ledger: Arc<dyn Ledger>,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sesv2: aws_sdk_sesv2::Client,
+        sqs: aws_sdk_sqs::Client,
+    ) -> Self {
         let rate_gate = settings.rate_limits.map(|limits| {
-            Arc::new(DynamoRateGate::new(dynamodb.clone(), settings.table.clone(), limits))
-                as Arc<dyn RateGate>
+            Arc::new(DynamoRateGate::new(dynamodb, settings.table.clone(), limits)) as Arc<dyn RateGate>
         });
-        let ledger = DynamoLedger::new(dynamodb, settings.table).with_retention(settings.retention_days);
         let mailer = SesMailer::new(sesv2, settings.from, settings.configuration_set);
         let sender = NoticeSender {
-            ledger: Arc::new(ledger),
+            ledger,
             mailer: Arc::new(mailer),
             renderer: Arc::new(settings.renderer),
             policy: settings.policy,

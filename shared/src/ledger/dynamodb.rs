@@ -313,7 +313,7 @@ impl DynamoLedger {
             row.state == to
                 && row.origin == Origin::Operator
                 && row.detail.as_deref() == Some(detail.as_str())
-                && message_id.map_or(true, |id| row.message_id.as_deref() == Some(id))
+                && message_id.is_none_or(|id| row.message_id.as_deref() == Some(id))
         };
         let conflict = |row: &LedgerRow| format!("{} is {}, not an open claim", key.prefix(), row.state);
         self.leave_claimed(key, to, at, &set, None, replayed, conflict).await
@@ -579,6 +579,13 @@ impl Ledger for DynamoLedger {
         }
         // Answer in the caller's order, like the other adapters.
         Ok(distinct.into_iter().filter_map(|k| found.remove(k)).collect())
+    }
+
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        DynamoLedger::count_open_claims(self, claimed_before).await
     }
 
     async fn open_claims(

@@ -19,6 +19,10 @@ use crate::job::Job;
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "aws")]
+pub mod select;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -346,6 +350,16 @@ pub trait Ledger: Send + Sync {
         limit: usize,
     ) -> Result<Vec<LedgerRow>, LedgerError>;
 
+    /// How many open claims were claimed before `claimed_before`, and when the oldest was: the
+    /// reporter's numbers. The default reads every such claim; indexed adapters count instead.
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        let open = self.open_claims(claimed_before, usize::MAX).await?;
+        Ok((open.len(), open.iter().filter_map(|r| r.claimed_at).min()))
+    }
+
     /// Applies provider evidence (reconciler). Idempotent; tolerant of any event order; never moves
     /// a row backwards. `claimed`/`released`/`missed`/`rejected` → `sent` with the message id (the
     /// evidence says it went out); no row → a `sent` row with origin `provider_events` (identity
@@ -483,6 +497,12 @@ impl<T: Ledger + ?Sized> Ledger for std::sync::Arc<T> {
         limit: usize,
     ) -> Result<Vec<LedgerRow>, LedgerError> {
         (**self).open_claims(claimed_before, limit).await
+    }
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        (**self).count_open_claims(claimed_before).await
     }
     async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
         (**self).apply_evidence(evidence).await

@@ -1,0 +1,74 @@
+//! `noticectl ledger init --postgres URL`: creates the PostgreSQL ledger's schema.
+//!
+//! The schema is applied explicitly rather than on every connect: senders and Lambdas then need
+//! only row privileges, and a typo'd URL never creates a stray ledger. SQLite creates its file on
+//! open; the DynamoDB table comes from `template.yaml`.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use notice_ledger::ledger::postgres::{self, PostgresLedger, MIGRATION};
+
+#[derive(Args, Debug)]
+pub struct LedgerArgs {
+    #[command(subcommand)]
+    command: LedgerCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum LedgerCommand {
+    /// Create the PostgreSQL ledger schema (table `notices`, open-claims index). Idempotent.
+    Init(InitArgs),
+}
+
+#[derive(Args)]
+struct InitArgs {
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=require[&sslrootcert=PATH]]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "NOTICE_LEDGER_URL",
+        hide_env_values = true,
+        required_unless_present = "print_sql"
+    )]
+    postgres: Option<String>,
+    /// Print the schema SQL instead of applying it (for a DBA or a migration tool).
+    #[arg(long)]
+    print_sql: bool,
+}
+
+/// Never prints the URL itself: it may carry a password.
+impl std::fmt::Debug for InitArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InitArgs")
+            .field("postgres", &self.postgres.as_deref().map(postgres::redacted))
+            .field("print_sql", &self.print_sql)
+            .finish()
+    }
+}
+
+pub async fn run(args: LedgerArgs) -> Result<ExitCode, String> {
+    match args.command {
+        LedgerCommand::Init(init) => init_postgres(init).await,
+    }
+}
+
+async fn init_postgres(args: InitArgs) -> Result<ExitCode, String> {
+    if args.print_sql {
+        println!("{}", MIGRATION.trim());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(url) = args.postgres else {
+        return Err("ledger init needs --postgres URL (or NOTICE_LEDGER_URL)".into());
+    };
+    if !postgres::is_postgres_url(&url) {
+        return Err("ledger init: --postgres takes a postgres:// or postgresql:// URL".into());
+    }
+    let ledger = PostgresLedger::connect(&url).await.map_err(|e| e.to_string())?;
+    ledger.migrate().await.map_err(|e| e.to_string())?;
+    println!(
+        "ledger schema ready at {} (table notices, index notices_open_claims); use --ledger with the same URL",
+        ledger.target()
+    );
+    Ok(ExitCode::SUCCESS)
+}

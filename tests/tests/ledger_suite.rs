@@ -1,0 +1,358 @@
+//! The shared ledger behaviour ([`notice_e2e::ledger_suite`]) run against every adapter — memory,
+//! SQLite (a temp file), DynamoDB (moto, table from `template.yaml`) and PostgreSQL (a real
+//! throwaway cluster) — plus what only the PostgreSQL ledger has to show: its schema, its index,
+//! TLS, other-language workers on the same table, and two senders racing on one database.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use notice_e2e::ledger_suite::{fresh_key, held, mint, request, row, t, SuiteFixture};
+use notice_e2e::postgres::{fresh_postgres_url, postgres_server};
+use notice_e2e::start_moto;
+use notice_ledger::faults::RecordingMailer;
+use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_ledger::ledger::memory::MemoryLedger;
+use notice_ledger::ledger::postgres::{PostgresLedger, QUARANTINE_QUERY};
+use notice_ledger::ledger::select::ledger_for;
+use notice_ledger::ledger::sqlite::SqliteLedger;
+use notice_ledger::ledger::{ClaimRequest, Ledger, RowState};
+use notice_ledger::links::ManageLinks;
+use notice_ledger::metrics::Metrics;
+use notice_ledger::render::Renderer;
+use notice_ledger::{
+    ConfigError, Job, LedgerError, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
+};
+
+async fn memory_ledger() -> SuiteFixture {
+    SuiteFixture::new(Arc::new(MemoryLedger::new()), ())
+}
+
+async fn sqlite_ledger() -> SuiteFixture {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+    let ledger =
+        SqliteLedger::open(dir.path().join("ledger.db")).unwrap_or_else(|e| panic!("open sqlite: {e}"));
+    SuiteFixture::new(Arc::new(ledger), dir)
+}
+
+async fn dynamodb_ledger() -> SuiteFixture {
+    let moto = start_moto().await;
+    moto.create_ledger_table("notices").await;
+    let client = notice_ledger::aws::dynamodb_client(&moto.sdk_config().await);
+    SuiteFixture::new(Arc::new(DynamoLedger::new(client, "notices")), moto)
+}
+
+async fn postgres_ledger() -> SuiteFixture {
+    SuiteFixture::new(Arc::new(migrated(&fresh_postgres_url("suite").await).await), ())
+}
+
+async fn migrated(url: &str) -> PostgresLedger {
+    let ledger = PostgresLedger::connect(url).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    ledger.migrate().await.unwrap_or_else(|e| panic!("migrate {url}: {e}"));
+    ledger
+}
+
+mod memory {
+    notice_e2e::ledger_suite_tests!(super::memory_ledger);
+}
+
+mod sqlite {
+    notice_e2e::ledger_suite_tests!(super::sqlite_ledger);
+}
+
+mod dynamodb {
+    notice_e2e::ledger_suite_tests!(super::dynamodb_ledger);
+}
+
+mod postgres {
+    notice_e2e::ledger_suite_tests!(super::postgres_ledger);
+}
+
+// ── PostgreSQL only ──
+
+#[tokio::test]
+async fn postgres_migration_is_idempotent_and_the_quarantine_query_uses_the_partial_index() {
+    let server = postgres_server().await;
+    let db = server.create_database("schema").await;
+    let url = server.url(&db);
+    let a = PostgresLedger::connect(&url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    let b = PostgresLedger::connect(&url).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    // Two processes deploying at once, then a redeploy.
+    let (ra, rb) = tokio::join!(a.migrate(), b.migrate());
+    ra.unwrap_or_else(|e| panic!("migrate a: {e}"));
+    rb.unwrap_or_else(|e| panic!("migrate b: {e}"));
+    a.migrate().await.unwrap_or_else(|e| panic!("migrate again: {e}"));
+
+    let indexdef = server
+        .psql(&db, "SELECT indexdef FROM pg_indexes WHERE indexname = 'notices_open_claims'")
+        .await
+        .unwrap_or_else(|e| panic!("psql: {e}"));
+    assert!(indexdef.contains("(claimed_at, notice_key) WHERE (state = 'claimed'::text)"), "{indexdef}");
+
+    // The adapter's own quarantine query is answered from the partial index.
+    let plan = server
+        .psql(
+            &db,
+            &format!(
+                "SET enable_seqscan = off; PREPARE quarantine(timestamptz, bigint) AS {QUARANTINE_QUERY}; \
+                 EXPLAIN EXECUTE quarantine(now(), 50)"
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("psql: {e}"));
+    assert!(plan.contains("notices_open_claims"), "quarantine plan:\n{plan}");
+}
+
+#[tokio::test]
+async fn postgres_schema_is_shared_with_workers_in_other_languages() {
+    let server = postgres_server().await;
+    let db = server.create_database("interop").await;
+    let ledger = migrated(&server.url(&db)).await;
+    let sql_claim = |key: &str, token: &str| {
+        format!(
+            "INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
+             revision, content_digest, claimed_at, updated_at) \
+             VALUES ('{key}', 'claimed', 'worker', '{token}', 'sub_8812', '2026-10-01', 'renewal_notice_t72', 0, \
+             'digest-1', now(), now()) \
+             ON CONFLICT (notice_key) DO UPDATE SET state = excluded.state, claim_token = excluded.claim_token, \
+             claimed_at = excluded.claimed_at, updated_at = excluded.updated_at \
+             WHERE notices.state = 'released' RETURNING claim_token"
+        )
+    };
+
+    // A worker in another language claims with the documented statement; this ledger sees it.
+    let theirs = fresh_key();
+    let out =
+        server.psql(&db, &sql_claim(theirs.as_str(), "tok-python")).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out, "tok-python");
+    let row_now = held(&ledger, &request(&theirs, t(0))).await;
+    assert_eq!(
+        (row_now.state, row_now.claim_token.map(|c| c.as_str().to_owned())),
+        (RowState::Claimed, Some("tok-python".into()))
+    );
+
+    // …and the other way round: a key this ledger claimed is refused to them (no token back).
+    let ours = fresh_key();
+    mint(&ledger, &request(&ours, t(0))).await;
+    let out = server.psql(&db, &sql_claim(ours.as_str(), "tok-node")).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out, "", "the claim statement returns nothing for a held key");
+
+    // Mistakes that would silently defeat deduplication are refused by the database.
+    let upper = fresh_key().as_str().to_ascii_uppercase();
+    let refused = server.psql(&db, &sql_claim(&upper.replace('0', "A"), "tok")).await;
+    assert!(refused.as_ref().is_err_and(|e| e.contains("notices_notice_key_check")), "{refused:?}");
+    let refused = server
+        .psql(&db, &format!("UPDATE notices SET state = 'pending' WHERE notice_key = '{}'", ours.as_str()))
+        .await;
+    assert!(refused.as_ref().is_err_and(|e| e.contains("notices_state_check")), "{refused:?}");
+}
+
+#[tokio::test]
+async fn postgres_keeps_every_u64_revision() {
+    let ledger = migrated(&fresh_postgres_url("revision").await).await;
+    let key = fresh_key();
+    let req = ClaimRequest { revision: u64::MAX, ..request(&key, t(0)) };
+    mint(&ledger, &req).await;
+    assert_eq!(row(&ledger, &key).await.revision, 18_446_744_073_709_551_615);
+}
+
+#[tokio::test]
+async fn postgres_recognises_a_retried_transition_whose_result_stands() {
+    let ledger = migrated(&fresh_postgres_url("replay").await).await;
+    let key = fresh_key();
+    let claim = mint(&ledger, &request(&key, t(0))).await;
+    ledger.commit_sent(&claim, "m-1", t(1)).await.unwrap_or_else(|e| panic!("commit: {e}"));
+    ledger.commit_sent(&claim, "m-1", t(2)).await.unwrap_or_else(|e| panic!("retried commit: {e}"));
+    assert_eq!(row(&ledger, &key).await.updated_at, t(1), "the retry wrote nothing");
+    assert!(matches!(ledger.commit_sent(&claim, "m-2", t(2)).await, Err(LedgerError::Conflict(_))));
+    assert!(matches!(ledger.release(&claim, "late", t(2)).await, Err(LedgerError::Conflict(_))));
+}
+
+#[tokio::test]
+async fn postgres_counts_open_claims_for_the_reporter() {
+    let ledger = migrated(&fresh_postgres_url("count").await).await;
+    assert_eq!(ledger.count_open_claims(t(100)).await.unwrap_or_else(|e| panic!("{e}")), (0, None));
+    for i in 0..5 {
+        mint(&ledger, &request(&fresh_key(), t(i * 10))).await;
+    }
+    let claim = mint(&ledger, &request(&fresh_key(), t(-50))).await;
+    ledger.commit_sent(&claim, "m", t(1)).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ledger.count_open_claims(t(25)).await.unwrap_or_else(|e| panic!("{e}")), (3, Some(t(0))));
+}
+
+#[tokio::test]
+async fn postgres_without_the_schema_says_how_to_create_it() {
+    let ledger = PostgresLedger::connect(&fresh_postgres_url("unmigrated").await)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    match ledger.claim(&request(&fresh_key(), t(0))).await {
+        Err(LedgerError::Unavailable(msg)) => assert!(msg.contains("noticectl ledger init"), "{msg}"),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn postgres_tls_verifies_the_server_and_is_never_dropped_silently() {
+    let server = postgres_server().await;
+    let db = server.create_database("tls").await;
+    let ca = server.ca_certificate().display().to_string();
+    let port = server.port();
+
+    // Verified against the CA given in the URL, by IP address and by host name.
+    for host in ["127.0.0.1", "localhost"] {
+        let url = format!("postgres://postgres@{host}:{port}/{db}?sslmode=require&sslrootcert={ca}");
+        let ledger = migrated(&url).await;
+        mint(&ledger, &request(&fresh_key(), t(0))).await;
+        let sessions = server
+            .psql(&db, "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.application_name = 'notice-ledger'")
+            .await
+            .unwrap_or_else(|e| panic!("psql: {e}"));
+        assert_ne!(sessions, "0", "the ledger's sessions use TLS");
+    }
+
+    // A certificate nobody vouches for is refused, not accepted.
+    let url = format!("postgres://postgres@127.0.0.1:{port}/{db}?sslmode=verify-full");
+    match PostgresLedger::connect(&url).await {
+        Err(LedgerError::Unavailable(msg)) => assert!(msg.to_lowercase().contains("certificate"), "{msg}"),
+        other => panic!("expected an untrusted certificate to be refused, got {other:?}"),
+    }
+
+    // An unreachable server fails fast, and the password never reaches the message.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("port: {e}"))
+        .port();
+    let url = format!("postgres://ada:hunter2@127.0.0.1:{closed}/x?sslmode=require&connect_timeout=2");
+    match PostgresLedger::connect(&url).await {
+        Err(LedgerError::Unavailable(msg)) => assert!(!msg.contains("hunter2"), "{msg}"),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+const SECRET: &str = "two-senders-secret";
+
+fn job(i: usize) -> Job {
+    let body = format!(
+        r#"{{"subscription_id":"sub_race_{i}","period_start":"2026-10-01","kind":"renewal_notice_t72",
+            "email":"user{i}@example.com","charge_at":"2026-10-04T09:00:00Z"}}"#
+    );
+    Job::parse(&body).unwrap_or_else(|e| panic!("job {i}: {e}"))
+}
+
+fn now() -> DateTime<Utc> {
+    "2026-10-02T00:00:00Z".parse().unwrap_or_else(|e| panic!("time: {e}"))
+}
+
+fn sender(ledger: PostgresLedger, mailer: Arc<RecordingMailer>) -> NoticeSender {
+    NoticeSender {
+        ledger: Arc::new(ledger),
+        mailer,
+        renderer: Arc::new(Renderer::new(ManageLinks::new(
+            "https://billing.example.com/manage",
+            NoticeSecret::new("links").unwrap_or_else(|e| panic!("{e}")),
+        ))),
+        policy: WindowPolicy::default(),
+        secret: NoticeSecret::new(SECRET).unwrap_or_else(|e| panic!("{e}")),
+        mode: Mode::Enforce,
+        budget: SendBudget { send_timeout: Duration::from_secs(5), min_time_left: Duration::from_secs(1) },
+        metrics: Arc::new(Metrics::default()),
+        rate_gate: None,
+    }
+}
+
+/// Two sender processes (each with its own connection pool) get the same 40 jobs at the same
+/// time: every notice goes out exactly once, and the ledger knows which send it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_two_concurrent_senders_send_each_notice_once() {
+    let url = fresh_postgres_url("two_senders").await;
+    migrated(&url).await;
+    let mailers = [Arc::new(RecordingMailer::default()), Arc::new(RecordingMailer::default())];
+    let mut senders = Vec::new();
+    for mailer in &mailers {
+        let ledger = PostgresLedger::connect_with_pool_size(&url, 4).await.unwrap_or_else(|e| panic!("{e}"));
+        senders.push(Arc::new(sender(ledger, Arc::clone(mailer))));
+    }
+    let jobs: Vec<Job> = (0..40).map(job).collect();
+
+    let mut runs = tokio::task::JoinSet::new();
+    for (which, sender) in senders.iter().enumerate() {
+        for job in &jobs {
+            let (job, sender) = (job.clone(), Arc::clone(sender));
+            runs.spawn(async move { (which, sender.deliver(&job, now(), None).await) });
+        }
+    }
+    let mut sent_by_key: HashMap<String, Vec<String>> = HashMap::new();
+    while let Some(joined) = runs.join_next().await {
+        let (which, delivery) = joined.unwrap_or_else(|e| panic!("task: {e}"));
+        let key = delivery.key.unwrap_or_else(|| panic!("valid jobs have keys")).as_str().to_owned();
+        match delivery.outcome {
+            Outcome::Sent { message_id } => {
+                sent_by_key.entry(key).or_default().push(format!("{which}:{message_id}"))
+            }
+            Outcome::Suppressed { state } => {
+                assert!(matches!(state, RowState::Claimed | RowState::Sent), "{state}")
+            }
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    let mails: usize = mailers.iter().map(|m| m.sent().len()).sum();
+    assert_eq!(mails, 40, "one mail per notice across both senders");
+    assert_eq!(sent_by_key.len(), 40);
+    assert!(sent_by_key.values().all(|sends| sends.len() == 1), "{sent_by_key:?}");
+
+    let secret = NoticeSecret::new(SECRET).unwrap_or_else(|e| panic!("{e}"));
+    let keys: Vec<_> = jobs.iter().map(|j| j.key(&secret)).collect();
+    let check = migrated(&url).await;
+    let rows = check.get_many(&keys).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rows.len(), 40);
+    for r in rows {
+        assert_eq!(r.state, RowState::Sent);
+        let committed = r.message_id.unwrap_or_else(|| panic!("sent without a message id"));
+        let recorded = &sent_by_key[r.key.as_str()][0];
+        assert!(recorded.ends_with(&format!(":{committed}")), "{recorded} vs {committed}");
+    }
+}
+
+/// The Lambdas' choice: a `postgres://` URL wins, else the DynamoDB table; nothing about a bad or
+/// unreachable URL leaks its password.
+#[tokio::test]
+async fn lambda_ledger_selection_prefers_a_postgres_url_over_the_table() {
+    let sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .build();
+    let url = fresh_postgres_url("select").await;
+    let direct = migrated(&url).await;
+
+    let chosen = match ledger_for(&sdk, Some(&url), Some("notices"), 400).await {
+        Ok(ledger) => ledger,
+        Err(e) => panic!("postgres ledger: {e}"),
+    };
+    let key = fresh_key();
+    mint(&*chosen, &request(&key, t(0))).await;
+    assert_eq!(row(&direct, &key).await.state, RowState::Claimed, "the claim landed in PostgreSQL");
+
+    let refuses = |result: Result<Arc<dyn Ledger>, ConfigError>, name: &str| match result {
+        Ok(_) => panic!("expected {name} to be refused"),
+        Err(ConfigError::Invalid { name: n, reason }) => {
+            assert_eq!(n, name);
+            assert!(!reason.contains("hunter2"), "{reason}");
+        }
+        Err(e) => panic!("expected Invalid({name}), got {e}"),
+    };
+    refuses(
+        ledger_for(&sdk, Some("mysql://ada:hunter2@db/x"), Some("notices"), 400).await,
+        "NOTICE_LEDGER_URL",
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("port: {e}"))
+        .port();
+    let unreachable = format!("postgres://ada:hunter2@127.0.0.1:{closed}/x?connect_timeout=2");
+    refuses(ledger_for(&sdk, Some(&unreachable), None, 400).await, "NOTICE_LEDGER_URL");
+    refuses(ledger_for(&sdk, None, Some("notices"), 7).await, "NOTICE_RETENTION_DAYS");
+
+    assert!(matches!(ledger_for(&sdk, None, None, 400).await, Err(ConfigError::Missing("NOTICE_TABLE"))));
+    assert!(ledger_for(&sdk, Some(""), Some("notices"), 400).await.is_ok(), "empty URL: the DynamoDB table");
+}
