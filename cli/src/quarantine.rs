@@ -122,14 +122,17 @@ pub async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<ExitCode, S
                     );
                 }
             }
-            let more = if rows.len() == limit {
-                format!(" (showing the first {limit}; raise --limit)")
+            let (total, oldest) = ledger.count_open_claims(cut).await.map_err(|e| e.to_string())?;
+            let shown = if total > rows.len() {
+                format!(" (showing the oldest {}; raise --limit)", rows.len())
             } else {
                 String::new()
             };
+            let oldest = oldest
+                .map(|t| format!(", oldest {} old", human_age((now - t).num_seconds())))
+                .unwrap_or_default();
             eprintln!(
-                "{} quarantined claim(s) older than {}{more} in {}",
-                rows.len(),
+                "{total} quarantined claim(s) older than {}{oldest}{shown} in {}",
                 human_age(age.as_secs() as i64),
                 target.describe()
             );
