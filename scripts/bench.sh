@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-target="${CARGO_TARGET_DIR:-target}"
+# Absolute: `cargo bench` runs each bench binary from its package's directory.
+target="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 
 echo "== machine"
 echo "cores:  $(nproc)"

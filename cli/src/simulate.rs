@@ -845,9 +845,21 @@ impl<'t> Run<'t> {
         if let Some(at) = self.p.redeploy_at_ms {
             self.schedule(at, Ev::Redeploy);
         }
+        // Ample for any sensible parameters (the defaults need about 16 events per enqueue); a
+        // visibility timeout far below the send latency makes messages bounce without end.
+        let budget = 1_000 * self.trace.enqueues.len() as u64 + 1_000_000;
+        let mut events = 0u64;
         while let Some(Reverse((at, _, ev))) = self.heap.pop() {
             if at > self.trace.horizon {
                 break;
+            }
+            events += 1;
+            if events > budget {
+                return Err(format!(
+                    "{}: more than {budget} events; the parameters keep messages bouncing (is the \
+                     visibility timeout far below the send latency?)",
+                    self.strategy.name(self.p.ledger)
+                ));
             }
             self.now = at;
             self.handle(ev).await;
