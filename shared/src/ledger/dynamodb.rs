@@ -366,21 +366,30 @@ impl DynamoLedger {
         )))
     }
 
+    /// A query of one shard of the open-claims index for claims opened before `before` (epoch ms).
+    fn shard_query(
+        &self,
+        shard: &str,
+        before: i64,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        let (names, values) = shard_condition(shard, before).parts();
+        self.client
+            .query()
+            .table_name(&self.table)
+            .index_name(OPEN_CLAIMS_INDEX)
+            .key_condition_expression(SHARD_CONDITION)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+    }
+
     /// Oldest open claims in one shard, at most `limit`, paginating as needed.
     async fn open_in_shard(&self, shard: &str, before: i64, limit: usize) -> Result<Vec<Item>, LedgerError> {
         let mut items = Vec::new();
         let mut start: Option<Item> = None;
         let page = i32::try_from(limit).unwrap_or(i32::MAX);
         loop {
-            let (names, values) = shard_condition(shard, before).parts();
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(OPEN_CLAIMS_INDEX)
-                .key_condition_expression(SHARD_CONDITION)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
+                .shard_query(shard, before)
                 .scan_index_forward(true)
                 .limit(page)
                 .set_exclusive_start_key(start.take())
@@ -406,15 +415,8 @@ impl DynamoLedger {
         let mut count = 0usize;
         let mut start: Option<Item> = None;
         loop {
-            let (names, values) = shard_condition(shard, before).parts();
             let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(OPEN_CLAIMS_INDEX)
-                .key_condition_expression(SHARD_CONDITION)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
+                .shard_query(shard, before)
                 .select(Select::Count)
                 .set_exclusive_start_key(start.take())
                 .send()
@@ -429,15 +431,8 @@ impl DynamoLedger {
         if count == 0 {
             return Ok((0, None));
         }
-        let (names, values) = shard_condition(shard, before).parts();
         let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(OPEN_CLAIMS_INDEX)
-            .key_condition_expression(SHARD_CONDITION)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
+            .shard_query(shard, before)
             .projection_expression("#open_since")
             .scan_index_forward(true)
             .limit(1)
