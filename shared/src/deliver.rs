@@ -1,7 +1,7 @@
 //! The send path, on one screen:
 //!
 //! ```text
-//! parse + validate ─▶ window ─▶ render ─▶ CLAIM (committed) ─▶ SEND (one attempt) ─▶ COMMIT ─▶ outcome ─▶ ack
+//! parse + validate ─▶ window ─▶ render ─▶ rate gate ─▶ CLAIM (committed) ─▶ SEND (one attempt) ─▶ COMMIT ─▶ outcome ─▶ ack
 //! ```
 //!
 //! Crash windows, and why each is safe:
@@ -201,15 +201,15 @@ impl NoticeSender {
         deadline: Option<Instant>,
     ) -> Outcome {
         let m = &self.metrics;
+        let decision = self.policy.decide(job, now);
+        if let WindowDecision::Defer { until } = decision {
+            // Early jobs are turned away before any ledger work (or digest) is spent on them.
+            Metrics::incr(&m.deferred);
+            return Outcome::Deferred { until };
+        }
         let req = ClaimRequest::for_job(job, key.clone(), now);
-
-        match self.policy.decide(job, now) {
-            WindowDecision::Send { .. } => {}
-            WindowDecision::Defer { until } => {
-                Metrics::incr(&m.deferred);
-                return Outcome::Deferred { until };
-            }
-            WindowDecision::Missed { closed_at } => return self.record_missed(&req, closed_at).await,
+        if let WindowDecision::Missed { closed_at } = decision {
+            return self.record_missed(&req, closed_at).await;
         }
 
         // Render before claiming: a template error must not leave a claim behind.
