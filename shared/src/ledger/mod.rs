@@ -65,11 +65,21 @@ impl fmt::Display for RowState {
 impl FromStr for RowState {
     type Err = LedgerError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RowState::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| LedgerError::Corrupt(format!("unknown state {s:?}")))
+        parse_stored(&RowState::ALL, RowState::as_str, s, "state")
     }
+}
+
+/// Reads a stored enum value back by its name; an unknown name means a corrupt row.
+fn parse_stored<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    s: &str,
+    what: &str,
+) -> Result<T, LedgerError> {
+    all.iter()
+        .copied()
+        .find(|v| name(*v) == s)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown {what} {s:?}")))
 }
 
 /// Who wrote the row's current state.
@@ -86,6 +96,8 @@ pub enum Origin {
 }
 
 impl Origin {
+    pub const ALL: [Origin; 4] = [Origin::Worker, Origin::Backfill, Origin::ProviderEvents, Origin::Operator];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Origin::Worker => "worker",
@@ -99,10 +111,7 @@ impl Origin {
 impl FromStr for Origin {
     type Err = LedgerError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Origin::Worker, Origin::Backfill, Origin::ProviderEvents, Origin::Operator]
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| LedgerError::Corrupt(format!("unknown origin {s:?}")))
+        parse_stored(&Origin::ALL, Origin::as_str, s, "origin")
     }
 }
 
@@ -268,10 +277,7 @@ impl DeliveryStatus {
 impl FromStr for DeliveryStatus {
     type Err = LedgerError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DeliveryStatus::ALL
-            .into_iter()
-            .find(|d| d.as_str() == s)
-            .ok_or_else(|| LedgerError::Corrupt(format!("unknown delivery status {s:?}")))
+        parse_stored(&DeliveryStatus::ALL, DeliveryStatus::as_str, s, "delivery status")
     }
 }
 
