@@ -27,6 +27,14 @@ impl std::fmt::Debug for LedgerTarget {
 }
 
 impl LedgerTarget {
+    /// `--ledger` when given, else the state directory's SQLite ledger.
+    pub fn resolve(arg: Option<&str>, state_dir: &std::path::Path) -> Result<Self, String> {
+        match arg {
+            Some(value) => Self::parse(value),
+            None => Ok(Self::Sqlite(crate::local::ledger_path(state_dir))),
+        }
+    }
+
     pub fn parse(value: &str) -> Result<Self, String> {
         if let Some(path) = value.strip_prefix("sqlite:") {
             return if path.is_empty() {

@@ -15,6 +15,11 @@ pub enum StateError {
     Invalid(String),
 }
 
+/// The local ledger file inside a state directory.
+pub fn ledger_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("ledger.db")
+}
+
 pub struct StateDir {
     pub root: PathBuf,
 }
@@ -24,10 +29,6 @@ impl StateDir {
         std::fs::create_dir_all(root)
             .map_err(|source| StateError::Dir { path: root.display().to_string(), source })?;
         Ok(Self { root: root.to_path_buf() })
-    }
-
-    pub fn ledger_path(&self) -> PathBuf {
-        self.root.join("ledger.db")
     }
 
     pub fn outbox_dir(&self) -> PathBuf {

@@ -144,10 +144,7 @@ async fn enqueue(args: EnqueueArgs) -> Result<ExitCode, String> {
 
 async fn show(state_dir: PathBuf, args: ShowArgs) -> Result<ExitCode, String> {
     let key = notice_ledger::NoticeKey::parse(&args.key).map_err(|e| e.to_string())?;
-    let target = match &args.ledger {
-        Some(l) => ledger_target::LedgerTarget::parse(l)?,
-        None => ledger_target::LedgerTarget::Sqlite(state_dir.join("ledger.db")),
-    };
+    let target = ledger_target::LedgerTarget::resolve(args.ledger.as_deref(), &state_dir)?;
     let ledger = target.open().await?.ledger;
     match ledger.get(&key).await.map_err(|e| e.to_string())? {
         None => {

@@ -86,10 +86,7 @@ fn operator(by: Option<String>) -> String {
 }
 
 pub async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<ExitCode, String> {
-    let target = match &args.ledger {
-        Some(l) => LedgerTarget::parse(l)?,
-        None => LedgerTarget::Sqlite(state_dir.join("ledger.db")),
-    };
+    let target = LedgerTarget::resolve(args.ledger.as_deref(), &state_dir)?;
     let ledger = target.open().await?.ledger;
     match args.command {
         QuarantineCommand::List { older_than, limit, json } => {

@@ -118,10 +118,7 @@ async fn census(
     let items = read_items(from).map_err(|e| e.to_string())?;
     let state = StateDir::open(state_dir).map_err(|e| e.to_string())?;
     let secret = state.secret().map_err(|e| e.to_string())?;
-    let target = match ledger {
-        Some(l) => LedgerTarget::parse(l)?,
-        None => LedgerTarget::Sqlite(state.ledger_path()),
-    };
+    let target = LedgerTarget::resolve(ledger.as_deref(), &state.root)?;
     let ledger = target.open().await?.ledger;
 
     let mut census = Census { jobs: items.len(), ..Census::default() };

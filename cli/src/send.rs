@@ -42,10 +42,7 @@ pub async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String>
     let items = read_items(&args.file).map_err(|e| e.to_string())?;
     let state = StateDir::open(&state_dir).map_err(|e| e.to_string())?;
     let secret = state.secret().map_err(|e| e.to_string())?;
-    let target = match &args.ledger {
-        Some(l) => LedgerTarget::parse(l)?,
-        None => LedgerTarget::Sqlite(state.ledger_path()),
-    };
+    let target = LedgerTarget::resolve(args.ledger.as_deref(), &state.root)?;
     let ledger = target.open().await?.ledger;
     let outbox = FileOutbox::new(state.outbox_dir(), args.from.clone())
         .map_err(|e| format!("{}: {e}", state.outbox_dir().display()))?;
