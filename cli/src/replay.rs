@@ -9,10 +9,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use chrono::Utc;
 use indicatif::{ProgressBar, ProgressStyle};
-use notice_ledger::ledger::{LedgerRow, Origin, RowState};
+use notice_ledger::ledger::{Ledger, LedgerRow, Origin, RowState};
 use notice_ledger::{Job, NoticeKey};
 
 use crate::input::read_items;
@@ -114,7 +115,7 @@ async fn census(
     state_dir: &std::path::Path,
     from: &std::path::Path,
     ledger: &Option<String>,
-) -> Result<(Census, LedgerTarget), String> {
+) -> Result<(Census, LedgerTarget, Arc<dyn Ledger>), String> {
     let items = read_items(from).map_err(|e| e.to_string())?;
     let state = StateDir::open(state_dir).map_err(|e| e.to_string())?;
     let secret = state.secret().map_err(|e| e.to_string())?;
@@ -157,11 +158,11 @@ async fn census(
             Some(state) => *census.in_ledger.entry(state).or_default() += 1,
         }
     }
-    Ok((census, target))
+    Ok((census, target, ledger))
 }
 
 pub async fn replay(state_dir: PathBuf, args: ReplayArgs) -> Result<ExitCode, String> {
-    let (census, target) = census(&state_dir, &args.from, &args.ledger).await?;
+    let (census, target, _) = census(&state_dir, &args.from, &args.ledger).await?;
     println!("{} (ledger {})", census.summary(), target.describe());
     for (origin, error) in &census.invalid {
         println!("  {origin}: {error}");
@@ -201,7 +202,7 @@ pub async fn replay(state_dir: PathBuf, args: ReplayArgs) -> Result<ExitCode, St
 }
 
 pub async fn backfill(state_dir: PathBuf, args: BackfillArgs) -> Result<ExitCode, String> {
-    let (census, target) = census(&state_dir, &args.from, &args.ledger).await?;
+    let (census, target, ledger) = census(&state_dir, &args.from, &args.ledger).await?;
     println!("{} (ledger {})", census.summary(), target.describe());
     for (origin, error) in &census.invalid {
         println!("  {origin}: {error}");
@@ -214,7 +215,6 @@ pub async fn backfill(state_dir: PathBuf, args: BackfillArgs) -> Result<ExitCode
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let ledger = target.open().await?.ledger;
     let now = Utc::now();
     let bar = progress(census.new.len(), "backfilling");
     let (mut written, mut existing) = (0usize, 0usize);
