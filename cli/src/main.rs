@@ -9,6 +9,7 @@ mod input;
 mod ledger_cmd;
 mod ledger_target;
 mod local;
+mod parked;
 mod quarantine;
 mod queue;
 mod replay;
@@ -46,8 +47,10 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Record notices delivered before enforcement as sent (never overwrites).
     Backfill(replay::BackfillArgs),
-    /// Validate one job and put it on the reminder queue.
-    Enqueue(EnqueueArgs),
+    /// Validate one job and put it on the reminder queue (or park it when its window is far off).
+    Enqueue(parked::EnqueueArgs),
+    /// List or cancel jobs parked in EventBridge Scheduler until their window opens.
+    Parked(parked::ParkedArgs),
     /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
     Simulate(simulate::SimulateArgs),
     /// Prepare a ledger: `ledger init --postgres URL` creates the PostgreSQL schema.
@@ -75,14 +78,6 @@ struct ShowArgs {
     ledger: Option<String>,
 }
 
-#[derive(clap::Args, Debug)]
-struct EnqueueArgs {
-    /// The job body (JSON), or @FILE to read it from a file.
-    job: String,
-    #[arg(long, env = "NOTICE_QUEUE_URL")]
-    queue_url: String,
-}
-
 fn init_tracing(verbose: bool) {
     let default = if verbose { "info" } else { "off" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -102,7 +97,8 @@ async fn main() -> ExitCode {
         Command::Show(args) => show(cli.state_dir, args).await,
         Command::Replay(args) => replay::replay(cli.state_dir, args).await,
         Command::Backfill(args) => replay::backfill(cli.state_dir, args).await,
-        Command::Enqueue(args) => enqueue(args).await,
+        Command::Enqueue(args) => parked::enqueue(args).await,
+        Command::Parked(args) => parked::run(args).await,
         Command::Ledger(args) => ledger_cmd::run(args).await,
     };
     match result {
@@ -120,25 +116,6 @@ fn key(state_dir: PathBuf, args: KeyArgs) -> Result<ExitCode, String> {
         notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)
             .map_err(|e| e.to_string())?;
     println!("{}", identity.derive_key(&secret));
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn enqueue(args: EnqueueArgs) -> Result<ExitCode, String> {
-    let body = match args.job.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
-        None => args.job,
-    };
-    // Refuse here what the sender would dead-letter later.
-    let job = notice_ledger::Job::parse(&body).map_err(|e| e.to_string())?;
-    let sqs = queue::client().await;
-    let out = sqs
-        .send_message()
-        .queue_url(&args.queue_url)
-        .message_body(job.to_value().to_string())
-        .send()
-        .await
-        .map_err(|e| format!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
-    println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -26,6 +26,8 @@ fn noticectl(moto: &Moto, dir: &Path, args: &[&str]) -> Output {
         .env("NOTICE_KEY_SECRET", SECRET)
         .env_remove("NOTICE_LEDGER_URL")
         .env_remove("NOTICE_QUEUE_URL")
+        .env_remove("NOTICE_SCHEDULE_GROUP")
+        .env_remove("NOTICE_SCHEDULER_ROLE_ARN")
         .args(args)
         .output()
         .expect("run noticectl")
@@ -175,4 +177,59 @@ async fn enqueue_validates_then_sends_one_job() {
     let got =
         moto.sqs().await.receive_message().queue_url(&queue).max_number_of_messages(10).send().await.unwrap();
     assert_eq!(got.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn enqueue_parks_a_far_future_job_where_the_sender_would_and_parked_cancel_deletes_it() {
+    let moto = start_moto().await;
+    let queue = moto.create_queue("reminders").await;
+    moto.create_schedule_group("parked").await;
+    let dir = tempfile::tempdir().unwrap();
+    let charge = (Utc::now() + chrono::Duration::days(30)).to_rfc3339();
+    let body = serde_json::json!({"subscription_id": "sub_far", "period_start": "2026-12-01",
+        "kind": "renewal_notice_t72", "email": "far@example.com", "charge_at": charge})
+    .to_string();
+    let parsed = Job::parse(&body).unwrap();
+    let key = parsed.key(&NoticeSecret::new(SECRET).unwrap());
+    let role = "arn:aws:iam::123456789012:role/parking";
+    let enqueue =
+        ["enqueue", "--queue-url", &queue, "--schedule-group", "parked", "--scheduler-role-arn", role, &body];
+
+    let first = noticectl(&moto, dir.path(), &enqueue);
+    assert!(
+        first.status.success() && stdout(&first).contains(&format!("parked {key}")),
+        "{}",
+        stdout(&first)
+    );
+    let again = noticectl(&moto, dir.path(), &enqueue);
+    assert!(stdout(&again).contains("already parked"), "{}", stdout(&again));
+    let on_queue = moto.sqs().await.receive_message().queue_url(&queue).send().await.unwrap();
+    assert!(on_queue.messages().is_empty(), "a parked job is not on the queue");
+    let schedule =
+        moto.scheduler().await.get_schedule().group_name("parked").name(key.as_str()).send().await.unwrap();
+    let target = schedule.target().unwrap();
+    assert_eq!(target.arn(), "arn:aws:sqs:us-east-1:123456789012:reminders");
+    assert_eq!(target.role_arn(), role);
+    assert_eq!(Job::parse(target.input().unwrap()).unwrap().content_digest(), parsed.content_digest());
+
+    let list = noticectl(&moto, dir.path(), &["parked", "--schedule-group", "parked", "list"]);
+    assert!(
+        stdout(&list).contains("1 parked job(s)") && stdout(&list).contains(key.as_str()),
+        "{}",
+        stdout(&list)
+    );
+
+    let cancel = ["parked", "--schedule-group", "parked", "cancel", key.as_str()];
+    let dry = noticectl(&moto, dir.path(), &[&cancel[..], &["--dry-run"]].concat());
+    assert!(dry.status.success() && stdout(&dry).contains("nothing deleted"), "{}", stdout(&dry));
+    let unconfirmed = noticectl(&moto, dir.path(), &cancel);
+    assert!(!unconfirmed.status.success(), "no terminal, no --yes: refused");
+    let listed = moto.scheduler().await.list_schedules().group_name("parked").send().await.unwrap();
+    assert_eq!(listed.schedules().len(), 1, "still parked after a dry run and a refusal");
+    let done = noticectl(&moto, dir.path(), &[&cancel[..], &["--yes"]].concat());
+    assert!(done.status.success() && stdout(&done).contains("cancelled"), "{}", stdout(&done));
+    let listed = moto.scheduler().await.list_schedules().group_name("parked").send().await.unwrap();
+    assert!(listed.schedules().is_empty());
+    let gone = noticectl(&moto, dir.path(), &cancel);
+    assert_eq!(gone.status.code(), Some(1), "{}", stdout(&gone));
 }

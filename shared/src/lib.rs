@@ -17,9 +17,13 @@ pub mod ledger;
 pub mod links;
 pub mod mailer;
 pub mod metrics;
+pub mod park;
 pub mod policy;
 pub mod rate;
 pub mod render;
+pub mod retry;
+#[cfg(feature = "aws")]
+pub mod scheduler;
 
 pub use deliver::{Delivery, Disposition, Mode, NoticeSender, Outcome, SendBudget};
 pub use error::{ConfigError, InvalidJob, LedgerError};

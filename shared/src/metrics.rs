@@ -50,6 +50,7 @@ counters! {
     quarantined => "QuarantinedClaims",
     sent => "NoticesSent",
     deferred => "NoticesDeferred",
+    parked => "ParkedJobs",
     rate_limited => "RateLimited",
     missed_window => "MissedWindow",
     released => "ClaimsReleased",

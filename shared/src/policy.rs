@@ -104,6 +104,11 @@ impl WindowPolicy {
         Ok(())
     }
 
+    /// The earliest any window opens, in hours before the charge.
+    pub fn longest_opening_hours(&self) -> u32 {
+        self.kinds.values().chain([&self.default]).map(|w| w.opens_hours_before).max().unwrap_or(0)
+    }
+
     /// The effective window for a job: its kind's window, with the close raised to the floor.
     pub fn window_for(&self, job: &Job) -> Window {
         let mut window = self.kinds.get(job.identity.kind().as_str()).copied().unwrap_or(self.default);

@@ -7,6 +7,7 @@
 
 pub mod ledger_suite;
 pub mod postgres;
+pub mod sender_app;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -409,6 +410,15 @@ impl Moto {
 
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.sdk_config().await)
+    }
+
+    pub async fn scheduler(&self) -> aws_sdk_scheduler::Client {
+        aws_sdk_scheduler::Client::new(&self.sdk_config().await)
+    }
+
+    /// An EventBridge Scheduler group, as template.yaml's `ParkedJobsGroup`.
+    pub async fn create_schedule_group(&self, name: &str) {
+        self.scheduler().await.create_schedule_group().name(name).send().await.expect("CreateScheduleGroup");
     }
 
     pub async fn sesv2(&self) -> aws_sdk_sesv2::Client {

@@ -1,7 +1,8 @@
 //! `notice-local-stack`: the emulator set up the way `template.yaml` deploys it, for running the
 //! Lambdas locally (`cargo lambda watch` / `cargo lambda invoke`) or pointing `noticectl` at it.
 //!
-//! Starts moto, creates the ledger table from template.yaml, the reminder queue and its DLQ,
+//! Starts moto, creates the ledger table from template.yaml, the reminder queue and its DLQ, the
+//! schedule group for parked jobs,
 //! verifies the From identity, writes a fresh copy of `events/sender-valid.json` whose jobs are
 //! inside their send window today, prints the environment to use, and runs until Ctrl-C.
 
@@ -11,6 +12,8 @@ use serde_json::Value;
 
 const TABLE: &str = "notices";
 const FROM: &str = "billing@example.com";
+/// As template.yaml's `ParkedJobsGroup`; moto records schedules but never fires them.
+const SCHEDULE_GROUP: &str = "notice-parked";
 
 #[tokio::main]
 async fn main() {
@@ -20,6 +23,7 @@ async fn main() {
     let dlq = moto.create_queue("reminders-dlq").await;
     moto.verify_email_identity(FROM).await;
     moto.create_configuration_set("notice-events").await;
+    moto.create_schedule_group(SCHEDULE_GROUP).await;
     moto.start_recording().await;
 
     let root = workspace_root();
@@ -42,6 +46,8 @@ async fn main() {
     println!("export NOTICE_KEY_SECRET=local-demo-secret");
     println!("export NOTICE_QUEUE_URL={queue}");
     println!("export NOTICE_DEAD_LETTER_QUEUE_URL={dlq}");
+    println!("export NOTICE_SCHEDULE_GROUP={SCHEDULE_GROUP}");
+    println!("export NOTICE_SCHEDULER_ROLE_ARN=arn:aws:iam::123456789012:role/notice-scheduler-to-queue");
     eprintln!(
         "\nnotice-local-stack: moto at {ep} (Ctrl-C stops it)\n\
          1. paste the exports above into another shell (or: eval \"$(cargo run -q -p notice-e2e --bin notice-local-stack)\" in the background)\n\

@@ -235,7 +235,7 @@ async fn get_many_reads_more_than_one_batch() {
 }
 
 #[tokio::test]
-async fn rows_carry_a_ttl_and_malformed_items_are_reported() {
+async fn only_decided_rows_carry_a_ttl_and_malformed_items_are_reported() {
     let f = fixture().await;
     let ledger = DynamoLedger::new(notice_ledger::aws::dynamodb_client(&f.moto.sdk_config().await), TABLE)
         .with_retention(30);
@@ -250,11 +250,18 @@ async fn rows_carry_a_ttl_and_malformed_items_are_reported() {
         Some(AttributeValue::N(n)) => n.parse::<i64>().expect("epoch seconds"),
         other => panic!("expires_at: {other:?}"),
     };
-    let first = expires(&f.item(&key).await);
-    let want = (now + Duration::days(30)).timestamp();
-    assert!((first - want).abs() <= 5, "{first} vs {want}");
-    ledger.commit_sent(&claim, "m", now + Duration::seconds(60)).await.expect("commit");
-    assert!(expires(&f.item(&key).await) >= first + 55, "refreshed on every write");
+    assert!(
+        !f.item(&key).await.contains_key("expires_at"),
+        "an open claim has no expiry: TTL must never delete a claim nobody resolved"
+    );
+    let committed_at = now + Duration::seconds(60);
+    ledger.commit_sent(&claim, "m", committed_at).await.expect("commit");
+    let decided = expires(&f.item(&key).await);
+    let want = (committed_at + Duration::days(30)).timestamp();
+    assert!(
+        (decided - want).abs() <= 5,
+        "decided rows expire retention after their last write: {decided} vs {want}"
+    );
 
     // A row whose state someone edited by hand into something the ledger does not know.
     let bad = key_in(2);

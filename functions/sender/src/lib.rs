@@ -12,26 +12,26 @@ use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::MessageAttributeValue;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_ledger::ledger::dynamodb::DynamoLedger;
 use notice_ledger::ledger::{select, Ledger};
 use notice_ledger::mailer::ses::SesMailer;
 use notice_ledger::metrics::Metrics;
+use notice_ledger::park::{parked_conflicts, ParkRequest, Parked, Parker};
 use notice_ledger::rate::dynamodb::DynamoRateGate;
 use notice_ledger::rate::{RateGate, RateLimits};
+use notice_ledger::retry::{self, Deferral};
+use notice_ledger::scheduler::SchedulerParker;
 use notice_ledger::{
-    aws, config, ConfigError, Disposition, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
+    aws, config, ConfigError, Disposition, Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget,
+    WindowPolicy,
 };
 use rand::Rng;
 use tracing::{error, info, warn, Instrument};
 
-/// SQS cannot hide a message for longer than 12 hours.
-pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
-/// Backoff for retried messages: base × 2^(receive count − 1), capped, with full jitter on the upper half.
-const BACKOFF_BASE: Duration = Duration::from_secs(30);
-const BACKOFF_CAP: Duration = Duration::from_secs(15 * 60);
+pub use notice_ledger::retry::MAX_VISIBILITY;
 
 /// Everything the handler needs, built once per cold start.
 pub struct SenderApp {
@@ -42,6 +42,37 @@ pub struct SenderApp {
     pub dead_letter_queue_url: Option<String>,
     /// Records processed at once within one invocation.
     pub concurrency: usize,
+    /// Where jobs whose window opens more than 12 h from now wait (`None`: they hop on the queue,
+    /// which loses any job that must wait longer than the queue keeps it).
+    pub parker: Option<Arc<dyn Parker>>,
+}
+
+/// EventBridge Scheduler parking (`NOTICE_SCHEDULE_GROUP`, `NOTICE_SCHEDULER_ROLE_ARN`).
+#[derive(Clone, Debug)]
+pub struct ParkingSettings {
+    pub group: String,
+    /// The role Scheduler assumes to put the job back on the queue.
+    pub role_arn: String,
+    /// `NOTICE_SCHEDULE_DEAD_LETTER_ARN`: where Scheduler puts a job it could not deliver.
+    pub dead_letter_arn: Option<String>,
+}
+
+impl ParkingSettings {
+    /// Both variables or neither: one without the other is a half-configured deployment.
+    pub fn from_env() -> Result<Option<Self>, ConfigError> {
+        let group = config::optional("NOTICE_SCHEDULE_GROUP");
+        let role_arn = config::optional("NOTICE_SCHEDULER_ROLE_ARN");
+        match (group, role_arn) {
+            (Some(group), Some(role_arn)) => Ok(Some(Self {
+                group,
+                role_arn,
+                dead_letter_arn: config::optional("NOTICE_SCHEDULE_DEAD_LETTER_ARN"),
+            })),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(ConfigError::Missing("NOTICE_SCHEDULER_ROLE_ARN")),
+            (None, Some(_)) => Err(ConfigError::Missing("NOTICE_SCHEDULE_GROUP")),
+        }
+    }
 }
 
 /// Configuration of the sender, read once at start-up.
@@ -63,6 +94,8 @@ pub struct SenderSettings {
     pub dead_letter_queue_url: Option<String>,
     /// Shared per-domain send rate (`NOTICE_RATE_LIMITS`), kept in the ledger table.
     pub rate_limits: Option<RateLimits>,
+    /// Parking for far-future jobs; `None` only where no job is enqueued more than ~9 days ahead.
+    pub parking: Option<ParkingSettings>,
 }
 
 impl SenderSettings {
@@ -77,6 +110,11 @@ impl SenderSettings {
             Some(_) => config::optional(select::TABLE_VAR).unwrap_or_default(),
             None => config::required(select::TABLE_VAR)?,
         };
+        let policy = WindowPolicy::from_env()?;
+        let retention_days = select::retention_days_from_env()?;
+        if ledger_url.is_none() {
+            select::check_retention(retention_days, &policy)?;
+        }
         let rate_limits = RateLimits::from_env()?;
         if rate_limits.is_some() && table.is_empty() {
             return Err(ConfigError::Missing(select::TABLE_VAR));
@@ -88,15 +126,16 @@ impl SenderSettings {
             from: config::required("NOTICE_FROM")?,
             configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
             mode: config::mode_from_env()?,
-            policy: WindowPolicy::from_env()?,
+            policy,
             renderer,
             send_timeout: config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?,
-            retention_days: select::retention_days_from_env()?,
+            retention_days,
             concurrency: config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100)
                 as usize,
             queue_url: config::optional("NOTICE_QUEUE_URL"),
             dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
             rate_limits,
+            parking: ParkingSettings::from_env()?,
         })
     }
 }
@@ -114,13 +153,28 @@ impl SenderApp {
         )
         .await?;
         let sesv2 = aws::sesv2_client(&sdk, settings.send_timeout);
-        Ok(Self::with_ledger(
+        let parker = settings.parking.clone().map(|p| {
+            let parker = SchedulerParker::new(aws_sdk_scheduler::Client::new(&sdk), p.group, p.role_arn)
+                .with_dead_letter(p.dead_letter_arn);
+            Arc::new(parker) as Arc<dyn Parker>
+        });
+        if parker.is_none() {
+            warn!("NOTICE_SCHEDULE_GROUP is not set: jobs enqueued more than about 9 days ahead will be lost on the queue");
+        }
+        let app = Self::with_ledger(
             settings,
             ledger,
             aws::dynamodb_client(&sdk),
             sesv2,
             aws_sdk_sqs::Client::new(&sdk),
-        ))
+        );
+        Ok(app.with_parker(parker))
+    }
+
+    /// Parks far-future jobs with `parker` (see [`retry::deferral`]).
+    pub fn with_parker(mut self, parker: Option<Arc<dyn Parker>>) -> Self {
+        self.parker = parker;
+        self
     }
 
     /// Assembles the sender over real clients. The SES client must be built by
@@ -168,6 +222,7 @@ impl SenderApp {
             queue_url: settings.queue_url,
             dead_letter_queue_url: settings.dead_letter_queue_url,
             concurrency: settings.concurrency,
+            parker: None,
         }
     }
 }
@@ -200,7 +255,7 @@ pub async fn handle(
 /// Processes one record; returns its message id when SQS must keep it.
 async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<Instant>) -> Option<String> {
     let message_id = record.message_id.clone().unwrap_or_default();
-    let replay_batch = record.message_attributes.get("replay_batch").and_then(|a| a.string_value.clone());
+    let replay_batch = replay_batch(&record);
     let receive_count: u32 =
         record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
     let span = tracing::info_span!(
@@ -225,11 +280,19 @@ async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<In
         info!(outcome = delivery.outcome.label(), "processed");
         match delivery.outcome.disposition() {
             Disposition::Ack => None,
-            Disposition::RetryAt(until) => {
-                let wait = (until - Utc::now()).to_std().unwrap_or(Duration::ZERO).min(MAX_VISIBILITY);
-                change_visibility(app, &record, wait).await;
-                Some(message_id)
-            }
+            Disposition::RetryAt(until) => match retry::deferral(until, Utc::now()) {
+                Deferral::Park { at } if matches!(delivery.outcome, Outcome::Deferred { .. }) => {
+                    park(app, &record, body, delivery.key.as_ref(), at, receive_count).await
+                }
+                Deferral::Park { .. } => {
+                    change_visibility(app, &record, MAX_VISIBILITY).await;
+                    Some(message_id)
+                }
+                Deferral::Hide(wait) => {
+                    change_visibility(app, &record, wait).await;
+                    Some(message_id)
+                }
+            },
             Disposition::Retry => {
                 change_visibility(app, &record, backoff(receive_count)).await;
                 Some(message_id)
@@ -239,6 +302,58 @@ async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<In
     }
     .instrument(span)
     .await
+}
+
+/// Takes a far-future job off the queue into a one-time schedule that brings its own body back at
+/// `at`; acks only when the schedule exists. Writes no ledger row and sends nothing.
+async fn park(
+    app: &SenderApp,
+    record: &SqsMessage,
+    body: &str,
+    key: Option<&NoticeKey>,
+    at: DateTime<Utc>,
+    receive_count: u32,
+) -> Option<String> {
+    let message_id = record.message_id.clone().unwrap_or_default();
+    let (Some(parker), Some(key)) = (&app.parker, key) else {
+        warn!(until = %at, "no parking configured: hiding the job for 12 h (the queue may drop it before its window)");
+        change_visibility(app, record, MAX_VISIBILITY).await;
+        return Some(message_id);
+    };
+    let Some(queue_arn) = record.event_source_arn.as_deref() else {
+        error!("cannot park: the record has no eventSourceARN to send the job back to");
+        change_visibility(app, record, backoff(receive_count)).await;
+        return Some(message_id);
+    };
+    let replay_batch = replay_batch(record);
+    let request = ParkRequest { key, at, body, queue_arn, replay_batch: replay_batch.as_deref() };
+    match parker.park(&request).await {
+        Ok(Parked::Scheduled) => {
+            Metrics::incr(&app.sender.metrics.parked);
+            info!(until = %at, "parked until the window opens");
+            None
+        }
+        Ok(Parked::AlreadyParked { body: parked }) => {
+            let conflict = Job::parse(body).is_ok_and(|job| parked_conflicts(&job, parked.as_deref()));
+            if conflict {
+                Metrics::incr(&app.sender.metrics.payload_conflicts);
+                let why =
+                    "payload conflict: this notice is already parked with different content (bump revision)";
+                return dead_letter(app, record, why).await;
+            }
+            info!(until = %at, "already parked");
+            None
+        }
+        Err(e) => {
+            error!(error = %e, "parking failed: the message stays on the queue");
+            change_visibility(app, record, backoff(receive_count)).await;
+            Some(message_id)
+        }
+    }
+}
+
+fn replay_batch(record: &SqsMessage) -> Option<String> {
+    record.message_attributes.get("replay_batch").and_then(|a| a.string_value.clone())
 }
 
 fn reason(outcome: &Outcome) -> String {
@@ -252,11 +367,9 @@ fn reason(outcome: &Outcome) -> String {
     }
 }
 
-/// Exponential backoff with jitter over the upper half, so retries of one burst spread out.
+/// The shared backoff rule ([`retry::backoff`]) with this process's randomness as the jitter.
 pub fn backoff(receive_count: u32) -> Duration {
-    let exp = BACKOFF_BASE.saturating_mul(1u32 << receive_count.saturating_sub(1).min(10)).min(BACKOFF_CAP);
-    let secs = exp.as_secs().max(1);
-    Duration::from_secs(rand::thread_rng().gen_range(secs / 2..=secs))
+    retry::backoff(receive_count, rand::thread_rng().gen())
 }
 
 async fn change_visibility(app: &SenderApp, record: &SqsMessage, wait: Duration) {
@@ -313,18 +426,7 @@ async fn dead_letter(app: &SenderApp, record: &SqsMessage, why: &str) -> Option<
 }
 
 fn queue_url(app: &SenderApp, record: &SqsMessage) -> Option<String> {
-    app.queue_url.clone().or_else(|| record.event_source_arn.as_deref().and_then(queue_url_from_arn))
-}
-
-/// `arn:aws:sqs:REGION:ACCOUNT:NAME` → `https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`.
-pub fn queue_url_from_arn(arn: &str) -> Option<String> {
-    let parts: Vec<&str> = arn.split(':').collect();
-    match parts.as_slice() {
-        ["arn", _partition, "sqs", region, account, name] => {
-            Some(format!("https://sqs.{region}.amazonaws.com/{account}/{name}"))
-        }
-        _ => None,
-    }
+    app.queue_url.clone().or_else(|| record.event_source_arn.as_deref().and_then(aws::queue_url_from_arn))
 }
 
 /// Epoch milliseconds of 2001-09-09: any real deadline is later. Local emulators send other
@@ -357,18 +459,9 @@ mod tests {
         for _ in 0..50 {
             let first = backoff(1);
             assert!(first >= Duration::from_secs(15) && first <= Duration::from_secs(30));
-            assert!(backoff(30) <= BACKOFF_CAP);
-            assert!(backoff(30) >= BACKOFF_CAP / 2);
+            assert!(backoff(30) <= retry::BACKOFF_CAP);
+            assert!(backoff(30) >= retry::BACKOFF_CAP / 2);
         }
-    }
-
-    #[test]
-    fn queue_url_from_event_source_arn() {
-        assert_eq!(
-            queue_url_from_arn("arn:aws:sqs:eu-west-1:123456789012:reminders").as_deref(),
-            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/reminders")
-        );
-        assert_eq!(queue_url_from_arn("not-an-arn"), None);
     }
 
     #[test]

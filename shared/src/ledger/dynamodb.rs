@@ -10,7 +10,8 @@
 //! Open claims carry `open_shard` (the key's first hex character) and `open_since` (claim time,
 //! epoch ms), the keys of the sparse GSI `open_claims`; every transition out of `claimed` removes
 //! them, so the quarantine view queries 16 small partitions and never scans the table.
-//! `expires_at` (epoch seconds) is the table's TTL: last write plus the retention period.
+//! `expires_at` (epoch seconds) is the table's TTL: last write plus the retention period, set only
+//! once a row leaves `claimed` — an open claim never expires, however long it waits for a human.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -734,7 +735,8 @@ fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-/// The item for `row`. Open claims also get the GSI keys; other states never carry them.
+/// The item for `row`. Open claims get the GSI keys and never an expiry (TTL must not delete a
+/// claim nobody has resolved); every other state gets `expires_at` and never the GSI keys.
 pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
     let mut item = HashMap::from([
         (attr::KEY.to_owned(), s(row.key.as_str())),
@@ -745,7 +747,6 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
         (attr::KIND.to_owned(), s(&row.kind)),
         (attr::REVISION.to_owned(), n(row.revision)),
         (attr::UPDATED_AT.to_owned(), n(row.updated_at.timestamp_millis())),
-        (attr::EXPIRES_AT.to_owned(), n(expires_at)),
         (
             attr::DUPLICATES.to_owned(),
             AttributeValue::L(row.duplicate_message_ids.iter().map(|id| s(id)).collect()),
@@ -768,6 +769,8 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
         let since = row.claimed_at.unwrap_or(row.updated_at);
         item.insert(attr::OPEN_SHARD.to_owned(), s(open_shard(&row.key)));
         item.insert(attr::OPEN_SINCE.to_owned(), n(since.timestamp_millis()));
+    } else {
+        item.insert(attr::EXPIRES_AT.to_owned(), n(expires_at));
     }
     item
 }
@@ -899,7 +902,7 @@ mod tests {
         let item = row_to_item(&row, 42);
         assert_eq!(item.get(attr::OPEN_SHARD), Some(&s("c")));
         assert_eq!(item.get(attr::OPEN_SINCE), Some(&n(1_700_000_000_123i64)));
-        assert_eq!(item.get(attr::EXPIRES_AT), Some(&n(42)));
+        assert!(!item.contains_key(attr::EXPIRES_AT), "an open claim must never expire");
         assert_eq!(item_to_row(&item).expect("round trip"), row);
     }
 
@@ -912,6 +915,7 @@ mod tests {
         row.duplicate_message_ids = vec!["0100-def".into()];
         row.detail = Some("note".into());
         let item = row_to_item(&row, 1);
+        assert_eq!(item.get(attr::EXPIRES_AT), Some(&n(1)));
         assert!(!item.contains_key(attr::OPEN_SHARD));
         assert!(!item.contains_key(attr::OPEN_SINCE));
         assert_eq!(item_to_row(&item).expect("round trip"), row);

@@ -9,6 +9,7 @@ use super::dynamodb::DynamoLedger;
 use super::Ledger;
 use crate::config;
 use crate::error::ConfigError;
+use crate::policy::WindowPolicy;
 
 /// Variable naming a PostgreSQL ledger (`postgres://…` / `postgresql://…`).
 pub const LEDGER_URL_VAR: &str = "NOTICE_LEDGER_URL";
@@ -59,6 +60,28 @@ pub fn retention_days_from_env() -> Result<u32, ConfigError> {
     u32::try_from(days).ok().filter(|d| *d >= MIN_RETENTION_DAYS).ok_or_else(retention_too_short)
 }
 
+/// Days a decided row must outlive its last write: a job may be parked for weeks and still be
+/// delivered again once its window opens, so the row that refuses it must outlast the longest
+/// window opening plus the 30 days producers may enqueue ahead.
+pub fn min_retention_days(policy: &WindowPolicy) -> u32 {
+    policy.longest_opening_hours().div_ceil(24) + MIN_RETENTION_DAYS
+}
+
+/// Refuses a retention shorter than [`min_retention_days`] for this policy, at start-up.
+pub fn check_retention(retention_days: u32, policy: &WindowPolicy) -> Result<(), ConfigError> {
+    let min = min_retention_days(policy);
+    if retention_days < min {
+        return Err(ConfigError::Invalid {
+            name: RETENTION_VAR,
+            reason: format!(
+                "{retention_days} days is shorter than the longest window opening plus 30 days ({min}): a row \
+                 could expire while a parked or replayed copy of its job is still on its way"
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn retention_too_short() -> ConfigError {
     ConfigError::Invalid {
         name: RETENTION_VAR,
@@ -98,5 +121,25 @@ fn not_postgres() -> ConfigError {
         reason: format!(
             "must be a postgres:// or postgresql:// URL; unset it to use the DynamoDB table in {TABLE_VAR}"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_must_cover_the_longest_opening_plus_thirty_days() {
+        let default = WindowPolicy::default(); // opens 72 h = 3 days before the charge
+        assert_eq!(min_retention_days(&default), 33);
+        assert!(check_retention(33, &default).is_ok());
+        let err = check_retention(32, &default).unwrap_err().to_string();
+        assert!(err.contains("NOTICE_RETENTION_DAYS") && err.contains("(33)"), "{err}");
+        let annual = WindowPolicy::from_json(
+            r#"{"kinds":{"annual_t30d":{"opens_hours_before":721,"closes_hours_before":168}}}"#,
+        )
+        .unwrap();
+        assert_eq!(min_retention_days(&annual), 31 + 30);
+        assert!(check_retention(60, &annual).is_err());
     }
 }

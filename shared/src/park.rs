@@ -1,0 +1,78 @@
+//! The parking port: take a job whose window opens more than 12 h from now off the queue, and put
+//! its own body back on the queue when the window opens.
+//!
+//! A queue keeps a message 14 days at most (and dead-letters it after `maxReceiveCount` receives),
+//! so a job enqueued weeks ahead cannot wait there. Parking is not a ledger step: it writes no row
+//! and sends nothing, so the job arrives in its window as an ordinary producer message and every
+//! copy of it is still caught by the ledger. [`crate::retry`] decides when to park, and why each
+//! crash around a park is safe.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::identity::NoticeKey;
+use crate::job::Job;
+
+/// One job to park.
+#[derive(Clone, Copy, Debug)]
+pub struct ParkRequest<'a> {
+    /// Names the parked job: one parking per notice, however often the job is delivered.
+    pub key: &'a NoticeKey,
+    /// When the job goes back on the queue (the window's opening, rounded up to the minute).
+    pub at: DateTime<Utc>,
+    /// The job's own body, unchanged.
+    pub body: &'a str,
+    /// The queue the job came from, and goes back to.
+    pub queue_arn: &'a str,
+    /// The replay batch the message carried, kept on the message that comes back.
+    pub replay_batch: Option<&'a str>,
+}
+
+/// What a park did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parked {
+    /// A new parking was made.
+    Scheduled,
+    /// The notice was already parked; `body` is the parked job's body when it could be read.
+    AlreadyParked { body: Option<String> },
+}
+
+/// A park that may not have happened: the message must stay on the queue.
+#[derive(Debug, thiserror::Error)]
+#[error("parking failed: {0}")]
+pub struct ParkError(pub String);
+
+/// Where far-future jobs wait (EventBridge Scheduler in production).
+#[async_trait]
+pub trait Parker: Send + Sync {
+    async fn park(&self, req: &ParkRequest<'_>) -> Result<Parked, ParkError>;
+}
+
+/// Whether an existing parking holds this job or a different one under the same key — a producer
+/// that changed a notice without bumping `revision`, which the ledger would call a payload
+/// conflict once the window opens. An unreadable parked body counts as the same job: the ledger
+/// still checks it when it arrives.
+pub fn parked_conflicts(job: &Job, parked_body: Option<&str>) -> bool {
+    match parked_body.map(Job::parse) {
+        Some(Ok(parked)) => parked.content_digest() != job.content_digest(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BODY: &str = r#"{"subscription_id":"s","period_start":"2026-10-01","kind":"k",
+        "email":"a@example.com","charge_at":"2026-10-31T09:00:00Z"}"#;
+
+    #[test]
+    fn same_content_is_no_conflict_changed_content_is() {
+        let job = Job::parse(BODY).unwrap();
+        assert!(!parked_conflicts(&job, Some(BODY)));
+        assert!(!parked_conflicts(&job, None));
+        assert!(!parked_conflicts(&job, Some("not json")));
+        let changed = BODY.replace("a@example.com", "b@example.com");
+        assert!(parked_conflicts(&job, Some(&changed)));
+    }
+}
