@@ -233,3 +233,45 @@ async fn enqueue_parks_a_far_future_job_where_the_sender_would_and_parked_cancel
     let gone = noticectl(&moto, dir.path(), &cancel);
     assert_eq!(gone.status.code(), Some(1), "{}", stdout(&gone));
 }
+
+#[tokio::test]
+async fn backfill_into_dynamodb_keeps_rows_for_notice_retention_days_like_the_lambdas() {
+    let (moto, _ledger, dir) = seeded().await;
+    let ledger_arg = format!("dynamodb:{TABLE}");
+    let out = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .current_dir(dir.path())
+        .envs(moto.env_vars())
+        .env("NOTICE_KEY_SECRET", SECRET)
+        .env("NOTICE_RETENTION_DAYS", "60")
+        .args(["backfill", "--from", "backlog.jsonl", "--ledger", &ledger_arg])
+        .output()
+        .expect("run noticectl");
+    assert!(stdout(&out).contains("backfilled 2 row(s) as sent"), "{}", stdout(&out));
+    let key = Job::parse(&job(8)).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+    let item = moto
+        .dynamodb()
+        .await
+        .get_item()
+        .table_name(TABLE)
+        .key("notice_key", aws_sdk_dynamodb::types::AttributeValue::S(key.as_str().to_owned()))
+        .send()
+        .await
+        .unwrap();
+    let expires: i64 =
+        item.item().and_then(|i| i.get("expires_at")).and_then(|v| v.as_n().ok()).unwrap().parse().unwrap();
+    let want = (Utc::now() + chrono::Duration::days(60)).timestamp();
+    assert!(
+        (expires - want).abs() < 120,
+        "NOTICE_RETENTION_DAYS=60 must give ~60 days, got {expires} vs {want}"
+    );
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .current_dir(dir.path())
+        .envs(moto.env_vars())
+        .env("NOTICE_KEY_SECRET", SECRET)
+        .env("NOTICE_RETENTION_DAYS", "7")
+        .args(["backfill", "--from", "backlog.jsonl", "--ledger", &ledger_arg])
+        .output()
+        .expect("run noticectl");
+    assert_eq!(refused.status.code(), Some(2), "a retention under 30 days is refused: {}", stdout(&refused));
+}

@@ -16,7 +16,8 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_ledger::ledger::dynamodb::DynamoLedger;
-use notice_ledger::ledger::{select, Ledger};
+use notice_ledger::ledger::select::{self, LedgerUrl};
+use notice_ledger::ledger::Ledger;
 use notice_ledger::mailer::ses::SesMailer;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::park::{parked_conflicts, ParkRequest, Parked, Parker};
@@ -79,7 +80,8 @@ impl ParkingSettings {
 pub struct SenderSettings {
     /// DynamoDB ledger table (also holds the rate gate's counters).
     pub table: String,
-    /// `NOTICE_LEDGER_URL`: a `postgres://` URL puts the ledger in PostgreSQL instead.
+    /// `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`, `sqlite:PATH`): the ledger, when not
+    /// the table above.
     pub ledger_url: Option<String>,
     pub secret: NoticeSecret,
     pub from: String,
@@ -105,14 +107,17 @@ impl SenderSettings {
         let secret = NoticeSecret::from_env("NOTICE_KEY_SECRET")?;
         let renderer = config::renderer_from_env(&secret)?;
         let ledger_url = config::optional(select::LEDGER_URL_VAR);
-        // The table is required unless the ledger lives in PostgreSQL (the rate gate needs it then).
-        let table = match &ledger_url {
+        let parsed = ledger_url.as_deref().map(LedgerUrl::parse).transpose()?;
+        // The table is required unless NOTICE_LEDGER_URL names the ledger (the rate gate keeps
+        // its buckets in NOTICE_TABLE, or in the ledger's own table when that is DynamoDB).
+        let table = match &parsed {
+            Some(LedgerUrl::DynamoDb(t)) => config::optional(select::TABLE_VAR).unwrap_or_else(|| t.clone()),
             Some(_) => config::optional(select::TABLE_VAR).unwrap_or_default(),
             None => config::required(select::TABLE_VAR)?,
         };
         let policy = WindowPolicy::from_env()?;
         let retention_days = select::retention_days_from_env()?;
-        if ledger_url.is_none() {
+        if matches!(parsed, None | Some(LedgerUrl::DynamoDb(_))) {
             select::check_retention(retention_days, &policy)?;
         }
         let rate_limits = RateLimits::from_env()?;

@@ -1,8 +1,12 @@
-//! Which ledger a Lambda uses, from its environment: one decision, made once at cold start.
+//! Which ledger an entry point uses: one grammar for `NOTICE_LEDGER_URL` (and `noticectl
+//! --ledger`), read the same way by every Lambda and the CLI, with the retention applied on every
+//! path that opens a DynamoDB ledger.
 //!
-//! `NOTICE_LEDGER_URL=postgres://…` selects the PostgreSQL ledger (feature `postgres`); otherwise
-//! the DynamoDB table named by `NOTICE_TABLE` is the ledger, as the contract specifies.
+//! `dynamodb:TABLE`, `postgres://…` (or `postgresql://…`, feature `postgres`) and `sqlite:PATH`
+//! (feature `sqlite`). A Lambda without `NOTICE_LEDGER_URL` uses the DynamoDB table in
+//! `NOTICE_TABLE`, as the contract specifies.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::dynamodb::DynamoLedger;
@@ -11,7 +15,7 @@ use crate::config;
 use crate::error::ConfigError;
 use crate::policy::WindowPolicy;
 
-/// Variable naming a PostgreSQL ledger (`postgres://…` / `postgresql://…`).
+/// Variable naming the ledger in the one grammar below.
 pub const LEDGER_URL_VAR: &str = "NOTICE_LEDGER_URL";
 /// Variable naming the DynamoDB ledger table.
 pub const TABLE_VAR: &str = "NOTICE_TABLE";
@@ -20,37 +24,109 @@ pub const RETENTION_VAR: &str = "NOTICE_RETENTION_DAYS";
 /// Shortest DynamoDB retention accepted.
 pub const MIN_RETENTION_DAYS: u32 = 30;
 
-/// The ledger the environment names: PostgreSQL when `NOTICE_LEDGER_URL` is a `postgres://` URL,
-/// else DynamoDB on `NOTICE_TABLE` (with `NOTICE_RETENTION_DAYS`). A PostgreSQL ledger is
-/// connected (and the connection checked) here, so a bad URL or unreachable database stops the
-/// cold start instead of failing every message. Error messages never contain the URL.
-pub async fn ledger_from_env(sdk: &aws_config::SdkConfig) -> Result<Arc<dyn Ledger>, ConfigError> {
-    match config::optional(LEDGER_URL_VAR) {
-        Some(url) => ledger_for(sdk, Some(&url), None, 0).await,
-        None => {
-            let table = config::required(TABLE_VAR)?;
-            ledger_for(sdk, None, Some(&table), retention_days_from_env()?).await
+/// A ledger named in the one grammar.
+#[derive(Clone, PartialEq, Eq)]
+pub enum LedgerUrl {
+    Sqlite(PathBuf),
+    DynamoDb(String),
+    /// The full URL (it may carry a password: shown only through [`LedgerUrl::describe`]).
+    Postgres(String),
+}
+
+impl std::fmt::Debug for LedgerUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl LedgerUrl {
+    /// Parses `dynamodb:TABLE`, `postgres://…`/`postgresql://…` or `sqlite:PATH`. The error never
+    /// echoes the value: a mistyped database URL may still carry a password.
+    pub fn parse(value: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: reason.to_owned() };
+        if let Some(path) = value.strip_prefix("sqlite:") {
+            return if path.is_empty() {
+                Err(invalid("sqlite: needs a path"))
+            } else {
+                Ok(Self::Sqlite(path.into()))
+            };
+        }
+        if let Some(table) = value.strip_prefix("dynamodb:") {
+            return if table.trim().is_empty() {
+                Err(invalid("dynamodb: needs a table name"))
+            } else {
+                Ok(Self::DynamoDb(table.into()))
+            };
+        }
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            return Ok(Self::Postgres(value.to_owned()));
+        }
+        Err(invalid("unknown ledger: use dynamodb:TABLE, postgres://USER@HOST/DB or sqlite:PATH"))
+    }
+
+    /// For messages and logs: a PostgreSQL URL without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Sqlite(p) => format!("sqlite:{}", p.display()),
+            Self::DynamoDb(t) => format!("dynamodb:{t}"),
+            Self::Postgres(url) => redacted(url),
+        }
+    }
+
+    /// Opens the ledger. A DynamoDB ledger keeps decided rows `retention_days` (at least 30)
+    /// and uses `sdk`, or the standard AWS environment when `None`; a PostgreSQL ledger is
+    /// connected and checked here, so a bad URL stops the start-up instead of every message.
+    pub async fn open(
+        &self,
+        sdk: Option<&aws_config::SdkConfig>,
+        retention_days: u32,
+    ) -> Result<Arc<dyn Ledger>, ConfigError> {
+        match self {
+            Self::DynamoDb(table) => {
+                if retention_days < MIN_RETENTION_DAYS {
+                    return Err(retention_too_short());
+                }
+                let loaded;
+                let sdk = match sdk {
+                    Some(sdk) => sdk,
+                    None => {
+                        loaded = crate::aws::load_sdk_config().await;
+                        &loaded
+                    }
+                };
+                let client = crate::aws::dynamodb_client(sdk);
+                Ok(Arc::new(DynamoLedger::new(client, table.clone()).with_retention(retention_days)))
+            }
+            Self::Postgres(url) => postgres_from_url(url).await,
+            Self::Sqlite(path) => sqlite_at(path),
         }
     }
 }
 
-/// [`ledger_from_env`] with the settings already read: `ledger_url` (a `postgres://` URL) wins;
-/// otherwise the DynamoDB `table`, whose rows outlive their last write by `retention_days`.
+/// The ledger the environment names: `NOTICE_LEDGER_URL` in the one grammar, else the DynamoDB
+/// table in `NOTICE_TABLE`; DynamoDB rows kept `NOTICE_RETENTION_DAYS`.
+pub async fn ledger_from_env(sdk: &aws_config::SdkConfig) -> Result<Arc<dyn Ledger>, ConfigError> {
+    let url = config::optional(LEDGER_URL_VAR);
+    let table = config::optional(TABLE_VAR);
+    ledger_for(sdk, url.as_deref(), table.as_deref(), retention_days_from_env()?).await
+}
+
+/// [`ledger_from_env`] with the settings already read: a non-empty `ledger_url` wins; otherwise
+/// the DynamoDB `table`, whose decided rows outlive their last write by `retention_days`.
 pub async fn ledger_for(
     sdk: &aws_config::SdkConfig,
     ledger_url: Option<&str>,
     table: Option<&str>,
     retention_days: u32,
 ) -> Result<Arc<dyn Ledger>, ConfigError> {
-    if let Some(url) = ledger_url.filter(|u| !u.trim().is_empty()) {
-        return postgres_from_url(url).await;
-    }
-    let table = table.filter(|t| !t.trim().is_empty()).ok_or(ConfigError::Missing(TABLE_VAR))?;
-    if retention_days < MIN_RETENTION_DAYS {
-        return Err(retention_too_short());
-    }
-    let ledger = DynamoLedger::new(crate::aws::dynamodb_client(sdk), table).with_retention(retention_days);
-    Ok(Arc::new(ledger))
+    let url = match ledger_url.filter(|u| !u.trim().is_empty()) {
+        Some(url) => LedgerUrl::parse(url)?,
+        None => {
+            let table = table.filter(|t| !t.trim().is_empty()).ok_or(ConfigError::Missing(TABLE_VAR))?;
+            LedgerUrl::DynamoDb(table.to_owned())
+        }
+    };
+    url.open(Some(sdk), retention_days).await
 }
 
 /// `NOTICE_RETENTION_DAYS` (default 400): rows must outlive every redelivery and replay, so less
@@ -93,10 +169,7 @@ fn retention_too_short() -> ConfigError {
 
 #[cfg(feature = "postgres")]
 async fn postgres_from_url(url: &str) -> Result<Arc<dyn Ledger>, ConfigError> {
-    use super::postgres::{is_postgres_url, PostgresLedger};
-    if !is_postgres_url(url) {
-        return Err(not_postgres());
-    }
+    use super::postgres::PostgresLedger;
     let ledger = PostgresLedger::connect(url)
         .await
         .map_err(|e| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() })?;
@@ -105,28 +178,70 @@ async fn postgres_from_url(url: &str) -> Result<Arc<dyn Ledger>, ConfigError> {
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres_from_url(url: &str) -> Result<Arc<dyn Ledger>, ConfigError> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(not_postgres());
-    }
-    Err(ConfigError::Invalid {
-        name: LEDGER_URL_VAR,
-        reason: "this build has no PostgreSQL ledger (cargo feature `postgres` of notice_ledger)".into(),
-    })
+async fn postgres_from_url(_url: &str) -> Result<Arc<dyn Ledger>, ConfigError> {
+    Err(not_built("PostgreSQL", "postgres"))
 }
 
-fn not_postgres() -> ConfigError {
+#[cfg(feature = "postgres")]
+fn redacted(url: &str) -> String {
+    super::postgres::redacted(url)
+}
+
+/// Without the PostgreSQL adapter there is nothing to redact with: show only the scheme.
+#[cfg(not(feature = "postgres"))]
+fn redacted(url: &str) -> String {
+    format!("{}://…", url.split("://").next().unwrap_or("postgres"))
+}
+
+#[cfg(feature = "sqlite")]
+fn sqlite_at(path: &std::path::Path) -> Result<Arc<dyn Ledger>, ConfigError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| ConfigError::Invalid {
+            name: LEDGER_URL_VAR,
+            reason: format!("{}: {e}", parent.display()),
+        })?;
+    }
+    let ledger = super::sqlite::SqliteLedger::open(path)
+        .map_err(|e| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() })?;
+    Ok(Arc::new(ledger))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn sqlite_at(_path: &std::path::Path) -> Result<Arc<dyn Ledger>, ConfigError> {
+    Err(not_built("SQLite", "sqlite"))
+}
+
+#[allow(dead_code)]
+fn not_built(what: &str, feature: &str) -> ConfigError {
     ConfigError::Invalid {
         name: LEDGER_URL_VAR,
-        reason: format!(
-            "must be a postgres:// or postgresql:// URL; unset it to use the DynamoDB table in {TABLE_VAR}"
-        ),
+        reason: format!("this build has no {what} ledger (cargo feature `{feature}` of notice_ledger)"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_grammar_and_no_password_in_any_message() {
+        assert_eq!(LedgerUrl::parse("dynamodb:notices").unwrap(), LedgerUrl::DynamoDb("notices".into()));
+        assert_eq!(
+            LedgerUrl::parse("sqlite:.notices/ledger.db").unwrap(),
+            LedgerUrl::Sqlite(".notices/ledger.db".into())
+        );
+        for url in
+            ["postgres://ada:hunter2@db:5432/notices", "postgresql://ada:hunter2@db/notices?sslmode=require"]
+        {
+            let parsed = LedgerUrl::parse(url).unwrap();
+            assert_eq!(parsed, LedgerUrl::Postgres(url.to_owned()));
+            assert!(!parsed.describe().contains("hunter2") && !format!("{parsed:?}").contains("hunter2"));
+        }
+        for bad in ["mysql://ada:hunter2@db/x", "dynamodb:", "sqlite:", "notices"] {
+            let err = LedgerUrl::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(LEDGER_URL_VAR) && !err.contains("hunter2"), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn retention_must_cover_the_longest_opening_plus_thirty_days() {
