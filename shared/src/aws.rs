@@ -4,12 +4,16 @@
 //! `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SESV2`, profiles, …) and are
 //! never overridden here: that is how the emulator and real AWS are reached with the same binary.
 
+#[cfg(feature = "ses")]
 use std::time::Duration;
 
+#[cfg(any(feature = "dynamodb", feature = "ses"))]
 use aws_config::retry::RetryConfig;
+#[cfg(feature = "ses")]
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
 
+#[cfg(feature = "ses")]
 /// Longest a connection attempt to SES may take. Short: connecting sends nothing, and a stuck
 /// connect would otherwise eat the whole send budget.
 const SES_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -19,6 +23,7 @@ pub async fn load_sdk_config() -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest()).load().await
 }
 
+#[cfg(feature = "dynamodb")]
 /// The ledger's DynamoDB client. SDK retries stay on: every ledger write is conditional, so a
 /// retried write either applies once or fails its condition, and the ledger recognises its own
 /// retried writes.
@@ -28,6 +33,7 @@ pub fn dynamodb_client(cfg: &SdkConfig) -> aws_sdk_dynamodb::Client {
     aws_sdk_dynamodb::Client::from_conf(conf)
 }
 
+#[cfg(feature = "ses")]
 /// The SES v2 client for `SendEmail`: retries disabled and every attempt bounded by `timeout`.
 ///
 /// The SDK's default policy silently retries 5xx responses and timeouts, and a retried
@@ -41,6 +47,7 @@ pub fn sesv2_client(cfg: &SdkConfig, timeout: Duration) -> aws_sdk_sesv2::Client
     aws_sdk_sesv2::Client::from_conf(conf)
 }
 
+#[cfg(feature = "ses")]
 fn ses_timeouts(timeout: Duration) -> TimeoutConfig {
     TimeoutConfig::builder()
         .connect_timeout(SES_CONNECT_TIMEOUT.min(timeout))
@@ -72,6 +79,7 @@ mod tests {
             .build()
     }
 
+    #[cfg(feature = "ses")]
     #[test]
     fn ses_client_never_retries_and_is_bounded() {
         let client = sesv2_client(&offline_config(), Duration::from_secs(7));
@@ -83,6 +91,7 @@ mod tests {
         assert_eq!(timeouts.connect_timeout(), Some(SES_CONNECT_TIMEOUT));
     }
 
+    #[cfg(feature = "ses")]
     #[test]
     fn short_send_budget_also_bounds_connect() {
         let timeouts = ses_timeouts(Duration::from_secs(1));
@@ -102,6 +111,7 @@ mod tests {
         assert_eq!(queue_url_from_arn("not-an-arn"), None);
     }
 
+    #[cfg(feature = "dynamodb")]
     #[test]
     fn dynamodb_client_keeps_retries() {
         let client = dynamodb_client(&offline_config());

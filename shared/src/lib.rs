@@ -4,7 +4,7 @@
 //! [`mailer::Mailer`]; AWS, SQLite and file adapters implement them. Nothing here knows about
 //! Lambda.
 
-#[cfg(feature = "aws")]
+#[cfg(feature = "aws-core")]
 pub mod aws;
 pub mod config;
 pub mod deliver;
@@ -22,7 +22,7 @@ pub mod policy;
 pub mod rate;
 pub mod render;
 pub mod retry;
-#[cfg(feature = "aws")]
+#[cfg(feature = "scheduler")]
 pub mod scheduler;
 
 pub use deliver::{Delivery, Disposition, Mode, NoticeSender, Outcome, SendBudget};

@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use crate::error::{ConfigError, LedgerError};
 
-#[cfg(feature = "aws")]
+#[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 
 /// Limits per recipient domain.

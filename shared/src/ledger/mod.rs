@@ -16,12 +16,12 @@ use crate::error::LedgerError;
 use crate::identity::NoticeKey;
 use crate::job::Job;
 
-#[cfg(feature = "aws")]
+#[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-#[cfg(feature = "aws")]
+#[cfg(feature = "dynamodb")]
 pub mod select;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use crate::identity::NoticeKey;
 
 pub mod outbox;
-#[cfg(feature = "aws")]
+#[cfg(feature = "ses")]
 pub mod ses;
 
 /// A rendered message ready for the provider. Correlation travels as the `notice_key` tag and the
