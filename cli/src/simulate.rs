@@ -7,16 +7,21 @@
 //!
 //! * **Notices.** `--notices` renewal reminders. Each charges at 09:00 UTC on one of `--charge-days`
 //!   days starting on day 4, and its job is enqueued at a random instant of day 0 (days ahead of its
-//!   window). The window is the core's [`WindowPolicy`] (opens 72 h, closes 24 h before the charge),
-//!   applied by every strategy, so every window of one charge day opens at the same instant: the
-//!   queue sees a burst.
+//!   window) or, with `--lead-days N`, at a random instant up to N days before its window opens, as
+//!   producers do (simulated time before day 0 is negative). The window is the core's
+//!   [`WindowPolicy`] (opens 72 h, closes 24 h before the charge), applied by every strategy, so
+//!   every window of one charge day opens at the same instant: the queue sees a burst.
 //! * **Queue.** At-least-once, SQS-like. A receive hides the message for `--visibility-timeout`; a
 //!   message that is neither deleted nor re-hidden in time is delivered again — even while its
 //!   first worker is still waiting on a slow send. Deferred jobs are hidden until their window opens
-//!   (at most 12 h at a time), failed ones back off (30 s × 2^(receives − 1), capped at 15 min, with
-//!   jitter). A delete or visibility change with a stale receipt (the message was received again
-//!   since) is ignored. With probability `--ghost-rate` a receive is followed, within 10 s, by a
-//!   spurious second delivery of the same message to another consumer.
+//!   (at most 12 h at a time), failed ones back off: both by the sender's own rule,
+//!   [`notice_ledger::retry`]. A delete or visibility change with a stale receipt (the message was
+//!   received again since) is ignored. With probability `--ghost-rate` a receive is followed, within
+//!   10 s, by a spurious second delivery of the same message to another consumer.
+//! * **Queue limits.** These lose long-lead jobs that only wait on the queue. The redrive policy
+//!   moves a message received `--max-receive-count` times (20) to the dead-letter queue instead of
+//!   delivering it again, and the queue drops a message `--retention` (14 d) after its first
+//!   enqueue, from the dead-letter queue too. Nothing redrives the dead-letter queue here.
 //! * **Workers.** `--instances` worker instances, each running up to `--concurrency` jobs. An
 //!   instance that crashes loses every job it has in flight and its in-process cache, and restarts
 //!   at once.
@@ -45,16 +50,25 @@
 //! * `durable ledger` — **the real core**: a [`NoticeSender`] over a `MemoryLedger` (or a SQLite
 //!   file with `--ledger sqlite`) and a mailer adapter that hands each send to this simulation.
 //!   The simulation polls the real `deliver_body` future with the simulated `now` and, while the
-//!   simulated send is in flight, keeps it parked inside the mailer call; a crash drops the future
-//!   exactly where the worker stopped.
+//!   simulated send is in flight, keeps it suspended inside the mailer call; a crash drops the
+//!   future exactly where the worker stopped. Like the baselines, it waits for a window on the
+//!   queue, 12 h per hop.
+//! * `durable ledger, parking` — the same, plus the sender's parking: a job deferred because its
+//!   window opens more than 12 h away ([`retry::deferral`] says `Park`; never a rate limit) gets a
+//!   one-time schedule named by its notice key, then is acked. At the opening (rounded up to the
+//!   minute) the schedule puts the same body back on the queue as a new message — new enqueue
+//!   time, receive count 0 — and deletes itself. A second park while the schedule exists
+//!   conflicts: acked, nothing created. The schedule is created before the ack, so a crash between
+//!   the two (the "after the commit" crash) brings the message back to park again and conflict.
 //!
 //! # What is counted
 //!
 //! *Duplicates*: copies a customer received beyond the first. *Lost*: notices never delivered,
-//! not quarantined and not recorded as missed. *Quarantined*: notices whose ledger row is still an
-//! open claim at the end — the outcome is unknown to the workers, and the claim is on the
-//! operators' quarantine view (the reconciler closes the ones the provider reports as sent).
-//! *Sends/notice*: provider calls per notice.
+//! not quarantined and not recorded as missed — among them those whose messages were all
+//! dead-lettered or expired. *Quarantined*: notices whose ledger row is still an open claim at the
+//! end — the outcome is unknown to the workers, and the claim is on the operators' quarantine view
+//! (the reconciler closes the ones the provider reports as sent). *Sends/notice*: provider calls
+//! per notice.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
@@ -75,9 +89,10 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
+use notice_ledger::retry::{self, Deferral};
 use notice_ledger::{
-    Delivery, Disposition, Job, Mode, NoticeKey, NoticeSecret, NoticeSender, SendBudget, WindowDecision,
-    WindowPolicy,
+    Delivery, Disposition, Job, Mode, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget,
+    WindowDecision, WindowPolicy,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -90,11 +105,6 @@ const SECOND: Ms = 1_000;
 const MINUTE: Ms = 60 * SECOND;
 const HOUR: Ms = 60 * MINUTE;
 const DAY: Ms = 24 * HOUR;
-/// SQS cannot hide a message for longer than this.
-const MAX_VISIBILITY: Ms = 12 * HOUR;
-/// Backoff for retried messages (the sender Lambda's values).
-const BACKOFF_BASE: Ms = 30 * SECOND;
-const BACKOFF_CAP: Ms = 15 * MINUTE;
 /// A spurious broker duplicate arrives within this long of the receive it copies.
 const GHOST_WITHIN: Ms = 10 * SECOND;
 /// A producer duplicate is enqueued within this long of the original.
@@ -174,6 +184,17 @@ pub struct SimulateArgs {
     /// TTLs of the shared-cache claim, one row each (comma-separated).
     #[arg(long, value_delimiter = ',', default_values = ["30s", "5m", "1h", "1d"], value_parser = parse_span)]
     pub ttl: Vec<Span>,
+    /// Enqueue each job at a random instant up to this many days before its window opens, as
+    /// producers do; without it every job is enqueued on day 0.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=365))]
+    pub lead_days: Option<u32>,
+    /// The queue's redrive policy: a message received this many times goes to the dead-letter
+    /// queue at its next receive.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub max_receive_count: u32,
+    /// The queue deletes a message this long after its first enqueue (SQS: at most 14 days).
+    #[arg(long, default_value = "14d", value_parser = parse_span)]
+    pub retention: Span,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -181,6 +202,15 @@ pub struct SimulateArgs {
 pub enum SimLedger {
     Memory,
     Sqlite,
+}
+
+impl SimLedger {
+    fn name(self) -> &'static str {
+        match self {
+            SimLedger::Memory => "memory",
+            SimLedger::Sqlite => "sqlite",
+        }
+    }
 }
 
 /// A simulated duration, written like `1d9h3s`, `5m` or `200ms`.
@@ -286,6 +316,9 @@ pub struct Params {
     pub replay_to_ms: Ms,
     pub dedup_window_ms: Ms,
     pub ttls_ms: Vec<Ms>,
+    pub lead_days: Option<u32>,
+    pub max_receive_count: u32,
+    pub retention_ms: Ms,
 }
 
 impl Params {
@@ -333,11 +366,15 @@ impl Params {
             replay_to_ms: a.replay_to.0,
             dedup_window_ms: positive_span("dedup-window", a.dedup_window)?,
             ttls_ms,
+            lead_days: a.lead_days,
+            max_receive_count: a.max_receive_count,
+            retention_ms: positive_span("retention", a.retention)?,
         })
     }
 }
 
-/// One dedupe strategy under test.
+/// One dedupe strategy under test. Both durable ones run the real core: `DurableLedger` waits for
+/// a window on the queue in hops of at most 12 h, `DurableLedgerParking` parks longer waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {
     None,
@@ -345,6 +382,7 @@ pub enum Strategy {
     BrokerDedup { window: Ms },
     SharedCache { ttl: Ms },
     DurableLedger,
+    DurableLedgerParking,
 }
 
 impl Strategy {
@@ -354,10 +392,13 @@ impl Strategy {
             Strategy::InProcessCache => "in-process cache".into(),
             Strategy::BrokerDedup { window } => format!("broker dedup id ({})", Span(window)),
             Strategy::SharedCache { ttl } => format!("shared cache claim (TTL {})", Span(ttl)),
-            Strategy::DurableLedger => {
-                format!("durable ledger ({})", if ledger == SimLedger::Sqlite { "sqlite" } else { "memory" })
-            }
+            Strategy::DurableLedger => format!("durable ledger ({})", ledger.name()),
+            Strategy::DurableLedgerParking => format!("durable ledger, parking ({})", ledger.name()),
         }
+    }
+
+    fn durable(self) -> bool {
+        matches!(self, Strategy::DurableLedger | Strategy::DurableLedgerParking)
     }
 
     /// Every strategy the parameters ask for, in table order.
@@ -368,7 +409,7 @@ impl Strategy {
             Strategy::BrokerDedup { window: p.dedup_window_ms },
         ];
         all.extend(p.ttls_ms.iter().map(|&ttl| Strategy::SharedCache { ttl }));
-        all.push(Strategy::DurableLedger);
+        all.extend([Strategy::DurableLedger, Strategy::DurableLedgerParking]);
         all
     }
 }
@@ -423,9 +464,11 @@ impl Trace {
         let mut notices = Vec::with_capacity(p.notices);
         let mut enqueues = Vec::with_capacity(p.notices + p.notices / 8);
         let mut horizon = 0;
+        let lead = p.lead_days.map(|days| i64::from(days) * DAY);
         for i in 0..p.notices {
             let day = rng.gen_range(FIRST_CHARGE_DAY..FIRST_CHARGE_DAY + i64::from(p.charge_days));
-            let enqueue_at = rng.gen_range(0..DAY);
+            // Drawn in the same place with or without a lead, so the day-0 trace stays as it was.
+            let enqueue_draw = rng.gen_range(0..lead.unwrap_or(DAY));
             let duplicate = rng.gen::<f64>() < p.producer_dup_rate;
             let duplicate_after = rng.gen_range(0..=PRODUCER_DUP_WITHIN);
 
@@ -445,6 +488,8 @@ impl Trace {
             let opens_at = charge_at - i64::from(window.opens_hours_before) * HOUR;
             let closes_at = charge_at - i64::from(window.closes_hours_before) * HOUR;
             horizon = horizon.max(closes_at + DAY);
+            // With a lead, early jobs are enqueued before day 0: simulated time may be negative.
+            let enqueue_at = if lead.is_some() { opens_at - enqueue_draw } else { enqueue_draw };
 
             enqueues.push((enqueue_at, i, Origin::Producer));
             if duplicate {
@@ -684,6 +729,8 @@ enum Ev {
     Accepted { notice: usize },
     /// Every worker dies at once.
     Redeploy,
+    /// The notice's one-time schedule puts its job back on the queue and deletes itself.
+    Unpark { notice: usize },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -693,10 +740,15 @@ enum Ready {
 }
 
 struct Message {
-    enqueue: usize,
+    /// Keys the per-receive chaos: the trace's enqueue index, or an index past the trace for a
+    /// schedule's re-enqueue.
+    chaos: usize,
     notice: usize,
+    /// First enqueue plus retention: the queue (and its dead-letter queue) drops it then.
+    expires_at: Ms,
     receives: u32,
     gen: u64,
+    /// Off the queue: deleted, dead-lettered or expired.
     deleted: bool,
 }
 
@@ -734,7 +786,19 @@ pub struct Counters {
     pub suppressed_by_cache: u64,
     /// Deletes and visibility changes ignored because the message had been received again since.
     pub stale_receipts: u64,
+    /// Jobs whose disposition was "dead-letter" (bad input).
     pub dead_lettered: u64,
+    /// Messages the redrive policy moved to the dead-letter queue after `--max-receive-count`
+    /// receives. Nothing redrives them in the simulation.
+    pub dead_lettered_by_receive_count: u64,
+    /// Messages the queue dropped at `--retention` before they were received again.
+    pub expired_by_retention: u64,
+    /// One-time schedules created by parking jobs.
+    pub parked: u64,
+    /// Parks that found the notice's schedule already there (conflict: acked, nothing created).
+    pub park_conflicts: u64,
+    /// Schedules that fired and put their job back on the queue.
+    pub unparked: u64,
 }
 
 /// One row of the report.
@@ -792,6 +856,8 @@ struct Run<'t> {
     dedup_ids: HashMap<usize, Ms>,
     /// Shared cache: notice → expiry.
     shared: HashMap<usize, Ms>,
+    /// Parking: notices with a pending one-time schedule (named by the notice key).
+    schedules: HashSet<usize>,
     deliveries: Vec<u32>,
     missed: Vec<bool>,
     outside_window: u64,
@@ -803,7 +869,7 @@ struct Run<'t> {
 
 impl<'t> Run<'t> {
     fn new(p: &'t Params, trace: &'t Trace, strategy: Strategy) -> Result<Self, String> {
-        let durable = if strategy == Strategy::DurableLedger { Some(Durable::new(p, trace)?) } else { None };
+        let durable = if strategy.durable() { Some(Durable::new(p, trace)?) } else { None };
         let n = trace.notices.len();
         Ok(Self {
             p,
@@ -823,6 +889,7 @@ impl<'t> Run<'t> {
             in_flight: HashMap::new(),
             dedup_ids: HashMap::new(),
             shared: HashMap::new(),
+            schedules: HashSet::new(),
             deliveries: vec![0; n],
             missed: vec![false; n],
             outside_window: 0,
@@ -895,6 +962,13 @@ impl<'t> Run<'t> {
                     self.c.jobs_killed_by_redeploy += killed;
                 }
             }
+            Ev::Unpark { notice } => {
+                self.schedules.remove(&notice);
+                self.c.unparked += 1;
+                // A new message: new enqueue time, receive count 0, its own chaos.
+                let chaos = self.trace.enqueues.len() + self.c.unparked as usize;
+                self.push_message(chaos, notice);
+            }
         }
     }
 
@@ -907,9 +981,28 @@ impl<'t> Run<'t> {
             }
             self.dedup_ids.insert(notice, self.now);
         }
+        self.push_message(idx, notice);
+    }
+
+    fn push_message(&mut self, chaos: usize, notice: usize) {
         let msg = self.messages.len();
-        self.messages.push(Message { enqueue: idx, notice, receives: 0, gen: 0, deleted: false });
+        let expires_at = self.now.saturating_add(self.p.retention_ms);
+        self.messages.push(Message { chaos, notice, expires_at, receives: 0, gen: 0, deleted: false });
         self.ready.push_back(Ready::Visible { msg, gen: 0 });
+    }
+
+    /// SQS's limits, applied when a message would be received: retention, then the redrive policy.
+    /// Returns whether the message left the queue.
+    fn leaves_queue(&mut self, msg: usize) -> bool {
+        let m = &mut self.messages[msg];
+        if self.now >= m.expires_at {
+            m.deleted = true;
+            self.c.expired_by_retention += 1;
+        } else if m.receives >= self.p.max_receive_count {
+            m.deleted = true;
+            self.c.dead_lettered_by_receive_count += 1;
+        }
+        m.deleted
     }
 
     fn free_instance(&mut self) -> Option<usize> {
@@ -929,7 +1022,7 @@ impl<'t> Run<'t> {
                 Ready::Visible { msg, gen } => (msg, false, self.messages[msg].gen == gen),
                 Ready::Ghost { msg } => (msg, true, true),
             };
-            if !current || self.messages[msg].deleted {
+            if !current || self.messages[msg].deleted || self.leaves_queue(msg) {
                 continue;
             }
             let Some(instance) = self.free_instance() else {
@@ -946,7 +1039,7 @@ impl<'t> Run<'t> {
             let m = &mut self.messages[msg];
             m.receives += 1;
             m.gen += 1;
-            (m.enqueue, m.notice, m.receives, m.gen)
+            (m.chaos, m.notice, m.receives, m.gen)
         };
         self.schedule(self.now + self.p.visibility_timeout_ms, Ev::Visible { msg, gen });
         self.c.receives += 1;
@@ -971,7 +1064,7 @@ impl<'t> Run<'t> {
         self.instances[instance].jobs.insert(id);
         *self.in_flight.entry(msg).or_default() += 1;
         self.jobs.insert(id, JobRun { msg, receipt, notice, instance, fate, future: None });
-        if self.strategy == Strategy::DurableLedger {
+        if self.strategy.durable() {
             self.durable_start(id).await;
         } else {
             self.baseline_start(id);
@@ -1017,13 +1110,15 @@ impl<'t> Run<'t> {
         match disposition {
             Disposition::Ack => self.delete(job.msg, job.receipt),
             Disposition::RetryAt(until) => {
-                let wait = (self.trace.ms(until) - self.now).clamp(0, MAX_VISIBILITY);
-                self.change_visibility(job.msg, job.receipt, wait);
+                let wait = match retry::deferral(until, self.trace.at(self.now)) {
+                    Deferral::Hide(wait) => wait,
+                    // Hop-only: the queue hides it as long as it can, and the job looks again.
+                    Deferral::Park { .. } => retry::MAX_VISIBILITY,
+                };
+                self.change_visibility(job.msg, job.receipt, ms(wait));
             }
             Disposition::Retry => {
-                let exp =
-                    BACKOFF_BASE.saturating_mul(1 << job.receipt.saturating_sub(1).min(10)).min(BACKOFF_CAP);
-                let wait = exp / 2 + (job.fate.jitter * (exp / 2) as f64) as Ms;
+                let wait = ms(retry::backoff(job.receipt, job.fate.jitter));
                 self.change_visibility(job.msg, job.receipt, wait);
             }
             Disposition::DeadLetter => {
@@ -1031,6 +1126,20 @@ impl<'t> Run<'t> {
                 self.delete(job.msg, job.receipt);
             }
         }
+    }
+
+    /// Parks the job: a one-time schedule named by the notice key puts the same body back on the
+    /// queue at `at`, then the message is acked. The schedule comes first, so a crash before the
+    /// ack (see [`Run::finish`]) leaves both, and the message, redelivered, finds the schedule.
+    fn park(&mut self, id: usize, at: Ms) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        if self.schedules.insert(job.notice) {
+            self.c.parked += 1;
+            self.schedule(at, Ev::Unpark { notice: job.notice });
+        } else {
+            self.c.park_conflicts += 1;
+        }
+        self.finish(id, Disposition::Ack);
     }
 
     fn delete(&mut self, msg: usize, receipt: u32) {
@@ -1086,7 +1195,7 @@ impl<'t> Run<'t> {
             return;
         }
         let answer = self.answer(&fate, id);
-        if self.strategy == Strategy::DurableLedger {
+        if self.strategy.durable() {
             self.durable_resume(id, answer).await;
             return;
         }
@@ -1175,6 +1284,15 @@ impl<'t> Run<'t> {
         match (UntilParked { fut: &mut fut, gate: &gate }).await {
             Some(delivery) => {
                 *self.outcomes.entry(delivery.outcome.label().to_owned()).or_default() += 1;
+                // Only a window that has not opened is parked; a rate limit waits on the queue.
+                if let (Strategy::DurableLedgerParking, Outcome::Deferred { until }) =
+                    (self.strategy, &delivery.outcome)
+                {
+                    if let Deferral::Park { at } = retry::deferral(*until, self.trace.at(self.now)) {
+                        let at = self.trace.ms(at);
+                        return self.park(id, at);
+                    }
+                }
                 self.finish(id, delivery.outcome.disposition());
             }
             None => {
@@ -1275,6 +1393,11 @@ pub async fn run(args: SimulateArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A duration of the shared retry rule in simulated milliseconds.
+fn ms(d: std::time::Duration) -> Ms {
+    Ms::try_from(d.as_millis()).unwrap_or(Ms::MAX)
+}
+
 fn pct(p: f64) -> String {
     format!("{}%", (p * 1000.0).round() / 10.0)
 }
@@ -1317,6 +1440,16 @@ fn table(r: &Report, took: std::time::Duration) -> String {
         Span(p.replay_from_ms),
         Span(p.replay_to_ms)
     ));
+    line(format!(
+        "queue: {} · hidden at most {} per receive · dead-lettered after {} receives · retention {}",
+        match p.lead_days {
+            Some(days) => format!("jobs enqueued up to {days}d before their window opens"),
+            None => "jobs enqueued on day 0".to_owned(),
+        },
+        Span(ms(retry::MAX_VISIBILITY)),
+        p.max_receive_count,
+        Span(p.retention_ms)
+    ));
     line(String::new());
     line(format!(
         "{:<32} {:>10} {:>6} {:>11} {:>12}",
@@ -1329,15 +1462,27 @@ fn table(r: &Report, took: std::time::Duration) -> String {
         ));
     }
     line(String::new());
-    for row in r.rows.iter().filter(|row| row.ledger_calls.is_some()) {
-        line(format!(
-            "{}: {} of {} quarantined claims had gone out (the reconciler closes those from provider \
-             events; the rest wait for an operator); {:.2} ledger calls per notice",
-            row.strategy,
-            row.quarantined_sent,
-            row.quarantined,
-            row.ledger_calls_per_notice.unwrap_or_default()
-        ));
+    for row in &r.rows {
+        let c = &row.counters;
+        if c.dead_lettered_by_receive_count + c.expired_by_retention > 0 {
+            line(format!(
+                "{}: {} messages dead-lettered after {} receives, {} dropped at retention",
+                row.strategy, c.dead_lettered_by_receive_count, p.max_receive_count, c.expired_by_retention
+            ));
+        }
+        if c.parked + c.park_conflicts > 0 {
+            line(format!(
+                "{}: {} schedules created ({} parks found one already there), {} fired",
+                row.strategy, c.parked, c.park_conflicts, c.unparked
+            ));
+        }
+        if let Some(per_notice) = row.ledger_calls_per_notice {
+            line(format!(
+                "{}: {} of {} quarantined claims had gone out (the reconciler closes those from provider \
+                 events; the rest wait for an operator); {:.2} ledger calls per notice",
+                row.strategy, row.quarantined_sent, row.quarantined, per_notice
+            ));
+        }
     }
     line(format!(
         "duplicates = extra copies customers received · lost = never delivered, not quarantined, not \
@@ -1424,6 +1569,64 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn thirty_day_leads_lose_jobs_waiting_on_the_queue_and_none_when_parked() {
+        for seed in ["1", "2", "3"] {
+            let p = params(&["--notices", "300", "--seed", seed, "--lead-days", "30"]);
+            let strategies = [Strategy::DurableLedger, Strategy::DurableLedgerParking];
+            let report = simulate(&p, &strategies).await.unwrap();
+            let (hops, parking) = (&report.rows[0], &report.rows[1]);
+            assert!(hops.lost > 0, "seed {seed}: {hops:?}");
+            assert!(hops.counters.dead_lettered_by_receive_count > 0, "seed {seed}: {hops:?}");
+            assert_eq!(hops.duplicates, 0, "seed {seed}: {hops:?}");
+            assert_eq!(
+                (parking.duplicates, parking.lost, parking.missed),
+                (0, 0, 0),
+                "seed {seed}: {parking:?}"
+            );
+            let c = &parking.counters;
+            assert_eq!(c.dead_lettered_by_receive_count + c.expired_by_retention, 0, "seed {seed}: {c:?}");
+            assert!(c.parked > 0 && c.unparked == c.parked, "seed {seed}: {c:?}");
+            assert!(c.park_conflicts > 0, "seed {seed}: producer duplicates must park twice: {c:?}");
+            assert_eq!(
+                parking.delivered + parking.quarantined - parking.quarantined_sent,
+                300,
+                "{parking:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn without_a_receive_limit_retention_still_loses_what_waits_on_the_queue() {
+        let p = params(&["--notices", "300", "--lead-days", "30", "--max-receive-count", "1000"]);
+        let report = simulate(&p, &[Strategy::DurableLedger, Strategy::DurableLedgerParking]).await.unwrap();
+        let (hops, parking) = (&report.rows[0], &report.rows[1]);
+        assert!(hops.lost > 0 && hops.counters.expired_by_retention > 0, "{hops:?}");
+        assert_eq!(hops.counters.dead_lettered_by_receive_count, 0, "{hops:?}");
+        assert_eq!((parking.duplicates, parking.lost, parking.missed), (0, 0, 0), "{parking:?}");
+    }
+
+    #[tokio::test]
+    async fn a_crash_between_park_and_ack_parks_again_and_loses_nothing() {
+        // No producer duplicates and no broker ghosts: every conflict is a redelivery after a crash.
+        let p = params(&[
+            "--notices",
+            "300",
+            "--lead-days",
+            "30",
+            "--crash-rate",
+            "0.05",
+            "--producer-dup-rate",
+            "0",
+            "--ghost-rate",
+            "0",
+        ]);
+        let report = simulate(&p, &[Strategy::DurableLedgerParking]).await.unwrap();
+        let parking = &report.rows[0];
+        assert!(parking.counters.park_conflicts > 0, "{parking:?}");
+        assert_eq!((parking.duplicates, parking.lost, parking.missed), (0, 0, 0), "{parking:?}");
+    }
+
     #[test]
     fn spans_parse_and_print() {
         assert_eq!(parse_span("1d9h3s"), Ok(Span(DAY + 9 * HOUR + 3 * SECOND)));
@@ -1449,5 +1652,8 @@ mod tests {
         assert!(parse(&["--visibility-timeout", "0s"]).is_err());
         assert!(parse(&["--notices", "0"]).is_err());
         assert!(parse(&["--ttl", "0s"]).is_err());
+        assert!(parse(&["--lead-days", "0"]).is_err());
+        assert!(parse(&["--max-receive-count", "0"]).is_err());
+        assert!(parse(&["--retention", "0s"]).is_err());
     }
 }
