@@ -4,7 +4,7 @@
 //
 //   hex(HMAC-SHA256(secret, subscription_id + "|" + period_start + "|" + kind + "|" + revision))
 //
-// Usage: node scripts/key-vectors.mjs [vectors.json]   (default: shared/tests/vectors/notice_keys.json)
+// Usage: node scripts/key-vectors.mjs [vectors.json]   (default: shared/core/tests/vectors/notice_keys.json)
 // Exits 1 on any mismatch (or a malformed file), 0 when every vector matches.
 
 import { createHmac } from "node:crypto";
@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 // Largest revision the contract accepts: 2^53 - 1, exact in every JSON parser.
 const MAX_REVISION = 9007199254740991n;
 
-const path = process.argv[2] ?? fileURLToPath(new URL("../shared/tests/vectors/notice_keys.json", import.meta.url));
+const path = process.argv[2] ?? fileURLToPath(new URL("../shared/core/tests/vectors/notice_keys.json", import.meta.url));
 const text = readFileSync(path, "utf8");
 
 // JSON numbers are doubles in JavaScript: a revision beyond 2^53 - 1 would silently be rounded and

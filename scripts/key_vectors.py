@@ -4,7 +4,7 @@ written in Python provably derives the same keys as the Rust sender:
 
     hex(HMAC-SHA256(secret, subscription_id + "|" + period_start + "|" + kind + "|" + revision))
 
-Usage: python3 scripts/key_vectors.py [vectors.json]  (default: shared/tests/vectors/notice_keys.json)
+Usage: python3 scripts/key_vectors.py [vectors.json]  (default: shared/core/tests/vectors/notice_keys.json)
 Exits 1 on any mismatch (or a malformed file), 0 when every vector matches.
 """
 
@@ -24,7 +24,7 @@ def notice_key(secret: str, subscription_id: str, period_start: str, kind: str, 
 
 
 def main() -> int:
-    default = pathlib.Path(__file__).resolve().parent.parent / "shared/tests/vectors/notice_keys.json"
+    default = pathlib.Path(__file__).resolve().parent.parent / "shared/core/tests/vectors/notice_keys.json"
     path = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else default
     # Python's json reads integers exactly.
     vectors = json.loads(path.read_text(encoding="utf-8")).get("vectors") or []

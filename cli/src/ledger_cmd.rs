@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use notice_ledger::ledger::postgres::{self, PostgresLedger, MIGRATION};
+use notice_postgres::{PostgresLedger, MIGRATION};
 
 #[derive(Args, Debug)]
 pub struct LedgerArgs {
@@ -41,7 +41,7 @@ struct InitArgs {
 impl std::fmt::Debug for InitArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InitArgs")
-            .field("postgres", &self.postgres.as_deref().map(postgres::redacted))
+            .field("postgres", &self.postgres.as_deref().map(notice_postgres::redacted))
             .field("print_sql", &self.print_sql)
             .finish()
     }
@@ -61,7 +61,7 @@ async fn init_postgres(args: InitArgs) -> Result<ExitCode, String> {
     let Some(url) = args.postgres else {
         return Err("ledger init needs --postgres URL (or NOTICE_LEDGER_URL)".into());
     };
-    if !postgres::is_postgres_url(&url) {
+    if !notice_postgres::is_postgres_url(&url) {
         return Err("ledger init: --postgres takes a postgres:// or postgresql:// URL".into());
     }
     let ledger = PostgresLedger::connect(&url).await.map_err(|e| e.to_string())?;

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use notice_ledger::ledger::select::{retention_days_from_env, LedgerUrl};
 use notice_ledger::ledger::Ledger;
+use notice_setup::ledger_url::{retention_days_from_env, LedgerUrl};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerTarget(LedgerUrl);

@@ -39,7 +39,7 @@ impl StateDir {
     /// (mode 0600) on first use and announced on stderr — a local ledger is only meaningful with
     /// the same secret every run.
     pub fn secret(&self) -> Result<NoticeSecret, StateError> {
-        if let Some(value) = notice_ledger::config::optional("NOTICE_KEY_SECRET") {
+        if let Some(value) = notice_setup::config::optional("NOTICE_KEY_SECRET") {
             return NoticeSecret::new(value).map_err(|e| StateError::Invalid(e.to_string()));
         }
         let path = self.root.join("secret");

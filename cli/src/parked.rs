@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use chrono::Utc;
 use notice_ledger::park::{ParkRequest, Parked, Parker};
 use notice_ledger::retry::{self, Deferral};
-use notice_ledger::scheduler::{ParkedSchedule, SchedulerParker};
-use notice_ledger::{Job, NoticeKey, NoticeSecret, WindowDecision, WindowPolicy};
+use notice_ledger::{Job, NoticeKey, NoticeSecret, WindowDecision};
+use notice_scheduler::{ParkedSchedule, SchedulerParker};
 
 use crate::replay::confirm;
 
@@ -67,7 +67,7 @@ enum ParkedCommand {
 }
 
 async fn scheduler_client() -> aws_sdk_scheduler::Client {
-    aws_sdk_scheduler::Client::new(&notice_ledger::aws::load_sdk_config().await)
+    aws_sdk_scheduler::Client::new(&notice_setup::aws::load_sdk_config().await)
 }
 
 fn group(args: &SchedulerArgs) -> Result<&str, String> {
@@ -85,7 +85,7 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<ExitCode, String> {
     // Refuse here what the sender would dead-letter later.
     let job = Job::parse(&body).map_err(|e| e.to_string())?;
     let body = job.to_value().to_string();
-    let policy = WindowPolicy::from_env().map_err(|e| e.to_string())?;
+    let policy = notice_setup::config::windows_from_env().map_err(|e| e.to_string())?;
     let now = Utc::now();
     if let WindowDecision::Defer { until } = policy.decide(&job, now) {
         if let Deferral::Park { at } = retry::deferral(until, now) {

@@ -92,7 +92,7 @@ pub async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<ExitCode, S
         QuarantineCommand::List { older_than, limit, json } => {
             let age = match older_than {
                 Some(age) => age,
-                None => notice_ledger::config::stale_after_from_env().map_err(|e| e.to_string())?,
+                None => notice_setup::config::stale_after_from_env().map_err(|e| e.to_string())?,
             };
             let now = Utc::now();
             let cut = now - chrono::Duration::from_std(age).map_err(|e| e.to_string())?;

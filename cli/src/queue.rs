@@ -23,7 +23,7 @@ pub struct EnqueueReport {
 const MAX_ATTEMPTS: u32 = 4;
 
 pub async fn client() -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::new(&notice_ledger::aws::load_sdk_config().await)
+    aws_sdk_sqs::Client::new(&notice_setup::aws::load_sdk_config().await)
 }
 
 /// Sends `jobs` in batches of 10, at most `per_second` messages a second.

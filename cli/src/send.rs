@@ -10,8 +10,9 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::metrics::Metrics;
-use notice_ledger::rate::{MemoryRateGate, RateLimits};
-use notice_ledger::{config, Disposition, Mode, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_ledger::rate::MemoryRateGate;
+use notice_ledger::{Disposition, Mode, NoticeSender, Outcome, SendBudget};
+use notice_setup::config;
 
 use crate::input::{read_items, InputItem};
 use crate::ledger_target::LedgerTarget;
@@ -47,7 +48,7 @@ pub async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String>
     let outbox = FileOutbox::new(state.outbox_dir(), args.from.clone())
         .map_err(|e| format!("{}: {e}", state.outbox_dir().display()))?;
     let renderer = config::renderer_from_env(&secret).map_err(|e| e.to_string())?;
-    let policy = WindowPolicy::from_env().map_err(|e| e.to_string())?;
+    let policy = config::windows_from_env().map_err(|e| e.to_string())?;
     let sender = Arc::new(NoticeSender {
         ledger,
         mailer: Arc::new(outbox),
@@ -58,7 +59,7 @@ pub async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String>
         budget: SendBudget { send_timeout: Duration::from_secs(30), ..SendBudget::default() },
         metrics: Arc::new(Metrics::default()),
         // Local runs are one process: the in-memory gate enforces NOTICE_RATE_LIMITS within it.
-        rate_gate: RateLimits::from_env()
+        rate_gate: config::rate_limits_from_env()
             .map_err(|e| e.to_string())?
             .map(|l| Arc::new(MemoryRateGate::new(l)) as Arc<dyn notice_ledger::rate::RateGate>),
     });

@@ -83,7 +83,6 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use notice_ledger::faults::FaultyLedger;
 use notice_ledger::ledger::memory::MemoryLedger;
-use notice_ledger::ledger::sqlite::SqliteLedger;
 use notice_ledger::ledger::{Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
@@ -94,6 +93,7 @@ use notice_ledger::{
     Delivery, Disposition, Job, Mode, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget,
     WindowDecision, WindowPolicy,
 };
+use notice_sqlite::SqliteLedger;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;

@@ -127,7 +127,7 @@ fn quarantine_release_is_refused_without_confirmation_and_audited_with_it() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         use notice_ledger::ledger::{ClaimRequest, Ledger};
-        let ledger = notice_ledger::ledger::sqlite::SqliteLedger::open(state.join("ledger.db")).unwrap();
+        let ledger = notice_sqlite::SqliteLedger::open(state.join("ledger.db")).unwrap();
         let at = chrono::Utc::now() - chrono::Duration::hours(2);
         ledger.claim(&ClaimRequest::for_job(&parsed, key.clone(), at)).await.unwrap();
     });

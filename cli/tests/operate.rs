@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use chrono::Utc;
+use notice_dynamodb::ledger::DynamoLedger;
 use notice_e2e::{start_moto, Moto};
-use notice_ledger::ledger::dynamodb::DynamoLedger;
 use notice_ledger::ledger::{ClaimOutcome, ClaimRequest, Ledger, RowState};
 use notice_ledger::{Job, NoticeSecret};
 

@@ -6,12 +6,13 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use chrono::Utc;
 use lambda_runtime::{Context, LambdaEvent};
-use notice_ledger::ledger::dynamodb::DynamoLedger;
+use notice_dynamodb::ledger::DynamoLedger;
 use notice_ledger::ledger::{Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::render::Renderer;
-use notice_ledger::{aws, Job, Mode, NoticeKey, NoticeSecret, WindowPolicy};
+use notice_ledger::{Job, Mode, NoticeKey, NoticeSecret, WindowPolicy};
 use notice_sender::{handle, SenderApp, SenderSettings};
+use notice_setup::aws;
 use serde_json::{json, Value};
 
 use crate::{start_moto, Moto};

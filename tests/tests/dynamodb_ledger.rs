@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use notice_dynamodb::ledger::DynamoLedger;
 use notice_e2e::{start_moto, Moto};
-use notice_ledger::ledger::dynamodb::DynamoLedger;
 use notice_ledger::ledger::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, EvidenceEffect, Ledger, LedgerRow,
     ProviderEvidence, RowState,
@@ -29,7 +29,7 @@ async fn fixture() -> Fixture {
     let moto = start_moto().await;
     moto.create_ledger_table(TABLE).await;
     let cfg = moto.sdk_config().await;
-    let ledger = Arc::new(DynamoLedger::new(notice_ledger::aws::dynamodb_client(&cfg), TABLE));
+    let ledger = Arc::new(DynamoLedger::new(notice_setup::aws::dynamodb_client(&cfg), TABLE));
     let raw = moto.dynamodb().await;
     Fixture { moto, ledger, raw }
 }
@@ -237,7 +237,7 @@ async fn get_many_reads_more_than_one_batch() {
 #[tokio::test]
 async fn only_decided_rows_carry_a_ttl_and_malformed_items_are_reported() {
     let f = fixture().await;
-    let ledger = DynamoLedger::new(notice_ledger::aws::dynamodb_client(&f.moto.sdk_config().await), TABLE)
+    let ledger = DynamoLedger::new(notice_setup::aws::dynamodb_client(&f.moto.sdk_config().await), TABLE)
         .with_retention(30);
     assert_eq!(ledger.table(), TABLE);
     let key = key();

@@ -8,15 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use notice_dynamodb::ledger::DynamoLedger;
 use notice_e2e::ledger_suite::{fresh_key, held, mint, request, row, t, SuiteFixture};
 use notice_e2e::postgres::{fresh_postgres_url, postgres_server};
 use notice_e2e::start_moto;
 use notice_ledger::faults::RecordingMailer;
-use notice_ledger::ledger::dynamodb::DynamoLedger;
 use notice_ledger::ledger::memory::MemoryLedger;
-use notice_ledger::ledger::postgres::{PostgresLedger, QUARANTINE_QUERY};
-use notice_ledger::ledger::select::ledger_for;
-use notice_ledger::ledger::sqlite::SqliteLedger;
 use notice_ledger::ledger::{ClaimRequest, Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::metrics::Metrics;
@@ -24,6 +21,9 @@ use notice_ledger::render::Renderer;
 use notice_ledger::{
     ConfigError, Job, LedgerError, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
 };
+use notice_postgres::{PostgresLedger, QUARANTINE_QUERY};
+use notice_setup::ledger_url::ledger_for;
+use notice_sqlite::SqliteLedger;
 
 async fn memory_ledger() -> SuiteFixture {
     SuiteFixture::new(Arc::new(MemoryLedger::new()), ())
@@ -39,7 +39,7 @@ async fn sqlite_ledger() -> SuiteFixture {
 async fn dynamodb_ledger() -> SuiteFixture {
     let moto = start_moto().await;
     moto.create_ledger_table("notices").await;
-    let client = notice_ledger::aws::dynamodb_client(&moto.sdk_config().await);
+    let client = notice_setup::aws::dynamodb_client(&moto.sdk_config().await);
     SuiteFixture::new(Arc::new(DynamoLedger::new(client, "notices")), moto)
 }
 

@@ -9,7 +9,7 @@ use notice_ledger::ledger::RowState;
 use notice_ledger::park::Parker;
 use notice_ledger::policy::WindowPolicy;
 use notice_ledger::retry::{deferral, Deferral};
-use notice_ledger::scheduler::{at_expression, SchedulerParker};
+use notice_scheduler::{at_expression, SchedulerParker};
 use notice_sender::SenderApp;
 use serde_json::{json, Value};
 

@@ -7,15 +7,16 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
+use notice_dynamodb::ledger::DynamoLedger;
+use notice_dynamodb::rate::DynamoRateGate;
 use notice_e2e::start_moto;
-use notice_ledger::ledger::dynamodb::DynamoLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::metrics::Metrics;
-use notice_ledger::rate::dynamodb::DynamoRateGate;
 use notice_ledger::rate::RateLimits;
 use notice_ledger::render::Renderer;
-use notice_ledger::{aws, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_ledger::{Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_setup::aws;
 use serde_json::json;
 
 const TABLE: &str = "notices";

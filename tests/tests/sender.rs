@@ -5,8 +5,9 @@ use chrono::Utc;
 use notice_e2e::sender_app::*;
 use notice_e2e::{start_ses_stub, SesStub, StubReply};
 use notice_ledger::ledger::{Ledger, RowState};
-use notice_ledger::{aws, Mode};
+use notice_ledger::Mode;
 use notice_sender::SenderApp;
+use notice_setup::aws;
 use serde_json::{json, Value};
 
 fn tag<'a>(request: &'a Value, name: &str) -> Option<&'a str> {

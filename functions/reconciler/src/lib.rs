@@ -11,11 +11,12 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use chrono::Utc;
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
-use notice_ledger::events::{self, SesNotification};
-use notice_ledger::ledger::select::ledger_from_env;
 use notice_ledger::ledger::{EvidenceEffect, Ledger};
 use notice_ledger::metrics::emf_document;
-use notice_ledger::{aws, ConfigError};
+use notice_ledger::ConfigError;
+use notice_ses::events::{self, SesNotification};
+use notice_setup::aws;
+use notice_setup::ledger_url::ledger_from_env;
 use serde_json::{json, Value};
 use tracing::{error, info, warn, Instrument};
 

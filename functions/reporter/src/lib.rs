@@ -10,10 +10,11 @@ use chrono::{DateTime, Utc};
 use lambda_runtime::LambdaEvent;
 use std::sync::Arc;
 
-use notice_ledger::ledger::select::ledger_from_env;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::emf_document;
-use notice_ledger::{aws, config, ConfigError};
+use notice_ledger::ConfigError;
+use notice_setup::ledger_url::ledger_from_env;
+use notice_setup::{aws, config};
 use serde::Serialize;
 use serde_json::{json, Value};
 

@@ -15,20 +15,20 @@ use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
-use notice_ledger::ledger::dynamodb::DynamoLedger;
-use notice_ledger::ledger::select::{self, LedgerUrl};
+use notice_dynamodb::ledger::DynamoLedger;
+use notice_dynamodb::rate::DynamoRateGate;
 use notice_ledger::ledger::Ledger;
-use notice_ledger::mailer::ses::SesMailer;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::park::{parked_conflicts, ParkRequest, Parked, Parker};
-use notice_ledger::rate::dynamodb::DynamoRateGate;
 use notice_ledger::rate::{RateGate, RateLimits};
 use notice_ledger::retry::{self, Deferral};
-use notice_ledger::scheduler::SchedulerParker;
 use notice_ledger::{
-    aws, config, ConfigError, Disposition, Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget,
-    WindowPolicy,
+    ConfigError, Disposition, Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
 };
+use notice_scheduler::SchedulerParker;
+use notice_ses::mailer::SesMailer;
+use notice_setup::ledger_url::{self, LedgerUrl};
+use notice_setup::{aws, config};
 use rand::Rng;
 use tracing::{error, info, warn, Instrument};
 
@@ -104,25 +104,27 @@ impl SenderSettings {
     /// Reads the environment and fails — before the first message — when a required setting is
     /// missing or invalid.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let secret = NoticeSecret::from_env("NOTICE_KEY_SECRET")?;
+        let secret = config::secret_from_env("NOTICE_KEY_SECRET")?;
         let renderer = config::renderer_from_env(&secret)?;
-        let ledger_url = config::optional(select::LEDGER_URL_VAR);
+        let ledger_url = config::optional(ledger_url::LEDGER_URL_VAR);
         let parsed = ledger_url.as_deref().map(LedgerUrl::parse).transpose()?;
         // The table is required unless NOTICE_LEDGER_URL names the ledger (the rate gate keeps
         // its buckets in NOTICE_TABLE, or in the ledger's own table when that is DynamoDB).
         let table = match &parsed {
-            Some(LedgerUrl::DynamoDb(t)) => config::optional(select::TABLE_VAR).unwrap_or_else(|| t.clone()),
-            Some(_) => config::optional(select::TABLE_VAR).unwrap_or_default(),
-            None => config::required(select::TABLE_VAR)?,
+            Some(LedgerUrl::DynamoDb(t)) => {
+                config::optional(ledger_url::TABLE_VAR).unwrap_or_else(|| t.clone())
+            }
+            Some(_) => config::optional(ledger_url::TABLE_VAR).unwrap_or_default(),
+            None => config::required(ledger_url::TABLE_VAR)?,
         };
-        let policy = WindowPolicy::from_env()?;
-        let retention_days = select::retention_days_from_env()?;
+        let policy = config::windows_from_env()?;
+        let retention_days = ledger_url::retention_days_from_env()?;
         if matches!(parsed, None | Some(LedgerUrl::DynamoDb(_))) {
-            select::check_retention(retention_days, &policy)?;
+            ledger_url::check_retention(retention_days, &policy)?;
         }
-        let rate_limits = RateLimits::from_env()?;
+        let rate_limits = config::rate_limits_from_env()?;
         if rate_limits.is_some() && table.is_empty() {
-            return Err(ConfigError::Missing(select::TABLE_VAR));
+            return Err(ConfigError::Missing(ledger_url::TABLE_VAR));
         }
         Ok(Self {
             table,
@@ -150,7 +152,7 @@ impl SenderApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let settings = SenderSettings::from_env()?;
         let sdk = aws::load_sdk_config().await;
-        let ledger = select::ledger_for(
+        let ledger = ledger_url::ledger_for(
             &sdk,
             settings.ledger_url.as_deref(),
             Some(&settings.table),
@@ -431,7 +433,9 @@ async fn dead_letter(app: &SenderApp, record: &SqsMessage, why: &str) -> Option<
 }
 
 fn queue_url(app: &SenderApp, record: &SqsMessage) -> Option<String> {
-    app.queue_url.clone().or_else(|| record.event_source_arn.as_deref().and_then(aws::queue_url_from_arn))
+    app.queue_url
+        .clone()
+        .or_else(|| record.event_source_arn.as_deref().and_then(notice_scheduler::queue_url_from_arn))
 }
 
 /// Epoch milliseconds of 2001-09-09: any real deadline is later. Local emulators send other

@@ -1,0 +1,43 @@
+//! notice-ledger core: send every renewal reminder exactly once and inside its legal window.
+//!
+//! The algorithm ([`deliver`]) is plain Rust over small ports — [`ledger::Ledger`],
+//! [`mailer::Mailer`], [`park::Parker`], [`rate::RateGate`]; adapters in sibling crates implement
+//! them. Nothing here knows about Lambda, AWS, SQL or the environment.
+//!
+//! # Layout
+//!
+//! ```text
+//! cli/, functions/*           entry points: thin, pick adapters through notice_setup
+//! shared/setup                reads NOTICE_*, one ledger-URL grammar, builds AWS clients
+//! shared/{dynamodb,postgres,sqlite,ses,scheduler}   one crate per adapter
+//! shared/core (this crate)    domain + ports + local adapters
+//! ```
+//!
+//! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`policy`] (send
+//! windows), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
+//! crash windows), [`retry`] (visibility, backoff, when to park), [`metrics`], [`error`]; ports
+//! with their local adapters: [`ledger`] (+ `ledger::memory`), [`mailer`] (+ `mailer::outbox`),
+//! [`park`], [`rate`] (+ the in-process gate); `faults` (feature `testing`): fault-injecting
+//! doubles for tests and the simulation.
+
+pub mod deliver;
+pub mod error;
+#[cfg(feature = "testing")]
+pub mod faults;
+pub mod identity;
+pub mod job;
+pub mod ledger;
+pub mod links;
+pub mod mailer;
+pub mod metrics;
+pub mod park;
+pub mod policy;
+pub mod rate;
+pub mod render;
+pub mod retry;
+
+pub use deliver::{Delivery, Disposition, Mode, NoticeSender, Outcome, SendBudget};
+pub use error::{ConfigError, InvalidJob, LedgerError};
+pub use identity::{Identity, Kind, NoticeKey, NoticeSecret};
+pub use job::Job;
+pub use policy::{WindowDecision, WindowPolicy};

@@ -1,0 +1,356 @@
+//! The send path's failure stories, told with fault-injecting adapters around a real SQLite file
+//! and a real file outbox.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use notice_ledger::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
+use notice_ledger::ledger::{Ledger, RowState};
+use notice_ledger::links::ManageLinks;
+use notice_ledger::mailer::outbox::FileOutbox;
+use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
+use notice_ledger::metrics::Metrics;
+use notice_ledger::render::Renderer;
+use notice_ledger::{Disposition, Job, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_sqlite::SqliteLedger;
+
+const JOB: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",
+  "email":"ada@example.com","charge_at":"2026-10-04T09:00:00Z","template_data":{"plan_name":"Coffee Box"}}"#;
+
+fn now() -> DateTime<Utc> {
+    "2026-10-02T00:00:00Z".parse().unwrap()
+}
+
+struct World {
+    _dir: tempfile::TempDir,
+    ledger: Arc<FaultyLedger<SqliteLedger>>,
+    mailer: Arc<FaultyMailer<FileOutbox>>,
+    sender: NoticeSender,
+}
+
+impl World {
+    fn new(script: Vec<MailFault>) -> Self {
+        Self::with(script, None, Mode::Enforce)
+    }
+
+    fn with(script: Vec<MailFault>, fault: Option<LedgerFault>, mode: Mode) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger =
+            Arc::new(FaultyLedger::new(SqliteLedger::open(dir.path().join("ledger.db")).unwrap(), fault));
+        let outbox = FileOutbox::new(dir.path().join("outbox"), "billing@example.com").unwrap();
+        let mailer = Arc::new(FaultyMailer::new(outbox, script));
+        let sender = sender_over(ledger.clone(), mailer.clone(), mode);
+        Self { _dir: dir, ledger, mailer, sender }
+    }
+
+    async fn deliver(&self, body: &str) -> Outcome {
+        self.sender.deliver_body(body, now(), None).await.outcome
+    }
+
+    /// Runs a delivery that never finishes (a hung adapter) and drops it: the worker died there.
+    async fn deliver_and_crash(&self, body: &str) {
+        let run = self.sender.deliver_body(body, now(), None);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), run).await.is_err(),
+            "expected the worker to hang"
+        );
+    }
+
+    fn outbox_len(&self) -> usize {
+        self.mailer.inner().messages().unwrap().len()
+    }
+
+    async fn state(&self) -> Option<RowState> {
+        let key = Job::parse(JOB).unwrap().key(&self.sender.secret);
+        self.ledger.inner().get(&key).await.unwrap().map(|r| r.state)
+    }
+}
+
+fn sender_over(ledger: Arc<dyn Ledger>, mailer: Arc<dyn Mailer>, mode: Mode) -> NoticeSender {
+    NoticeSender {
+        ledger,
+        mailer,
+        renderer: Arc::new(Renderer::new(ManageLinks::new(
+            "https://billing.example.com/manage",
+            NoticeSecret::new("links").unwrap(),
+        ))),
+        policy: WindowPolicy::default(),
+        secret: NoticeSecret::new("test-secret").unwrap(),
+        mode,
+        budget: SendBudget {
+            send_timeout: Duration::from_millis(500),
+            min_time_left: Duration::from_secs(2),
+        },
+        metrics: Arc::new(Metrics::default()),
+        rate_gate: None,
+    }
+}
+
+fn with_field(field: &str, value: serde_json::Value) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(JOB).unwrap();
+    v[field] = value;
+    v.to_string()
+}
+
+#[tokio::test]
+async fn worker_dies_after_claim_before_send_then_redelivery_sends_nothing_and_claim_is_quarantined() {
+    let w = World::new(vec![MailFault::HangBeforeSend]);
+    w.deliver_and_crash(JOB).await;
+    assert_eq!(w.outbox_len(), 0);
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    assert_eq!(w.outbox_len(), 0);
+    assert_eq!(w.mailer.attempts(), 1);
+    let open = w.ledger.inner().open_claims(now() + chrono::Duration::minutes(15), 10).await.unwrap();
+    assert_eq!(open.len(), 1, "the stale claim is visible in the quarantine view");
+}
+
+#[tokio::test]
+async fn worker_dies_after_send_before_commit_then_redelivery_is_suppressed() {
+    let w = World::new(vec![MailFault::HangAfterSend]);
+    w.deliver_and_crash(JOB).await;
+    assert_eq!(w.outbox_len(), 1);
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    assert_eq!(w.outbox_len(), 1, "exactly one message went out");
+    assert_eq!(w.state().await, Some(RowState::Claimed), "outcome unknown to the worker: quarantined");
+}
+
+#[tokio::test]
+async fn worker_dies_after_claim_is_written_but_before_it_hears_back() {
+    let w = World::with(vec![], Some(LedgerFault::HangAfterClaim), Mode::Enforce);
+    w.deliver_and_crash(JOB).await;
+    w.ledger.set_fault(None);
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    assert_eq!(w.outbox_len(), 0);
+    assert_eq!(w.mailer.attempts(), 0);
+}
+
+#[tokio::test]
+async fn ack_lost_after_commit_then_redelivery_is_suppressed() {
+    let w = World::new(vec![]);
+    let first = w.deliver(JOB).await;
+    assert!(matches!(first, Outcome::Sent { .. }), "{first:?}");
+    assert_eq!(first.disposition(), Disposition::Ack);
+    // The ack never reached the queue: the same message comes back.
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Sent });
+    assert_eq!(w.outbox_len(), 1);
+    let m = w.sender.metrics.drain();
+    assert_eq!((m.claims_minted, m.sent, m.duplicates_suppressed), (1, 1, 1));
+    assert_eq!(m.claim_to_commit_ms.len(), 1);
+}
+
+#[tokio::test]
+async fn claim_write_failing_sends_nothing_and_retries() {
+    let w = World::with(vec![], Some(LedgerFault::ClaimFails), Mode::Enforce);
+    let outcome = w.deliver(JOB).await;
+    assert!(matches!(outcome, Outcome::LedgerUnavailable(_)), "{outcome:?}");
+    assert_eq!(outcome.disposition(), Disposition::Retry);
+    assert_eq!(w.outbox_len(), 0);
+    assert_eq!(w.state().await, None);
+    w.ledger.set_fault(None);
+    assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
+    assert_eq!(w.outbox_len(), 1);
+}
+
+#[tokio::test]
+async fn ledger_down_sends_nothing_and_acks_nothing() {
+    let w = World::with(vec![], Some(LedgerFault::Down), Mode::Enforce);
+    let outcome = w.deliver(JOB).await;
+    assert_eq!(outcome.disposition(), Disposition::Retry);
+    assert_eq!(w.mailer.attempts(), 0);
+}
+
+#[tokio::test]
+async fn provider_not_accepted_releases_and_the_next_attempt_sends_once() {
+    let w = World::new(vec![MailFault::NotAccepted(NotAccepted::Throttled)]);
+    let first = w.deliver(JOB).await;
+    assert!(matches!(first, Outcome::Released { class: NotAccepted::Throttled, .. }), "{first:?}");
+    assert_eq!(first.disposition(), Disposition::Retry);
+    assert_eq!(w.state().await, Some(RowState::Released));
+    assert_eq!(w.outbox_len(), 0);
+    assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Sent });
+    assert_eq!(w.outbox_len(), 1);
+    assert_eq!(w.mailer.attempts(), 2);
+}
+
+#[tokio::test]
+async fn provider_outcome_unknown_quarantines_and_redelivery_sends_nothing() {
+    let w = World::new(vec![MailFault::SendThenUnknown]);
+    let first = w.deliver(JOB).await;
+    assert!(matches!(first, Outcome::Quarantined { .. }), "{first:?}");
+    assert_eq!(first.disposition(), Disposition::Ack);
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    assert_eq!(w.mailer.attempts(), 1, "one attempt per claim");
+    assert_eq!(w.outbox_len(), 1);
+    assert_eq!(w.sender.metrics.drain().quarantined, 1);
+}
+
+#[tokio::test]
+async fn slow_send_past_the_timeout_is_unknown_not_retried() {
+    let w = World::new(vec![MailFault::Slow(Duration::from_secs(5))]);
+    let outcome = w.deliver(JOB).await;
+    assert!(matches!(outcome, Outcome::Quarantined { .. }), "{outcome:?}");
+    assert_eq!(w.state().await, Some(RowState::Claimed));
+}
+
+#[tokio::test]
+async fn provider_rejection_is_recorded_and_not_retried() {
+    let w = World::new(vec![MailFault::Rejected]);
+    assert!(matches!(w.deliver(JOB).await, Outcome::Rejected { .. }));
+    assert_eq!(w.state().await, Some(RowState::Rejected));
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Rejected });
+    assert_eq!(w.mailer.attempts(), 1);
+}
+
+#[tokio::test]
+async fn commit_failing_after_send_leaves_the_claim_for_the_reconciler() {
+    let w = World::with(vec![], Some(LedgerFault::CommitFails), Mode::Enforce);
+    let outcome = w.deliver(JOB).await;
+    let Outcome::Quarantined { message_id: Some(_), .. } = outcome else { panic!("{outcome:?}") };
+    w.ledger.set_fault(None);
+    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    assert_eq!(w.outbox_len(), 1);
+}
+
+#[tokio::test]
+async fn many_workers_on_one_job_send_once() {
+    let w = World::new(vec![MailFault::Slow(Duration::from_millis(50))]);
+    let runs = (0..16).map(|_| w.deliver(JOB));
+    let outcomes = futures::future::join_all(runs).await;
+    let sent = outcomes.iter().filter(|o| matches!(o, Outcome::Sent { .. })).count();
+    assert_eq!(sent, 1, "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| matches!(o, Outcome::Sent { .. } | Outcome::Suppressed { .. })));
+    assert_eq!(w.outbox_len(), 1);
+}
+
+#[tokio::test]
+async fn revision_bump_is_a_distinct_notice() {
+    let w = World::new(vec![]);
+    assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
+    let corrected = with_field("revision", 1.into());
+    let corrected = {
+        let mut v: serde_json::Value = serde_json::from_str(&corrected).unwrap();
+        v["template_data"]["plan_name"] = "Coffee Box (corrected)".into();
+        v.to_string()
+    };
+    assert!(matches!(w.deliver(&corrected).await, Outcome::Sent { .. }));
+    assert_eq!(w.outbox_len(), 2);
+}
+
+#[tokio::test]
+async fn changed_content_without_revision_bump_is_a_payload_conflict() {
+    let w = World::new(vec![]);
+    assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
+    let changed = with_field("template_data", serde_json::json!({"plan_name": "Tea Box"}));
+    let outcome = w.deliver(&changed).await;
+    assert_eq!(outcome, Outcome::PayloadConflict { state: RowState::Sent });
+    assert_eq!(outcome.disposition(), Disposition::DeadLetter);
+    assert_eq!(w.outbox_len(), 1);
+    assert_eq!(w.sender.metrics.drain().payload_conflicts, 1);
+}
+
+#[tokio::test]
+async fn shadow_mode_counts_would_be_suppressions_but_never_blocks() {
+    let w = World::with(vec![], None, Mode::Shadow);
+    assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
+    let second = w.deliver(JOB).await;
+    assert!(
+        matches!(second, Outcome::ShadowSent { would_suppress: Some(RowState::Sent), message_id: Some(_) }),
+        "{second:?}"
+    );
+    assert_eq!(w.outbox_len(), 2);
+    assert_eq!(w.sender.metrics.drain().shadow_would_suppress, 1);
+    // Shadow mode never blocks a send, not even when the ledger is down.
+    w.ledger.set_fault(Some(LedgerFault::Down));
+    assert!(matches!(w.deliver(JOB).await, Outcome::ShadowSent { .. }));
+    assert_eq!(w.outbox_len(), 3);
+}
+
+#[tokio::test]
+async fn early_job_is_deferred_without_a_claim() {
+    let w = World::new(vec![]);
+    let early = with_field("charge_at", "2026-10-20T09:00:00Z".into());
+    let outcome = w.deliver(&early).await;
+    let until: DateTime<Utc> = "2026-10-17T09:00:00Z".parse().unwrap();
+    assert_eq!(outcome, Outcome::Deferred { until });
+    assert_eq!(outcome.disposition(), Disposition::RetryAt(until));
+    assert_eq!(w.ledger.calls(), 0);
+}
+
+#[tokio::test]
+async fn late_job_is_recorded_as_missed_and_never_sent() {
+    let w = World::new(vec![]);
+    let late = with_field("charge_at", "2026-10-02T12:00:00Z".into());
+    let outcome = w.deliver(&late).await;
+    assert!(matches!(outcome, Outcome::Missed { .. }), "{outcome:?}");
+    assert_eq!(outcome.disposition(), Disposition::Ack);
+    assert_eq!(w.deliver(&late).await, Outcome::Suppressed { state: RowState::Missed });
+    assert_eq!(w.mailer.attempts(), 0);
+    assert_eq!(w.sender.metrics.drain().missed_window, 1);
+}
+
+#[tokio::test]
+async fn jurisdiction_floor_makes_a_job_late() {
+    let mut w = World::new(vec![]);
+    w.sender.policy = WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"US-NY":60}}"#).unwrap();
+    let mut ny: serde_json::Value =
+        serde_json::from_str(&with_field("jurisdiction", "US-NY".into())).unwrap();
+    ny["subscription_id"] = "sub_ny".into();
+    // 57 h before the charge: inside the default window, past New York's 60 h floor.
+    assert!(matches!(w.deliver(&ny.to_string()).await, Outcome::Missed { .. }));
+    assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
+}
+
+#[tokio::test]
+async fn too_little_time_left_claims_nothing() {
+    let w = World::new(vec![]);
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let d = w.sender.deliver_body(JOB, now(), Some(deadline)).await;
+    assert_eq!(d.outcome, Outcome::NoTimeLeft);
+    assert_eq!(d.outcome.disposition(), Disposition::Retry);
+    assert_eq!(w.ledger.calls(), 0);
+}
+
+#[tokio::test]
+async fn invalid_input_is_reported_with_its_field_and_dead_lettered() {
+    let w = World::new(vec![]);
+    let outcome = w.deliver(&with_field("period_start", "2026-02-30".into())).await;
+    let Outcome::Invalid(err) = &outcome else { panic!("{outcome:?}") };
+    assert_eq!(err.field, "period_start");
+    assert_eq!(outcome.disposition(), Disposition::DeadLetter);
+    assert_eq!(w.ledger.calls(), 0);
+}
+
+/// Records how many ledger calls had happened when the send started.
+struct ProbeMailer {
+    ledger: Arc<FaultyLedger<SqliteLedger>>,
+    calls_at_send: std::sync::Mutex<Vec<usize>>,
+    inner: RecordingMailer,
+}
+
+#[async_trait]
+impl Mailer for ProbeMailer {
+    async fn send(&self, mail: &OutgoingMail) -> SendResult {
+        self.calls_at_send.lock().unwrap().push(self.ledger.calls());
+        self.inner.send(mail).await
+    }
+}
+
+#[tokio::test]
+async fn one_ledger_call_before_the_send_and_two_writes_per_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Arc::new(FaultyLedger::new(SqliteLedger::open(dir.path().join("l.db")).unwrap(), None));
+    let probe = Arc::new(ProbeMailer {
+        ledger: ledger.clone(),
+        calls_at_send: Default::default(),
+        inner: RecordingMailer::default(),
+    });
+    let sender = sender_over(ledger.clone(), probe.clone(), Mode::Enforce);
+    let outcome = sender.deliver_body(JOB, now(), None).await.outcome;
+    assert!(matches!(outcome, Outcome::Sent { .. }));
+    assert_eq!(*probe.calls_at_send.lock().unwrap(), vec![1], "only the claim precedes the send");
+    assert_eq!(ledger.calls(), 2);
+    assert_eq!(ledger.writes(), 2, "claim + commit");
+}

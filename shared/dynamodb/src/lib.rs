@@ -1,0 +1,8 @@
+//! The DynamoDB adapters: the production ledger ([`ledger`]) and the shared per-domain send
+//! rate ([`rate`]), both kept in the ledger table.
+
+pub mod ledger;
+pub mod rate;
+
+pub use ledger::DynamoLedger;
+pub use rate::DynamoRateGate;

@@ -1,0 +1,255 @@
+//! EventBridge Scheduler as the [`Parker`]: one one-time schedule per parked notice.
+//!
+//! The schedule is named by the notice key (64 lowercase hex — exactly Scheduler's name limit), so
+//! every delivery of one notice, from the sender or from `noticectl enqueue`, lands on the same
+//! name and a second park is a `ConflictException`: already parked. It fires at the window's
+//! opening (`at(...)`, UTC, no flexible window), puts the job's own body back on the queue it came
+//! from, and deletes itself afterwards. A message with a `replay_batch` attribute goes back
+//! through Scheduler's universal `sqs:sendMessage` target, which can carry message attributes
+//! (the templated SQS target cannot); the body is unchanged either way.
+//!
+//! Scheduler retries a failed delivery for up to a day ([`MAX_EVENT_AGE_SECS`]); with a dead-letter
+//! queue configured, an event it still cannot deliver lands there instead of vanishing.
+
+use async_trait::async_trait;
+use aws_sdk_scheduler::error::DisplayErrorContext;
+use aws_sdk_scheduler::operation::create_schedule::CreateScheduleError;
+use aws_sdk_scheduler::types::{
+    ActionAfterCompletion, DeadLetterConfig, FlexibleTimeWindow, FlexibleTimeWindowMode, RetryPolicy, Target,
+};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use notice_ledger::park::{ParkError, ParkRequest, Parked, Parker};
+
+/// Longest Scheduler keeps retrying a delivery (its maximum): a window is at least a day wide.
+pub const MAX_EVENT_AGE_SECS: i32 = 86_400;
+/// Scheduler's maximum retry attempts within that day.
+const MAX_RETRY_ATTEMPTS: i32 = 185;
+
+/// Parks jobs as one-time schedules in one schedule group.
+#[derive(Clone, Debug)]
+pub struct SchedulerParker {
+    client: aws_sdk_scheduler::Client,
+    group: String,
+    role_arn: String,
+    dead_letter_arn: Option<String>,
+}
+
+/// A parked notice as an operator sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParkedSchedule {
+    /// The schedule name: the notice key.
+    pub name: String,
+    /// When it fires (`at(...)` expression), when it could be read.
+    pub expression: Option<String>,
+    pub target_arn: Option<String>,
+    /// The body it puts back on the queue.
+    pub body: Option<String>,
+    pub created: Option<DateTime<Utc>>,
+}
+
+impl SchedulerParker {
+    pub fn new(
+        client: aws_sdk_scheduler::Client,
+        group: impl Into<String>,
+        role_arn: impl Into<String>,
+    ) -> Self {
+        Self { client, group: group.into(), role_arn: role_arn.into(), dead_letter_arn: None }
+    }
+
+    /// Where Scheduler puts an event it could not deliver within a day.
+    pub fn with_dead_letter(mut self, arn: Option<String>) -> Self {
+        self.dead_letter_arn = arn;
+        self
+    }
+
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    fn target(&self, req: &ParkRequest<'_>) -> Result<Target, ParkError> {
+        let (arn, input) = match req.replay_batch {
+            None => (req.queue_arn.to_owned(), req.body.to_owned()),
+            Some(batch) => {
+                let queue_url = queue_url_from_arn(req.queue_arn)
+                    .ok_or_else(|| ParkError(format!("{} is not an SQS queue ARN", req.queue_arn)))?;
+                let input = json!({
+                    "QueueUrl": queue_url,
+                    "MessageBody": req.body,
+                    "MessageAttributes": {"replay_batch": {"DataType": "String", "StringValue": batch}},
+                });
+                (universal_send_message_arn(req.queue_arn), input.to_string())
+            }
+        };
+        let retry = RetryPolicy::builder()
+            .maximum_event_age_in_seconds(MAX_EVENT_AGE_SECS)
+            .maximum_retry_attempts(MAX_RETRY_ATTEMPTS)
+            .build();
+        let dead_letter =
+            self.dead_letter_arn.as_ref().map(|arn| DeadLetterConfig::builder().arn(arn).build());
+        Target::builder()
+            .arn(arn)
+            .role_arn(&self.role_arn)
+            .input(input)
+            .retry_policy(retry)
+            .set_dead_letter_config(dead_letter)
+            .build()
+            .map_err(|e| ParkError(e.to_string()))
+    }
+
+    /// The parked body of an existing schedule (`None` when it cannot be read).
+    async fn parked_body(&self, name: &str) -> Option<String> {
+        self.get(name).await.ok().flatten().and_then(|s| s.body)
+    }
+
+    /// One parked notice, `None` when no schedule has that name.
+    pub async fn get(&self, name: &str) -> Result<Option<ParkedSchedule>, ParkError> {
+        let out = match self.client.get_schedule().name(name).group_name(&self.group).send().await {
+            Ok(out) => out,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+                return Ok(None)
+            }
+            Err(e) => return Err(unavailable("GetSchedule", e)),
+        };
+        let target = out.target();
+        let input = target.and_then(|t| t.input());
+        let universal = target.is_some_and(|t| t.arn().contains(":aws-sdk:sqs:"));
+        let body = match input {
+            Some(text) if universal => serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .and_then(|v| v.get("MessageBody").and_then(|b| b.as_str()).map(str::to_owned)),
+            other => other.map(str::to_owned),
+        };
+        Ok(Some(ParkedSchedule {
+            name: name.to_owned(),
+            expression: out.schedule_expression().map(str::to_owned),
+            target_arn: target.map(|t| t.arn().to_owned()),
+            body,
+            created: out.creation_date().and_then(|d| DateTime::from_timestamp(d.secs(), d.subsec_nanos())),
+        }))
+    }
+
+    /// Names of every parked notice in the group, oldest page first, each with its creation time.
+    pub async fn list(&self) -> Result<Vec<(String, Option<DateTime<Utc>>)>, ParkError> {
+        let mut names = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_schedules()
+                .group_name(&self.group)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("ListSchedules", e))?;
+            for s in out.schedules() {
+                let created =
+                    s.creation_date().and_then(|d| DateTime::from_timestamp(d.secs(), d.subsec_nanos()));
+                names.extend(s.name().map(|n| (n.to_owned(), created)));
+            }
+            match out.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Ok(names)
+    }
+
+    /// Deletes one parked notice. `Ok(false)`: there was none.
+    pub async fn cancel(&self, name: &str) -> Result<bool, ParkError> {
+        match self.client.delete_schedule().name(name).group_name(&self.group).send().await {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => Ok(false),
+            Err(e) => Err(unavailable("DeleteSchedule", e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Parker for SchedulerParker {
+    async fn park(&self, req: &ParkRequest<'_>) -> Result<Parked, ParkError> {
+        let window = FlexibleTimeWindow::builder()
+            .mode(FlexibleTimeWindowMode::Off)
+            .build()
+            .map_err(|e| ParkError(e.to_string()))?;
+        let created = self
+            .client
+            .create_schedule()
+            .name(req.key.as_str())
+            .group_name(&self.group)
+            .schedule_expression(at_expression(req.at))
+            .schedule_expression_timezone("UTC")
+            .flexible_time_window(window)
+            .action_after_completion(ActionAfterCompletion::Delete)
+            .target(self.target(req)?)
+            .send()
+            .await;
+        match created {
+            Ok(_) => Ok(Parked::Scheduled),
+            Err(e) if matches!(e.as_service_error(), Some(CreateScheduleError::ConflictException(_))) => {
+                Ok(Parked::AlreadyParked { body: self.parked_body(req.key.as_str()).await })
+            }
+            Err(e) => Err(unavailable("CreateSchedule", e)),
+        }
+    }
+}
+
+fn unavailable(op: &str, err: impl std::error::Error) -> ParkError {
+    ParkError(format!("EventBridge Scheduler {op}: {}", DisplayErrorContext(err)))
+}
+
+/// `at(yyyy-mm-ddThh:mm:ss)`, read in the schedule's time zone (UTC).
+pub fn at_expression(at: DateTime<Utc>) -> String {
+    format!("at({})", at.format("%Y-%m-%dT%H:%M:%S"))
+}
+
+/// The universal target for SQS `SendMessage` in the queue's partition.
+fn universal_send_message_arn(queue_arn: &str) -> String {
+    let partition = queue_arn.split(':').nth(1).filter(|p| !p.is_empty()).unwrap_or("aws");
+    format!("arn:{partition}:scheduler:::aws-sdk:sqs:sendMessage")
+}
+
+/// `arn:PARTITION:sqs:REGION:ACCOUNT:NAME` → the queue's URL.
+pub fn queue_url_from_arn(arn: &str) -> Option<String> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    match parts.as_slice() {
+        ["arn", partition, "sqs", region, account, name] if !name.is_empty() => {
+            let domain = if partition.starts_with("aws-cn") { "amazonaws.com.cn" } else { "amazonaws.com" };
+            Some(format!("https://sqs.{region}.{domain}/{account}/{name}"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_url_from_event_source_arn() {
+        assert_eq!(
+            queue_url_from_arn("arn:aws:sqs:eu-west-1:123456789012:reminders").as_deref(),
+            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/reminders")
+        );
+        assert_eq!(
+            queue_url_from_arn("arn:aws-cn:sqs:cn-north-1:123456789012:q").as_deref(),
+            Some("https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q")
+        );
+        assert_eq!(queue_url_from_arn("not-an-arn"), None);
+    }
+
+    #[test]
+    fn expression_is_utc_seconds() {
+        let at = DateTime::parse_from_rfc3339("2026-10-31T09:00:00Z").unwrap().with_timezone(&Utc);
+        assert_eq!(at_expression(at), "at(2026-10-31T09:00:00)");
+    }
+
+    #[test]
+    fn universal_target_follows_the_partition() {
+        assert_eq!(
+            universal_send_message_arn("arn:aws-us-gov:sqs:us-gov-west-1:1:q"),
+            "arn:aws-us-gov:scheduler:::aws-sdk:sqs:sendMessage"
+        );
+    }
+}

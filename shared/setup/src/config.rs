@@ -1,0 +1,100 @@
+//! Settings read from the environment, shared by the Lambdas and `noticectl` so every entry point
+//! interprets a variable the same way. Everything is read and checked once, at start-up.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use notice_ledger::links::ManageLinks;
+use notice_ledger::rate::RateLimits;
+use notice_ledger::render::Renderer;
+use notice_ledger::ConfigError;
+use notice_ledger::Mode;
+use notice_ledger::{NoticeSecret, WindowPolicy};
+
+/// Default manage link base; deployments set `NOTICE_MANAGE_URL`.
+pub const DEFAULT_MANAGE_URL: &str = "https://billing.example.com/manage";
+
+/// `NOTICE_MODE`: `enforce` (default) or `shadow`.
+pub fn mode_from_env() -> Result<Mode, ConfigError> {
+    match std::env::var("NOTICE_MODE") {
+        Err(_) => Ok(Mode::Enforce),
+        Ok(v) if v.is_empty() => Ok(Mode::Enforce),
+        Ok(v) => v.parse().map_err(|reason| ConfigError::Invalid { name: "NOTICE_MODE", reason }),
+    }
+}
+
+/// `NOTICE_STALE_AFTER_SECS` (default 900): claim age that counts as quarantined.
+pub fn stale_after_from_env() -> Result<Duration, ConfigError> {
+    secs_from_env("NOTICE_STALE_AFTER_SECS", 900)
+}
+
+/// A whole number of seconds from `name`, or `default`.
+pub fn secs_from_env(name: &'static str, default: u64) -> Result<Duration, ConfigError> {
+    match std::env::var(name) {
+        Err(_) => Ok(Duration::from_secs(default)),
+        Ok(v) => v.trim().parse::<u64>().map(Duration::from_secs).map_err(|_| ConfigError::Invalid {
+            name,
+            reason: format!("{v:?} is not a whole number of seconds"),
+        }),
+    }
+}
+
+/// Reads the notice key secret from `var`; a process must refuse to start without it.
+pub fn secret_from_env(var: &'static str) -> Result<NoticeSecret, ConfigError> {
+    let value = std::env::var(var).map_err(|_| ConfigError::Missing(var))?;
+    NoticeSecret::new(value).map_err(|e| ConfigError::Invalid { name: var, reason: e.to_string() })
+}
+
+/// `NOTICE_WINDOWS` (inline JSON) or `NOTICE_WINDOWS_FILE` (path); the default window otherwise.
+pub fn windows_from_env() -> Result<WindowPolicy, ConfigError> {
+    if let Ok(text) = std::env::var("NOTICE_WINDOWS") {
+        return WindowPolicy::from_json(&text);
+    }
+    if let Ok(path) = std::env::var("NOTICE_WINDOWS_FILE") {
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::Invalid {
+            name: "NOTICE_WINDOWS_FILE",
+            reason: format!("{path}: {e}"),
+        })?;
+        return WindowPolicy::from_json(&text);
+    }
+    Ok(WindowPolicy::default())
+}
+
+/// `NOTICE_RATE_LIMITS`, or `None` (no limit) when unset.
+pub fn rate_limits_from_env() -> Result<Option<RateLimits>, ConfigError> {
+    optional("NOTICE_RATE_LIMITS").map(|t| RateLimits::from_json(&t)).transpose()
+}
+
+/// Required, non-empty variable.
+pub fn required(name: &'static str) -> Result<String, ConfigError> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(ConfigError::Missing(name)),
+    }
+}
+
+/// Optional variable; empty counts as unset.
+pub fn optional(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Manage links: base from `NOTICE_MANAGE_URL`, secret from `NOTICE_LINK_SECRET`, or — when that is
+/// unset — derived from the notice key secret under its own label, so the two never coincide.
+pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigError> {
+    let base = optional("NOTICE_MANAGE_URL").unwrap_or_else(|| DEFAULT_MANAGE_URL.to_owned());
+    let secret = match optional("NOTICE_LINK_SECRET") {
+        Some(v) => NoticeSecret::new(v)
+            .map_err(|e| ConfigError::Invalid { name: "NOTICE_LINK_SECRET", reason: e.to_string() })?,
+        None => key_secret.derive_subkey("notice-ledger/manage-link/v1"),
+    };
+    Ok(ManageLinks::new(base, secret))
+}
+
+/// Renderer with templates from `NOTICE_TEMPLATE_DIR` when set.
+pub fn renderer_from_env(key_secret: &NoticeSecret) -> Result<Renderer, ConfigError> {
+    let links = links_from_env(key_secret)?;
+    match optional("NOTICE_TEMPLATE_DIR") {
+        Some(dir) => Renderer::with_dir(links, &PathBuf::from(dir)),
+        None => Ok(Renderer::new(links)),
+    }
+}

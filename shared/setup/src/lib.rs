@@ -1,0 +1,8 @@
+//! The wiring layer: the only crate that reads `NOTICE_*` settings and builds AWS clients, and
+//! the one place an entry point's ledger is chosen from `NOTICE_LEDGER_URL` ([`ledger_url`]).
+//! Entry points (`functions/*`, `cli/`) sit on top; the adapters and the core sit below.
+
+pub mod aws;
+pub mod config;
+#[cfg(feature = "dynamodb")]
+pub mod ledger_url;

@@ -1,0 +1,448 @@
+//! SQLite ledger: the embedded default for local runs — a real file, safe for several processes.
+//!
+//! The claim is the seed design's `insert … on conflict … returning`: one statement that either
+//! inserts (or takes over a `released` row) and returns the new token, or returns nothing because
+//! someone holds the key. WAL mode plus a busy timeout lets two processes share one file; every
+//! write runs in `BEGIN IMMEDIATE`, so SQLite serialises writers and a claim is durable on commit.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+
+use notice_ledger::ledger::{
+    apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimOutcome, ClaimRequest, ClaimToken,
+    EvidenceEffect, Ledger, LedgerRow, Origin, ProviderEvidence, RowState,
+};
+use notice_ledger::LedgerError;
+use notice_ledger::NoticeKey;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS notices (
+    notice_key      TEXT PRIMARY KEY,
+    state           TEXT NOT NULL,
+    origin          TEXT NOT NULL,
+    claim_token     TEXT,
+    subscription_id TEXT NOT NULL,
+    period_start    TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    revision        INTEGER NOT NULL,
+    content_digest  TEXT,
+    claimed_at_ms   INTEGER,
+    updated_at_ms   INTEGER NOT NULL,
+    message_id      TEXT,
+    detail          TEXT,
+    delivery_status TEXT,
+    -- JSON array of further provider message ids: duplicates that really went out.
+    duplicate_message_ids TEXT NOT NULL DEFAULT '[]'
+);
+-- The quarantine view reads only open claims (a partial index, like the DynamoDB sparse GSI).
+CREATE INDEX IF NOT EXISTS notices_open_claims ON notices (claimed_at_ms) WHERE state = 'claimed';
+";
+
+const COLUMNS: &str =
+    "notice_key, state, origin, claim_token, subscription_id, period_start, kind, revision, \
+                       content_digest, claimed_at_ms, updated_at_ms, message_id, detail, delivery_status, duplicate_message_ids";
+
+#[derive(Clone)]
+pub struct SqliteLedger {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl SqliteLedger {
+    /// Opens (creating if needed) the ledger file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path)
+            .map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
+        conn.execute_batch(SCHEMA).map_err(sql)?;
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs a blocking database call off the async runtime.
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, LedgerError> + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| LedgerError::Unavailable(format!("ledger task failed: {e}")))?
+    }
+
+    async fn transition(
+        &self,
+        claim: &Claim,
+        to: RowState,
+        at: DateTime<Utc>,
+        message_id: Option<String>,
+        detail: Option<String>,
+    ) -> Result<(), LedgerError> {
+        let key = claim.key.as_str().to_owned();
+        let token = claim.token.as_str().to_owned();
+        let prefix = claim.key.prefix().to_owned();
+        self.with(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE notices SET state = ?1, updated_at_ms = ?2,
+                         message_id = COALESCE(?3, message_id), detail = COALESCE(?4, detail)
+                     WHERE notice_key = ?5 AND state = 'claimed' AND claim_token = ?6",
+                    params![to.as_str(), at.timestamp_millis(), message_id, detail, key, token],
+                )
+                .map_err(sql)?;
+            if changed == 1 {
+                Ok(())
+            } else {
+                Err(LedgerError::Conflict(format!("{prefix} is not claimed by this claim")))
+            }
+        })
+        .await
+    }
+}
+
+fn sql(e: rusqlite::Error) -> LedgerError {
+    LedgerError::Unavailable(format!("sqlite: {e}"))
+}
+
+fn ts(ms: i64) -> Result<DateTime<Utc>, LedgerError> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .ok_or_else(|| LedgerError::Corrupt(format!("timestamp {ms} out of range")))
+}
+
+fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerRow, LedgerError>> {
+    let key: String = row.get(0)?;
+    let state: String = row.get(1)?;
+    let origin: String = row.get(2)?;
+    let token: Option<String> = row.get(3)?;
+    let revision: i64 = row.get(7)?;
+    let claimed_at: Option<i64> = row.get(9)?;
+    let updated_at: i64 = row.get(10)?;
+    let delivery_status: Option<String> = row.get(13)?;
+    let duplicates: String = row.get(14)?;
+    let build = || -> Result<LedgerRow, LedgerError> {
+        Ok(LedgerRow {
+            key: NoticeKey::parse(&key).map_err(|e| LedgerError::Corrupt(e.to_string()))?,
+            state: state.parse()?,
+            origin: origin.parse()?,
+            claim_token: token.map(ClaimToken::from_stored),
+            subscription_id: row.get(4).map_err(sql)?,
+            period_start: row.get(5).map_err(sql)?,
+            kind: row.get(6).map_err(sql)?,
+            revision: u64::try_from(revision)
+                .map_err(|_| LedgerError::Corrupt(format!("revision {revision}")))?,
+            content_digest: row.get(8).map_err(sql)?,
+            claimed_at: claimed_at.map(ts).transpose()?,
+            updated_at: ts(updated_at)?,
+            message_id: row.get(11).map_err(sql)?,
+            detail: row.get(12).map_err(sql)?,
+            delivery_status: delivery_status.as_deref().map(str::parse).transpose()?,
+            duplicate_message_ids: serde_json::from_str(&duplicates)
+                .map_err(|e| LedgerError::Corrupt(format!("duplicate_message_ids: {e}")))?,
+        })
+    };
+    Ok(build())
+}
+
+fn select_row(conn: &Connection, key: &str) -> Result<Option<LedgerRow>, LedgerError> {
+    conn.query_row(&format!("SELECT {COLUMNS} FROM notices WHERE notice_key = ?1"), [key], read_row)
+        .optional()
+        .map_err(sql)?
+        .transpose()
+}
+
+/// Writes a whole row (insert or replace): only for read-modify-write inside a transaction.
+fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), LedgerError> {
+    conn.execute(
+        &format!("INSERT OR REPLACE INTO notices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+        params![
+            row.key.as_str(),
+            row.state.as_str(),
+            row.origin.as_str(),
+            row.claim_token.as_ref().map(ClaimToken::as_str),
+            row.subscription_id,
+            row.period_start,
+            row.kind,
+            i64::try_from(row.revision).map_err(|_| LedgerError::Corrupt("revision too large".into()))?,
+            row.content_digest,
+            row.claimed_at.map(|t| t.timestamp_millis()),
+            row.updated_at.timestamp_millis(),
+            row.message_id,
+            row.detail,
+            row.delivery_status.map(|d| d.as_str()),
+            serde_json::to_string(&row.duplicate_message_ids).map_err(|e| LedgerError::Corrupt(e.to_string()))?,
+        ],
+    )
+    .map_err(sql)?;
+    Ok(())
+}
+
+/// Updates an open claim with `set`; any other state is a conflict.
+fn update_open_claim(
+    conn: &Connection,
+    key: &NoticeKey,
+    set: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> Result<(), LedgerError> {
+    let mut params: Vec<&dyn rusqlite::ToSql> = values.to_vec();
+    let key_str = key.as_str();
+    params.push(&key_str);
+    let n = params.len();
+    let changed = conn
+        .execute(
+            &format!("UPDATE notices SET {set} WHERE notice_key = ?{n} AND state = 'claimed'"),
+            params.as_slice(),
+        )
+        .map_err(sql)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    match select_row(conn, key.as_str())? {
+        Some(row) => {
+            Err(LedgerError::Conflict(format!("{} is {}, not an open claim", key.prefix(), row.state)))
+        }
+        None => Err(LedgerError::Conflict(format!("{} has no ledger row", key.prefix()))),
+    }
+}
+
+/// Inserts `req` as a row in `state`, or takes over a `released` row. Returns whether it wrote.
+fn insert_or_take_released(
+    conn: &Connection,
+    req: &ClaimRequest,
+    state: RowState,
+    detail: Option<&str>,
+) -> Result<bool, LedgerError> {
+    let claimed_at = (state == RowState::Claimed).then(|| req.at.timestamp_millis());
+    let written: Option<String> = conn
+        .query_row(
+            "INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
+                                  revision, content_digest, claimed_at_ms, updated_at_ms, message_id, detail)
+             VALUES (?1, ?2, 'worker', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11)
+             ON CONFLICT (notice_key) DO UPDATE SET
+                 state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
+                 content_digest = excluded.content_digest, claimed_at_ms = excluded.claimed_at_ms,
+                 updated_at_ms = excluded.updated_at_ms, message_id = NULL, detail = excluded.detail
+             WHERE notices.state = 'released'
+             RETURNING claim_token",
+            params![
+                req.key.as_str(),
+                state.as_str(),
+                req.token.as_str(),
+                req.subscription_id,
+                req.period_start,
+                req.kind,
+                i64::try_from(req.revision).map_err(|_| LedgerError::Corrupt("revision too large".into()))?,
+                req.content_digest,
+                claimed_at,
+                req.at.timestamp_millis(),
+                detail,
+            ],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql)?;
+    Ok(written.is_some())
+}
+
+#[async_trait]
+impl Ledger for SqliteLedger {
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
+        let req = req.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let outcome = if insert_or_take_released(&tx, &req, RowState::Claimed, None)? {
+                ClaimOutcome::Minted(Claim {
+                    key: req.key.clone(),
+                    token: req.token.clone(),
+                    claimed_at: req.at,
+                })
+            } else {
+                let row = select_row(&tx, req.key.as_str())?.ok_or_else(|| {
+                    LedgerError::Corrupt("conflicting row vanished inside a transaction".into())
+                })?;
+                if row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&req.token) {
+                    ClaimOutcome::Minted(Claim {
+                        key: req.key.clone(),
+                        token: req.token.clone(),
+                        claimed_at: row.claimed_at.unwrap_or(req.at),
+                    })
+                } else {
+                    ClaimOutcome::Held(row)
+                }
+            };
+            tx.commit().map_err(sql)?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.transition(claim, RowState::Sent, at, Some(message_id.to_owned()), None).await
+    }
+
+    async fn commit_rejected(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.transition(claim, RowState::Rejected, at, None, Some(reason.to_owned())).await
+    }
+
+    async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
+        self.transition(claim, RowState::Released, at, None, Some(reason.to_owned())).await
+    }
+
+    async fn record_missed(
+        &self,
+        req: &ClaimRequest,
+        reason: &str,
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        let req = req.clone();
+        let reason = reason.to_owned();
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let existing = if insert_or_take_released(&tx, &req, RowState::Missed, Some(&reason))? {
+                None
+            } else {
+                select_row(&tx, req.key.as_str())?
+            };
+            tx.commit().map_err(sql)?;
+            Ok(existing)
+        })
+        .await
+    }
+
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        let key = key.as_str().to_owned();
+        self.with(move |conn| select_row(conn, &key)).await
+    }
+
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        let keys: Vec<String> = keys.iter().map(|k| k.as_str().to_owned()).collect();
+        self.with(move |conn| {
+            let mut out = Vec::new();
+            for key in &keys {
+                if let Some(row) = select_row(conn, key)? {
+                    out.push(row);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError> {
+        let before = claimed_before.timestamp_millis();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare(&format!(
+                    "SELECT {COLUMNS} FROM notices WHERE state = 'claimed' AND claimed_at_ms < ?1
+                     ORDER BY claimed_at_ms LIMIT ?2"
+                ))
+                .map_err(sql)?;
+            let rows = stmt.query_map(params![before, limit], read_row).map_err(sql)?;
+            rows.map(|r| r.map_err(sql)?).collect()
+        })
+        .await
+    }
+
+    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+        let ev = ev.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let (row, effect) = match select_row(&tx, ev.key.as_str())? {
+                None => (learned_row(&ev), EvidenceEffect::Learned),
+                Some(mut row) => {
+                    let effect = apply_to_row(&mut row, &ev);
+                    (row, effect)
+                }
+            };
+            write_row(&tx, &row)?;
+            tx.commit().map_err(sql)?;
+            Ok(effect)
+        })
+        .await
+    }
+
+    async fn operator_release(
+        &self,
+        key: &NoticeKey,
+        who: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        let key = key.clone();
+        let detail = release_detail(who, reason, at);
+        self.with(move |conn| {
+            update_open_claim(
+                conn,
+                &key,
+                "state = 'released', origin = ?1, detail = ?2, updated_at_ms = ?3",
+                &[&Origin::Operator.as_str(), &detail, &at.timestamp_millis()],
+            )
+        })
+        .await
+    }
+
+    async fn operator_resolve_sent(
+        &self,
+        key: &NoticeKey,
+        message_id: &str,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        let key = key.clone();
+        let message_id = message_id.to_owned();
+        let detail = resolve_detail(who, at);
+        self.with(move |conn| {
+            update_open_claim(
+                conn,
+                &key,
+                "state = 'sent', origin = ?1, message_id = ?2, detail = ?3, updated_at_ms = ?4",
+                &[&Origin::Operator.as_str(), &message_id, &detail, &at.timestamp_millis()],
+            )
+        })
+        .await
+    }
+
+    async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
+        let row = row.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let wrote = if select_row(&tx, row.key.as_str())?.is_some() {
+                false
+            } else {
+                write_row(&tx, &row)?;
+                true
+            };
+            tx.commit().map_err(sql)?;
+            Ok(wrote)
+        })
+        .await
+    }
+}
