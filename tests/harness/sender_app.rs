@@ -176,3 +176,26 @@ pub async fn ledger(env: &Env) -> DynamoLedger {
 pub async fn state(env: &Env, key: &NoticeKey) -> Option<RowState> {
     ledger(env).await.get(key).await.unwrap().map(|r| r.state)
 }
+
+/// The `notice_error` reason of every message on the dead-letter queue.
+pub async fn dead_letter_reasons(env: &Env) -> Vec<String> {
+    let out = env
+        .moto
+        .sqs()
+        .await
+        .receive_message()
+        .queue_url(&env.dlq_url)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap();
+    out.messages()
+        .iter()
+        .map(|m| {
+            let reason =
+                m.message_attributes().and_then(|a| a.get("notice_error")).and_then(|v| v.string_value());
+            reason.unwrap_or_default().to_owned()
+        })
+        .collect()
+}

@@ -165,24 +165,8 @@ async fn the_same_notice_parked_with_different_content_is_a_payload_conflict() {
     changed["email"] = json!("someone-else@example.com");
     let resp = invoke(&app, batch(&env, &[changed.to_string()]).await).await;
     assert!(resp.batch_item_failures.is_empty(), "dead-lettered, so acked");
-    let dlq = env
-        .moto
-        .sqs()
-        .await
-        .receive_message()
-        .queue_url(&env.dlq_url)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .unwrap();
-    let reason = dlq
-        .messages()
-        .first()
-        .and_then(|m| m.message_attributes())
-        .and_then(|a| a.get("notice_error"))
-        .and_then(|v| v.string_value())
-        .map(str::to_owned);
-    assert!(reason.as_deref().is_some_and(|r| r.contains("payload conflict")), "{reason:?}");
+    let reasons = dead_letter_reasons(&env).await;
+    assert!(reasons.len() == 1 && reasons[0].contains("payload conflict"), "{reasons:?}");
     let kept = schedule(&env, key_of(&body).as_str()).await;
     assert_eq!(
         kept.target().and_then(|t| t.input()),

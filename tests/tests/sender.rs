@@ -104,21 +104,9 @@ async fn bad_input_goes_straight_to_the_dead_letter_queue_when_configured() {
     bad["kind"] = json!("Renewal Notice");
     let resp = invoke(&app, batch(&env, &[bad.to_string()]).await).await;
     assert!(resp.batch_item_failures.is_empty(), "dead-lettered records are acked");
-    let out = env
-        .moto
-        .sqs()
-        .await
-        .receive_message()
-        .queue_url(&env.dlq_url)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .unwrap();
-    let messages = out.messages();
-    assert_eq!(messages.len(), 1);
-    let reason =
-        messages[0].message_attributes().and_then(|a| a.get("notice_error")).and_then(|v| v.string_value());
-    assert!(reason.is_some_and(|r| r.contains("kind")), "{reason:?}");
+    let reasons = dead_letter_reasons(&env).await;
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("kind"), "{reasons:?}");
 }
 
 #[tokio::test]
