@@ -1,5 +1,6 @@
 //! `noticectl` as a user runs it: a real binary, a real state directory, real files.
 
+use notice_ledger::ledger::ClaimLedger;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -126,7 +127,7 @@ fn quarantine_release_is_refused_without_confirmation_and_audited_with_it() {
     let key = parsed.key(&notice_ledger::NoticeSecret::new("quarantine-test-secret").unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        use notice_ledger::ledger::{ClaimRequest, Ledger};
+        use notice_ledger::ledger::ClaimRequest;
         let ledger = notice_sqlite::SqliteLedger::open(state.join("ledger.db")).unwrap();
         let at = chrono::Utc::now() - chrono::Duration::hours(2);
         ledger.claim(&ClaimRequest::for_job(&parsed, key.clone(), at)).await.unwrap();

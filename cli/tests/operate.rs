@@ -7,7 +7,9 @@ use std::process::{Command, Output};
 use chrono::Utc;
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_e2e::{start_moto, Moto};
-use notice_ledger::ledger::{ClaimOutcome, ClaimRequest, Ledger, RowState};
+use notice_ledger::ledger::ClaimLedger;
+use notice_ledger::ledger::RowReader;
+use notice_ledger::ledger::{ClaimOutcome, ClaimRequest, RowState};
 use notice_ledger::{Job, NoticeSecret};
 
 const TABLE: &str = "notices";

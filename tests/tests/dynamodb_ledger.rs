@@ -11,8 +11,13 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_e2e::{start_moto, Moto};
+use notice_ledger::ledger::ClaimLedger;
+use notice_ledger::ledger::EvidenceLedger;
+use notice_ledger::ledger::OperatorLedger;
+use notice_ledger::ledger::QuarantineView;
+use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{
-    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, EvidenceEffect, Ledger, LedgerRow,
+    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, EvidenceEffect, LedgerRow,
     ProviderEvidence, RowState,
 };
 use notice_ledger::{LedgerError, NoticeKey};

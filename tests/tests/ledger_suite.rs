@@ -14,6 +14,8 @@ use notice_e2e::postgres::{fresh_postgres_url, postgres_server};
 use notice_e2e::start_moto;
 use notice_ledger::faults::RecordingMailer;
 use notice_ledger::ledger::memory::MemoryLedger;
+use notice_ledger::ledger::ClaimLedger;
+use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{ClaimRequest, Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::metrics::Metrics;

@@ -4,7 +4,8 @@
 use chrono::Utc;
 use notice_e2e::sender_app::*;
 use notice_e2e::{start_ses_stub, SesStub, StubReply};
-use notice_ledger::ledger::{Ledger, RowState};
+use notice_ledger::ledger::RowReader;
+use notice_ledger::ledger::RowState;
 use notice_ledger::Mode;
 use notice_sender::SenderApp;
 use notice_setup::aws;

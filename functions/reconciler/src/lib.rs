@@ -3,7 +3,7 @@
 //! Input is either an SQS event whose bodies are SES notifications (SNS envelopes, or raw events
 //! with raw message delivery) — the default wiring in `template.yaml` — or a single EventBridge
 //! event (`source: aws.ses`). Every tagged event is applied to the ledger with
-//! [`notice_ledger::ledger::Ledger::apply_evidence`]; a malformed body fails only its own record.
+//! [`notice_ledger::ledger::EvidenceLedger::apply_evidence`]; a malformed body fails only its own record.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use chrono::Utc;
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
-use notice_ledger::ledger::{EvidenceEffect, Ledger};
+use notice_ledger::ledger::{EvidenceEffect, EvidenceLedger};
 use notice_ledger::metrics::emf_document;
 use notice_ledger::ConfigError;
 use notice_ses::events::{self, SesNotification};
@@ -34,7 +34,7 @@ pub struct Tally {
 }
 
 pub struct ReconcilerApp {
-    pub ledger: Arc<dyn Ledger>,
+    pub ledger: Arc<dyn EvidenceLedger>,
     pub concurrency: usize,
 }
 

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use lambda_runtime::LambdaEvent;
 use std::sync::Arc;
 
-use notice_ledger::ledger::Ledger;
+use notice_ledger::ledger::QuarantineView;
 use notice_ledger::metrics::emf_document;
 use notice_ledger::ConfigError;
 use notice_setup::ledger_url::ledger_from_env;
@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 pub const MAX_LISTED: usize = 50;
 
 pub struct ReporterApp {
-    pub ledger: Arc<dyn Ledger>,
+    /// Read-only: the reporter cannot write to the ledger.
+    pub ledger: Arc<dyn QuarantineView>,
     pub stale_after: Duration,
 }
 

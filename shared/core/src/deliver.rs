@@ -23,7 +23,7 @@ use tracing::{error, info, warn};
 use crate::error::InvalidJob;
 use crate::identity::{NoticeKey, NoticeSecret};
 use crate::job::Job;
-use crate::ledger::{Claim, ClaimOutcome, ClaimRequest, Ledger, LedgerRow, RowState};
+use crate::ledger::{Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowState};
 use crate::mailer::{Mailer, NotAccepted, SendResult};
 use crate::metrics::Metrics;
 use crate::policy::{WindowDecision, WindowPolicy};
@@ -161,7 +161,8 @@ impl Default for SendBudget {
 
 /// The sender: ports plus configuration. Cheap to share (`Arc`) across concurrent jobs.
 pub struct NoticeSender {
-    pub ledger: Arc<dyn Ledger>,
+    /// Only the claim → commit port: the send path cannot resolve or release claims it does not hold.
+    pub ledger: Arc<dyn ClaimLedger>,
     pub mailer: Arc<dyn Mailer>,
     pub renderer: Arc<Renderer>,
     pub policy: WindowPolicy,

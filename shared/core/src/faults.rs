@@ -12,7 +12,10 @@ use chrono::{DateTime, Utc};
 
 use crate::error::LedgerError;
 use crate::identity::NoticeKey;
-use crate::ledger::{Claim, ClaimOutcome, ClaimRequest, EvidenceEffect, Ledger, LedgerRow, ProviderEvidence};
+use crate::ledger::{
+    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, EvidenceEffect, EvidenceLedger, Ledger, LedgerRow,
+    OperatorLedger, ProviderEvidence, QuarantineView, RowReader,
+};
 use crate::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 
 /// What the faulty mailer does on one call.
@@ -159,7 +162,34 @@ impl<L: Ledger> FaultyLedger<L> {
 }
 
 #[async_trait]
-impl<L: Ledger> Ledger for FaultyLedger<L> {
+impl<L: Ledger> RowReader for FaultyLedger<L> {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        self.enter(false)?;
+        self.inner.get(key).await
+    }
+}
+
+#[async_trait]
+impl<L: Ledger> QuarantineView for FaultyLedger<L> {
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        self.enter(false)?;
+        self.inner.count_open_claims(claimed_before).await
+    }
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError> {
+        self.enter(false)?;
+        self.inner.open_claims(claimed_before, limit).await
+    }
+}
+
+#[async_trait]
+impl<L: Ledger> ClaimLedger for FaultyLedger<L> {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         self.enter(true)?;
         match self.fault() {
@@ -177,7 +207,6 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
             _ => self.inner.claim(req).await,
         }
     }
-
     async fn commit_sent(
         &self,
         claim: &Claim,
@@ -187,7 +216,6 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.commit_gate()?;
         self.inner.commit_sent(claim, message_id, at).await
     }
-
     async fn commit_rejected(
         &self,
         claim: &Claim,
@@ -197,12 +225,10 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.commit_gate()?;
         self.inner.commit_rejected(claim, reason, at).await
     }
-
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.commit_gate()?;
         self.inner.release(claim, reason, at).await
     }
-
     async fn record_missed(
         &self,
         req: &ClaimRequest,
@@ -211,34 +237,18 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.enter(true)?;
         self.inner.record_missed(req, reason).await
     }
+}
 
-    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        self.enter(false)?;
-        self.inner.get(key).await
-    }
-
-    async fn count_open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
-        self.enter(false)?;
-        self.inner.count_open_claims(claimed_before).await
-    }
-
-    async fn open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<LedgerRow>, LedgerError> {
-        self.enter(false)?;
-        self.inner.open_claims(claimed_before, limit).await
-    }
-
+#[async_trait]
+impl<L: Ledger> EvidenceLedger for FaultyLedger<L> {
     async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
         self.enter(true)?;
         self.inner.apply_evidence(evidence).await
     }
+}
 
+#[async_trait]
+impl<L: Ledger> OperatorLedger for FaultyLedger<L> {
     async fn operator_release(
         &self,
         key: &NoticeKey,
@@ -249,7 +259,6 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.enter(true)?;
         self.inner.operator_release(key, who, reason, at).await
     }
-
     async fn operator_resolve_sent(
         &self,
         key: &NoticeKey,
@@ -260,7 +269,6 @@ impl<L: Ledger> Ledger for FaultyLedger<L> {
         self.enter(true)?;
         self.inner.operator_resolve_sent(key, message_id, who, at).await
     }
-
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
         self.enter(true)?;
         self.inner.backfill(row).await

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use notice_ledger::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
+use notice_ledger::ledger::QuarantineView;
+use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::outbox::FileOutbox;

@@ -1,6 +1,8 @@
 //! The DynamoDB adapters: the production ledger ([`ledger`]) and the shared per-domain send
 //! rate ([`rate`]), both kept in the ledger table.
 
+mod expr;
+mod item;
 pub mod ledger;
 pub mod rate;
 

@@ -14,8 +14,9 @@ use chrono::{DateTime, TimeZone, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use notice_ledger::ledger::{
-    apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimOutcome, ClaimRequest, ClaimToken,
-    EvidenceEffect, Ledger, LedgerRow, Origin, ProviderEvidence, RowState,
+    apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
+    ClaimRequest, ClaimToken, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin,
+    ProviderEvidence, QuarantineView, RowReader, RowState,
 };
 use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
@@ -259,7 +260,51 @@ fn insert_or_take_released(
 }
 
 #[async_trait]
-impl Ledger for SqliteLedger {
+impl RowReader for SqliteLedger {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        let key = key.as_str().to_owned();
+        self.with(move |conn| select_row(conn, &key)).await
+    }
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        let keys: Vec<String> = keys.iter().map(|k| k.as_str().to_owned()).collect();
+        self.with(move |conn| {
+            let mut out = Vec::new();
+            for key in &keys {
+                if let Some(row) = select_row(conn, key)? {
+                    out.push(row);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl QuarantineView for SqliteLedger {
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError> {
+        let before = claimed_before.timestamp_millis();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare(&format!(
+                    "SELECT {COLUMNS} FROM notices WHERE state = 'claimed' AND claimed_at_ms < ?1
+                     ORDER BY claimed_at_ms LIMIT ?2"
+                ))
+                .map_err(sql)?;
+            let rows = stmt.query_map(params![before, limit], read_row).map_err(sql)?;
+            rows.map(|r| r.map_err(sql)?).collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ClaimLedger for SqliteLedger {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         let req = req.clone();
         self.with(move |conn| {
@@ -289,7 +334,6 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
-
     async fn commit_sent(
         &self,
         claim: &Claim,
@@ -298,7 +342,6 @@ impl Ledger for SqliteLedger {
     ) -> Result<(), LedgerError> {
         self.transition(claim, RowState::Sent, at, Some(message_id.to_owned()), None).await
     }
-
     async fn commit_rejected(
         &self,
         claim: &Claim,
@@ -307,11 +350,9 @@ impl Ledger for SqliteLedger {
     ) -> Result<(), LedgerError> {
         self.transition(claim, RowState::Rejected, at, None, Some(reason.to_owned())).await
     }
-
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.transition(claim, RowState::Released, at, None, Some(reason.to_owned())).await
     }
-
     async fn record_missed(
         &self,
         req: &ClaimRequest,
@@ -331,46 +372,10 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
+}
 
-    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        let key = key.as_str().to_owned();
-        self.with(move |conn| select_row(conn, &key)).await
-    }
-
-    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
-        let keys: Vec<String> = keys.iter().map(|k| k.as_str().to_owned()).collect();
-        self.with(move |conn| {
-            let mut out = Vec::new();
-            for key in &keys {
-                if let Some(row) = select_row(conn, key)? {
-                    out.push(row);
-                }
-            }
-            Ok(out)
-        })
-        .await
-    }
-
-    async fn open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<LedgerRow>, LedgerError> {
-        let before = claimed_before.timestamp_millis();
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.with(move |conn| {
-            let mut stmt = conn
-                .prepare(&format!(
-                    "SELECT {COLUMNS} FROM notices WHERE state = 'claimed' AND claimed_at_ms < ?1
-                     ORDER BY claimed_at_ms LIMIT ?2"
-                ))
-                .map_err(sql)?;
-            let rows = stmt.query_map(params![before, limit], read_row).map_err(sql)?;
-            rows.map(|r| r.map_err(sql)?).collect()
-        })
-        .await
-    }
-
+#[async_trait]
+impl EvidenceLedger for SqliteLedger {
     async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
         let ev = ev.clone();
         self.with(move |conn| {
@@ -388,7 +393,10 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
+}
 
+#[async_trait]
+impl OperatorLedger for SqliteLedger {
     async fn operator_release(
         &self,
         key: &NoticeKey,
@@ -408,7 +416,6 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
-
     async fn operator_resolve_sent(
         &self,
         key: &NoticeKey,
@@ -429,7 +436,6 @@ impl Ledger for SqliteLedger {
         })
         .await
     }
-
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
         let row = row.clone();
         self.with(move |conn| {

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimOutcome, ClaimRequest,
-    EvidenceEffect, Ledger, LedgerRow, Origin, ProviderEvidence, RowState,
+    apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
+    ClaimRequest, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin, ProviderEvidence,
+    QuarantineView, RowReader, RowState,
 };
 use crate::error::LedgerError;
 use crate::identity::NoticeKey;
@@ -64,7 +65,33 @@ impl MemoryLedger {
 }
 
 #[async_trait]
-impl Ledger for MemoryLedger {
+impl RowReader for MemoryLedger {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        Ok(self.lock().get(key).cloned())
+    }
+}
+
+#[async_trait]
+impl QuarantineView for MemoryLedger {
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError> {
+        let mut open: Vec<LedgerRow> = self
+            .lock()
+            .values()
+            .filter(|r| r.state == RowState::Claimed && r.claimed_at.is_some_and(|t| t < claimed_before))
+            .cloned()
+            .collect();
+        open.sort_by_key(|r| r.claimed_at);
+        open.truncate(limit);
+        Ok(open)
+    }
+}
+
+#[async_trait]
+impl ClaimLedger for MemoryLedger {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         let mut rows = self.lock();
         if let Some(row) = rows.get(&req.key) {
@@ -83,7 +110,6 @@ impl Ledger for MemoryLedger {
         rows.insert(req.key.clone(), req.to_row(RowState::Claimed, None));
         Ok(ClaimOutcome::Minted(Claim { key: req.key.clone(), token: req.token.clone(), claimed_at: req.at }))
     }
-
     async fn commit_sent(
         &self,
         claim: &Claim,
@@ -94,7 +120,6 @@ impl Ledger for MemoryLedger {
             row.message_id = Some(message_id.to_owned());
         })
     }
-
     async fn commit_rejected(
         &self,
         claim: &Claim,
@@ -103,11 +128,9 @@ impl Ledger for MemoryLedger {
     ) -> Result<(), LedgerError> {
         self.transition(claim, RowState::Rejected, at, |row| row.detail = Some(reason.to_owned()))
     }
-
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.transition(claim, RowState::Released, at, |row| row.detail = Some(reason.to_owned()))
     }
-
     async fn record_missed(
         &self,
         req: &ClaimRequest,
@@ -122,27 +145,10 @@ impl Ledger for MemoryLedger {
         rows.insert(req.key.clone(), req.to_row(RowState::Missed, Some(reason.to_owned())));
         Ok(None)
     }
+}
 
-    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        Ok(self.lock().get(key).cloned())
-    }
-
-    async fn open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<LedgerRow>, LedgerError> {
-        let mut open: Vec<LedgerRow> = self
-            .lock()
-            .values()
-            .filter(|r| r.state == RowState::Claimed && r.claimed_at.is_some_and(|t| t < claimed_before))
-            .cloned()
-            .collect();
-        open.sort_by_key(|r| r.claimed_at);
-        open.truncate(limit);
-        Ok(open)
-    }
-
+#[async_trait]
+impl EvidenceLedger for MemoryLedger {
     async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
         let mut rows = self.lock();
         let Some(row) = rows.get_mut(&ev.key) else {
@@ -151,7 +157,10 @@ impl Ledger for MemoryLedger {
         };
         Ok(apply_to_row(row, ev))
     }
+}
 
+#[async_trait]
+impl OperatorLedger for MemoryLedger {
     async fn operator_release(
         &self,
         key: &NoticeKey,
@@ -167,7 +176,6 @@ impl Ledger for MemoryLedger {
         row.updated_at = at;
         Ok(())
     }
-
     async fn operator_resolve_sent(
         &self,
         key: &NoticeKey,
@@ -184,7 +192,6 @@ impl Ledger for MemoryLedger {
         row.updated_at = at;
         Ok(())
     }
-
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
         let mut rows = self.lock();
         if rows.contains_key(&row.key) {

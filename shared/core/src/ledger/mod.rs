@@ -296,9 +296,47 @@ pub enum EvidenceEffect {
     DuplicateSend { first: String, second: String },
 }
 
-/// The ledger port.
+/// Reading rows: every port below needs it, none of them can write through it.
 #[async_trait]
-pub trait Ledger: Send + Sync {
+pub trait RowReader: Send + Sync {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError>;
+
+    /// Rows for many keys (missing keys are simply absent from the answer).
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        let mut rows = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(row) = self.get(key).await? {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// The read-only quarantine view (reporter, `noticectl quarantine list`).
+#[async_trait]
+pub trait QuarantineView: RowReader {
+    /// Open claims claimed before `claimed_before`, oldest first, at most `limit`: the quarantine view.
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError>;
+
+    /// How many open claims were claimed before `claimed_before`, and when the oldest was: the
+    /// reporter's numbers. The default reads every such claim; indexed adapters count instead.
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        let open = self.open_claims(claimed_before, usize::MAX).await?;
+        Ok((open.len(), open.iter().filter_map(|r| r.claimed_at).min()))
+    }
+}
+
+/// The sender's port: claim → commit. Every write out of `claimed` is guarded by the claim token.
+#[async_trait]
+pub trait ClaimLedger: RowReader {
     /// Claims `req.key` if it has no row or a `released` row; otherwise returns the row.
     /// A row carrying `req.token` in state `claimed` is this attempt's own claim.
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError>;
@@ -327,37 +365,11 @@ pub trait Ledger: Send + Sync {
     /// returned instead.
     async fn record_missed(&self, req: &ClaimRequest, reason: &str)
         -> Result<Option<LedgerRow>, LedgerError>;
+}
 
-    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError>;
-
-    /// Rows for many keys (missing keys are simply absent from the answer).
-    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
-        let mut rows = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Some(row) = self.get(key).await? {
-                rows.push(row);
-            }
-        }
-        Ok(rows)
-    }
-
-    /// Open claims claimed before `claimed_before`, oldest first, at most `limit`: the quarantine view.
-    async fn open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<LedgerRow>, LedgerError>;
-
-    /// How many open claims were claimed before `claimed_before`, and when the oldest was: the
-    /// reporter's numbers. The default reads every such claim; indexed adapters count instead.
-    async fn count_open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
-        let open = self.open_claims(claimed_before, usize::MAX).await?;
-        Ok((open.len(), open.iter().filter_map(|r| r.claimed_at).min()))
-    }
-
+/// The reconciler's port: provider evidence only.
+#[async_trait]
+pub trait EvidenceLedger: Send + Sync {
     /// Applies provider evidence (reconciler). Idempotent; tolerant of any event order; never moves
     /// a row backwards. `claimed`/`released`/`missed`/`rejected` → `sent` with the message id (the
     /// evidence says it went out); no row → a `sent` row with origin `provider_events` (identity
@@ -365,7 +377,11 @@ pub trait Ledger: Send + Sync {
     /// different message id on a row that has one → recorded once in `duplicate_message_ids`, the
     /// first id kept. See [`apply_to_row`].
     async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError>;
+}
 
+/// Operator actions (`noticectl`): explicit, audited resolutions of open claims, and backfill.
+#[async_trait]
+pub trait OperatorLedger: QuarantineView {
     /// Operator: `claimed` → `released` with who/why/when in `detail`, origin `operator`.
     /// Any other state (or no row) is a `Conflict`: release is only for open claims.
     async fn operator_release(
@@ -390,6 +406,13 @@ pub trait Ledger: Send + Sync {
     /// Returns whether it wrote; never overwrites.
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError>;
 }
+
+/// Every port at once: what an adapter implements and what `notice_setup` hands out. Entry points
+/// keep only the narrow port they use (`Arc<dyn Ledger>` upcasts to any of them), so the
+/// read-only reporter holds a handle that cannot write.
+pub trait Ledger: ClaimLedger + QuarantineView + EvidenceLedger + OperatorLedger {}
+
+impl<T: ClaimLedger + QuarantineView + EvidenceLedger + OperatorLedger + ?Sized> Ledger for T {}
 
 // ── Rules every adapter shares ──
 
@@ -453,7 +476,34 @@ pub fn apply_to_row(row: &mut LedgerRow, ev: &ProviderEvidence) -> EvidenceEffec
 
 /// Lets tests keep a handle on an adapter they also hand to the sender.
 #[async_trait]
-impl<T: Ledger + ?Sized> Ledger for std::sync::Arc<T> {
+impl<T: RowReader + ?Sized> RowReader for std::sync::Arc<T> {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        (**self).get(key).await
+    }
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        (**self).get_many(keys).await
+    }
+}
+
+#[async_trait]
+impl<T: QuarantineView + ?Sized> QuarantineView for std::sync::Arc<T> {
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError> {
+        (**self).open_claims(claimed_before, limit).await
+    }
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        (**self).count_open_claims(claimed_before).await
+    }
+}
+
+#[async_trait]
+impl<T: ClaimLedger + ?Sized> ClaimLedger for std::sync::Arc<T> {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         (**self).claim(req).await
     }
@@ -483,28 +533,17 @@ impl<T: Ledger + ?Sized> Ledger for std::sync::Arc<T> {
     ) -> Result<Option<LedgerRow>, LedgerError> {
         (**self).record_missed(req, reason).await
     }
-    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        (**self).get(key).await
-    }
-    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
-        (**self).get_many(keys).await
-    }
-    async fn open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<LedgerRow>, LedgerError> {
-        (**self).open_claims(claimed_before, limit).await
-    }
-    async fn count_open_claims(
-        &self,
-        claimed_before: DateTime<Utc>,
-    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
-        (**self).count_open_claims(claimed_before).await
-    }
+}
+
+#[async_trait]
+impl<T: EvidenceLedger + ?Sized> EvidenceLedger for std::sync::Arc<T> {
     async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
         (**self).apply_evidence(evidence).await
     }
+}
+
+#[async_trait]
+impl<T: OperatorLedger + ?Sized> OperatorLedger for std::sync::Arc<T> {
     async fn operator_release(
         &self,
         key: &NoticeKey,

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use notice_postgres::{PostgresLedger, MIGRATION};
 
 #[derive(Args, Debug)]
-pub struct LedgerArgs {
+pub(crate) struct LedgerArgs {
     #[command(subcommand)]
     command: LedgerCommand,
 }
@@ -47,7 +47,7 @@ impl std::fmt::Debug for InitArgs {
     }
 }
 
-pub async fn run(args: LedgerArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(args: LedgerArgs) -> Result<ExitCode, String> {
     match args.command {
         LedgerCommand::Init(init) => init_postgres(init).await,
     }

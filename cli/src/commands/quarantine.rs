@@ -1,7 +1,6 @@
 //! `noticectl quarantine`: look at claims that never got their commit, and close them — by
 //! evidence (`resolve --sent`) or by an explicit, audited release that allows a resend.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,18 +10,19 @@ use notice_ledger::ledger::{LedgerRow, RowState};
 use notice_ledger::NoticeKey;
 
 use crate::ledger_target::LedgerTarget;
+use crate::terminal::ask;
 
 #[derive(clap::Args, Debug)]
-pub struct QuarantineArgs {
+pub(crate) struct QuarantineArgs {
     /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
     #[arg(long, env = "NOTICE_LEDGER_URL", global = true, hide_env_values = true)]
-    pub ledger: Option<String>,
+    ledger: Option<String>,
     #[command(subcommand)]
-    pub command: QuarantineCommand,
+    command: QuarantineCommand,
 }
 
 #[derive(clap::Subcommand, Debug)]
-pub enum QuarantineCommand {
+enum QuarantineCommand {
     /// List open claims older than a cut-off (default NOTICE_STALE_AFTER_SECS, 15 min).
     List {
         /// Age, e.g. 900s, 15m, 2h, 1d.
@@ -65,7 +65,7 @@ pub enum QuarantineCommand {
 }
 
 /// `900`, `900s`, `15m`, `2h`, `1d`.
-pub fn parse_age(value: &str) -> Result<Duration, String> {
+fn parse_age(value: &str) -> Result<Duration, String> {
     let value = value.trim();
     let (digits, unit) = value.split_at(value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len()));
     let n: u64 = digits.parse().map_err(|_| format!("{value:?}: want a number with s, m, h or d"))?;
@@ -85,7 +85,7 @@ fn operator(by: Option<String>) -> String {
         .unwrap_or_else(|| "unknown-operator".into())
 }
 
-pub async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<ExitCode, String> {
     let target = LedgerTarget::resolve(args.ledger.as_deref(), &state_dir)?;
     let ledger = target.open().await?.ledger;
     match args.command {
@@ -193,19 +193,16 @@ fn describe(row: &LedgerRow) {
     );
 }
 
-/// Asks on the terminal; refuses when there is no terminal to ask.
+/// A release allows a resend, so the operator types the verb itself rather than `yes`.
 fn confirm(key: &NoticeKey) -> Result<bool, String> {
-    if !std::io::stdin().is_terminal() {
-        return Err("refusing to release without confirmation: stdin is not a terminal (pass --yes)".into());
-    }
-    print!("Release {}? The notice may then be sent again. Type 'release' to confirm: ", key.prefix());
-    std::io::stdout().flush().map_err(|e| e.to_string())?;
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer).map_err(|e| e.to_string())?;
-    Ok(answer.trim() == "release")
+    ask(
+        &format!("Release {}? The notice may then be sent again. Type 'release' to confirm: ", key.prefix()),
+        "release",
+        "refusing to release without confirmation",
+    )
 }
 
-pub fn human_age(secs: i64) -> String {
+fn human_age(secs: i64) -> String {
     match secs {
         s if s < 120 => format!("{s}s"),
         s if s < 7200 => format!("{}m", s / 60),

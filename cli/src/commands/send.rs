@@ -19,27 +19,27 @@ use crate::ledger_target::LedgerTarget;
 use crate::local::StateDir;
 
 #[derive(clap::Args, Debug)]
-pub struct SendArgs {
+pub(crate) struct SendArgs {
     /// JSON Lines of job bodies, or a Lambda SQS event JSON.
-    pub file: PathBuf,
+    file: PathBuf,
     /// Ledger to claim in (default: sqlite:<state-dir>/ledger.db).
     #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
-    pub ledger: Option<String>,
+    ledger: Option<String>,
     /// From address written into the outbox messages.
     #[arg(long, env = "NOTICE_FROM", default_value = "Billing <billing@example.com>")]
-    pub from: String,
+    from: String,
     /// Jobs in flight at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub concurrency: u16,
+    concurrency: u16,
     /// Pretend it is this instant (RFC 3339) when checking send windows — for rehearsals and demos.
     #[arg(long)]
-    pub now: Option<DateTime<Utc>>,
+    now: Option<DateTime<Utc>>,
     /// `enforce` (default) or `shadow`.
     #[arg(long, env = "NOTICE_MODE", default_value = "enforce")]
-    pub mode: Mode,
+    mode: Mode,
 }
 
-pub async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String> {
     let items = read_items(&args.file).map_err(|e| e.to_string())?;
     let state = StateDir::open(&state_dir).map_err(|e| e.to_string())?;
     let secret = state.secret().map_err(|e| e.to_string())?;

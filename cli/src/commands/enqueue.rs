@@ -1,0 +1,99 @@
+//! `noticectl enqueue`: put one job on the reminder queue — or, when its window opens more than
+//! 12 h from now, straight into the same one-time schedule the sender would make (named by the
+//! notice key, so a later park by the sender collapses into it).
+
+use std::process::ExitCode;
+
+use chrono::Utc;
+use notice_ledger::park::{ParkRequest, Parked, Parker};
+use notice_ledger::retry::{self, Deferral};
+use notice_ledger::{Job, NoticeSecret, WindowDecision};
+use notice_scheduler::SchedulerParker;
+
+use super::scheduler::{self, SchedulerArgs};
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct EnqueueArgs {
+    /// The job body (JSON), or @FILE to read it from a file.
+    job: String,
+    #[arg(long, env = "NOTICE_QUEUE_URL")]
+    queue_url: String,
+    #[command(flatten)]
+    scheduler: SchedulerArgs,
+    /// Role Scheduler assumes to put a parked job back on the queue (needed to park).
+    #[arg(long, env = "NOTICE_SCHEDULER_ROLE_ARN")]
+    scheduler_role_arn: Option<String>,
+    /// Where Scheduler puts a parked job it could not deliver.
+    #[arg(long, env = "NOTICE_SCHEDULE_DEAD_LETTER_ARN")]
+    schedule_dead_letter_arn: Option<String>,
+}
+
+pub(crate) async fn run(args: EnqueueArgs) -> Result<ExitCode, String> {
+    let body = match args.job.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
+        None => args.job.clone(),
+    };
+    // Refuse here what the sender would dead-letter later.
+    let job = Job::parse(&body).map_err(|e| e.to_string())?;
+    let body = job.to_value().to_string();
+    let policy = notice_setup::config::windows_from_env().map_err(|e| e.to_string())?;
+    let now = Utc::now();
+    if let WindowDecision::Defer { until } = policy.decide(&job, now) {
+        if let Deferral::Park { at } = retry::deferral(until, now) {
+            match (&args.scheduler.schedule_group, &args.scheduler_role_arn) {
+                (Some(group), Some(role)) => return park(&args, &job, &body, group, role, at).await,
+                _ => eprintln!(
+                    "noticectl: the window opens {until}; enqueueing (the sender parks it). Pass \
+                     --schedule-group and --scheduler-role-arn to park it here."
+                ),
+            }
+        }
+    }
+    let sqs = crate::queue::client().await;
+    let out = sqs
+        .send_message()
+        .queue_url(&args.queue_url)
+        .message_body(body)
+        .send()
+        .await
+        .map_err(|e| format!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+    println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn park(
+    args: &EnqueueArgs,
+    job: &Job,
+    body: &str,
+    group: &str,
+    role: &str,
+    at: chrono::DateTime<Utc>,
+) -> Result<ExitCode, String> {
+    // The schedule is named by the notice key, so it must be the deployment's key: a local secret
+    // would name a schedule the sender never finds, and the job would be parked twice.
+    let secret = std::env::var("NOTICE_KEY_SECRET")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .ok_or("parking needs the deployment's NOTICE_KEY_SECRET: the schedule is named by the notice key")?;
+    let secret = NoticeSecret::new(secret).map_err(|e| format!("NOTICE_KEY_SECRET: {e}"))?;
+    let key = job.key(&secret);
+    let sqs = crate::queue::client().await;
+    let queue_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&args.queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| format!("cannot read the queue's ARN: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn).cloned())
+        .ok_or("the queue did not report its ARN")?;
+    let parker = SchedulerParker::new(scheduler::client().await, group, role)
+        .with_dead_letter(args.schedule_dead_letter_arn.clone());
+    let request = ParkRequest { key: &key, at, body, queue_arn: &queue_arn, replay_batch: None };
+    match parker.park(&request).await.map_err(|e| format!("not parked: {e}"))? {
+        Parked::Scheduled => println!("parked {key} until {at} (schedule group {group})"),
+        Parked::AlreadyParked { .. } => println!("already parked: {key} (schedule group {group})"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

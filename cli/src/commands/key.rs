@@ -1,0 +1,28 @@
+//! `noticectl key`: prints the notice key of one notice, so an operator can find its ledger row,
+//! its parked schedule or its log lines without running a send.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::local::StateDir;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct KeyArgs {
+    #[arg(long)]
+    subscription_id: String,
+    #[arg(long)]
+    period_start: String,
+    #[arg(long)]
+    kind: String,
+    #[arg(long, default_value_t = 0)]
+    revision: u64,
+}
+
+pub(crate) fn run(state_dir: PathBuf, args: KeyArgs) -> Result<ExitCode, String> {
+    let secret = StateDir::open(&state_dir).and_then(|s| s.secret()).map_err(|e| e.to_string())?;
+    let identity =
+        notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)
+            .map_err(|e| e.to_string())?;
+    println!("{}", identity.derive_key(&secret));
+    Ok(ExitCode::SUCCESS)
+}

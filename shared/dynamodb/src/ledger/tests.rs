@@ -1,0 +1,127 @@
+use super::*;
+use crate::item::open_shard;
+use chrono::TimeZone;
+
+fn key(c: char) -> NoticeKey {
+    NoticeKey::parse(&c.to_string().repeat(64)).expect("valid key")
+}
+
+fn at(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().expect("valid time")
+}
+
+fn claimed_row() -> LedgerRow {
+    LedgerRow {
+        key: key('c'),
+        state: RowState::Claimed,
+        origin: Origin::Worker,
+        claim_token: Some(ClaimToken::from_stored("tok")),
+        subscription_id: "sub_8812".into(),
+        period_start: "2026-10-01".into(),
+        kind: "renewal_notice_t72".into(),
+        revision: 3,
+        content_digest: Some("digest".into()),
+        claimed_at: Some(at(1_700_000_000_123)),
+        updated_at: at(1_700_000_000_123),
+        message_id: None,
+        detail: None,
+        delivery_status: None,
+        duplicate_message_ids: Vec::new(),
+    }
+}
+
+#[test]
+fn claimed_row_round_trips_with_index_keys() {
+    let row = claimed_row();
+    let item = row_to_item(&row, 42);
+    assert_eq!(item.get(attr::OPEN_SHARD), Some(&s("c")));
+    assert_eq!(item.get(attr::OPEN_SINCE), Some(&n(1_700_000_000_123i64)));
+    assert!(!item.contains_key(attr::EXPIRES_AT), "an open claim must never expire");
+    assert_eq!(item_to_row(&item).expect("round trip"), row);
+}
+
+#[test]
+fn decided_rows_leave_the_index_and_round_trip() {
+    let mut row = claimed_row();
+    row.state = RowState::Sent;
+    row.message_id = Some("0100-abc".into());
+    row.delivery_status = Some(DeliveryStatus::Delivered);
+    row.duplicate_message_ids = vec!["0100-def".into()];
+    row.detail = Some("note".into());
+    let item = row_to_item(&row, 1);
+    assert_eq!(item.get(attr::EXPIRES_AT), Some(&n(1)));
+    assert!(!item.contains_key(attr::OPEN_SHARD));
+    assert!(!item.contains_key(attr::OPEN_SINCE));
+    assert_eq!(item_to_row(&item).expect("round trip"), row);
+}
+
+#[test]
+fn learned_row_round_trips() {
+    let ev = ProviderEvidence {
+        key: key('0'),
+        message_id: "m".into(),
+        status: DeliveryStatus::Accepted,
+        at: at(5),
+    };
+    let row = learned_row(&ev);
+    assert_eq!(item_to_row(&row_to_item(&row, 1)).expect("round trip"), row);
+}
+
+#[test]
+fn malformed_items_name_the_attribute() {
+    let good = row_to_item(&claimed_row(), 1);
+    let cases: [(&str, Option<AttributeValue>); 7] = [
+        (attr::STATE, Some(s("pending"))),
+        (attr::STATE, None),
+        (attr::REVISION, Some(s("3"))),
+        (attr::REVISION, Some(n(-1))),
+        (attr::UPDATED_AT, Some(n("soon"))),
+        (attr::KEY, Some(s("not-a-key"))),
+        (attr::DUPLICATES, Some(AttributeValue::L(vec![n(1)]))),
+    ];
+    for (name, value) in cases {
+        let mut item = good.clone();
+        match value {
+            Some(v) => item.insert(name.to_owned(), v),
+            None => item.remove(name),
+        };
+        match item_to_row(&item) {
+            Err(LedgerError::Corrupt(msg)) => assert!(msg.contains(name), "{msg} should name {name}"),
+            other => panic!("{name}: expected Corrupt, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn expression_maps_are_absent_when_empty() {
+    let e = Expr::new("attribute_not_exists(x)");
+    assert_eq!(e.parts(), (None, None));
+    let mut e = Expr::new(CLAIMABLE);
+    e.name(attr::KEY).name(attr::STATE).value(":released", s("released"));
+    let (names, values) = e.parts();
+    assert_eq!(names.map(|m| m.len()), Some(2));
+    assert_eq!(values.map(|m| m.len()), Some(1));
+}
+
+#[test]
+fn evidence_guard_pins_what_evidence_changes() {
+    let mut row = claimed_row();
+    row.duplicate_message_ids = vec!["a".into()];
+    let guard = DynamoLedger::unchanged_since_read(&row);
+    for name in [attr::STATE, attr::UPDATED_AT, attr::MESSAGE_ID, attr::CLAIM_TOKEN, attr::DUPLICATES] {
+        assert!(guard.text.contains(&format!("#{name}")), "{} lacks {name}", guard.text);
+    }
+    assert!(guard.text.contains("attribute_not_exists(#message_id)"));
+    assert!(guard.text.contains("size(#duplicate_message_ids) = :r_dups"));
+    // Every placeholder used is defined.
+    for (placeholder, _) in guard.values.iter() {
+        assert!(guard.text.contains(placeholder.as_str()), "{placeholder} unused");
+    }
+}
+
+#[test]
+fn shards_cover_every_key_prefix() {
+    for c in "0123456789abcdef".chars() {
+        assert!(SHARDS.contains(&open_shard(&key(c))));
+    }
+}

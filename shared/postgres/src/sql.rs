@@ -1,0 +1,89 @@
+//! The SQL the ledger runs: schema, claim, transitions, quarantine view.
+
+/// The schema, version 1. Idempotent: safe to run on every deploy and from several processes at
+/// once when run through [`PostgresLedger::migrate`] (which serialises runs with an advisory lock).
+///
+/// The `CHECK`s are there for workers in other languages sharing the table: a key in upper-case
+/// hex or an unknown state would silently defeat deduplication, so the database refuses them.
+pub const MIGRATION: &str = r"
+CREATE TABLE IF NOT EXISTS notices (
+    notice_key      text PRIMARY KEY CHECK (notice_key ~ '^[0-9a-f]{64}$'),
+    state           text NOT NULL CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released')),
+    origin          text NOT NULL CHECK (origin IN ('worker', 'backfill', 'provider_events', 'operator')),
+    claim_token     text,
+    subscription_id text NOT NULL,
+    period_start    text NOT NULL,
+    kind            text NOT NULL,
+    revision        numeric(20, 0) NOT NULL CHECK (revision BETWEEN 0 AND 18446744073709551615),
+    content_digest  text,
+    claimed_at      timestamptz,
+    updated_at      timestamptz NOT NULL,
+    message_id      text,
+    detail          text,
+    delivery_status text,
+    -- Further provider message ids seen for this key: each one is a duplicate that really went out.
+    duplicate_message_ids text[] NOT NULL DEFAULT '{}'
+);
+-- The quarantine view reads only open claims, oldest first (like the DynamoDB sparse GSI).
+CREATE INDEX IF NOT EXISTS notices_open_claims ON notices (claimed_at, notice_key) WHERE state = 'claimed';
+";
+
+/// Advisory lock key that serialises concurrent [`PostgresLedger::migrate`] runs
+/// (`CREATE … IF NOT EXISTS` alone can still collide when two run at the same instant).
+pub(crate) const MIGRATION_LOCK: i64 = 0x6e6f_7469_6365_0001;
+
+pub(crate) const COLUMNS: &str =
+    "notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
+                       revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
+                       delivery_status, duplicate_message_ids";
+
+pub(crate) const SELECT_ONE: &str =
+    "SELECT notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
+                          revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
+                          delivery_status, duplicate_message_ids FROM notices WHERE notice_key = $1";
+
+/// The quarantine view: open claims claimed before `$1` (timestamptz), oldest first, at most `$2`
+/// (bigint). Served by the partial index `notices_open_claims`, so it never reads decided rows.
+pub const QUARANTINE_QUERY: &str = "SELECT notice_key, state, origin, claim_token, subscription_id, \
+     period_start, kind, revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
+     delivery_status, duplicate_message_ids FROM notices WHERE state = 'claimed' AND claimed_at < $1 \
+     ORDER BY claimed_at, notice_key LIMIT $2";
+
+/// Inserts a worker row (`claimed` or `missed`), or takes over a `released` one. Returns the
+/// token only when it wrote.
+pub(crate) const CLAIM: &str = "
+INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
+                     revision, content_digest, claimed_at, updated_at, message_id, detail)
+VALUES ($1, $2, 'worker', $3, $4, $5, $6, $7::text::numeric, $8, $9, $10, NULL, $11)
+ON CONFLICT (notice_key) DO UPDATE SET
+    state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
+    content_digest = excluded.content_digest, claimed_at = excluded.claimed_at,
+    updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail
+WHERE notices.state = 'released'
+RETURNING claim_token";
+
+/// Inserts a whole row unless the key exists (backfill, learned rows).
+pub(crate) const INSERT_ROW: &str = "
+INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
+                     revision, content_digest, claimed_at, updated_at, message_id, detail,
+                     delivery_status, duplicate_message_ids)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::numeric, $9, $10, $11, $12, $13, $14, $15)
+ON CONFLICT (notice_key) DO NOTHING";
+
+/// Rewrites the fields provider evidence may change (inside the transaction that locked the row).
+pub(crate) const UPDATE_EVIDENCE: &str = "
+UPDATE notices SET state = $2, message_id = $3, delivery_status = $4, updated_at = $5,
+                   duplicate_message_ids = $6
+WHERE notice_key = $1";
+
+/// A worker transition out of its own claim.
+pub(crate) const TRANSITION: &str = "
+UPDATE notices SET state = $1, updated_at = $2,
+                   message_id = COALESCE($3, message_id), detail = COALESCE($4, detail)
+WHERE notice_key = $5 AND state = 'claimed' AND claim_token = $6";
+
+/// An operator transition out of any open claim.
+pub(crate) const OPERATOR: &str = "
+UPDATE notices SET state = $1, origin = $6, updated_at = $2,
+                   message_id = COALESCE($3, message_id), detail = $4
+WHERE notice_key = $5 AND state = 'claimed'";

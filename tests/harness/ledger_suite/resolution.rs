@@ -1,0 +1,263 @@
+//! After the send: the quarantine view of open claims, provider evidence, operator actions and
+//! backfill.
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use notice_ledger::ledger::{
+    DeliveryStatus, EvidenceEffect, Ledger, LedgerRow, Origin, ProviderEvidence, RowState,
+};
+use notice_ledger::NoticeKey;
+use tokio::task::JoinSet;
+
+use super::{evidence, fresh_key, held, is_conflict, key_in, mint, own_claim, request, row, t};
+
+/// The quarantine view: open claims older than the cut, oldest first, at most `limit`; every way
+/// out of `claimed` leaves it, and decided rows never appear.
+pub async fn open_claims_lists_old_claims_oldest_first_within_the_limit(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+    // 32 claims, two per shard, claimed at t(0), t(10), …; the cut at t(200) leaves 20 older.
+    // Claimed in reverse so that insertion order is not the answer.
+    let keys: Vec<NoticeKey> = (0..32u8).map(key_in).collect();
+    for (i, key) in keys.iter().enumerate().rev() {
+        mint(l, &request(key, t(i as i64 * 10))).await;
+    }
+    // Decided rows never show up, however old.
+    let sent = key_in(0);
+    let c = mint(l, &request(&sent, t(-100))).await;
+    l.commit_sent(&c, "m", t(1)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.record_missed(&request(&key_in(1), t(-100)), "late").await.unwrap_or_else(|e| panic!("{e}"));
+
+    let cut = t(200);
+    let open = l.open_claims(cut, 100).await.unwrap_or_else(|e| panic!("open claims: {e}"));
+    let expected: Vec<&NoticeKey> = keys.iter().take(20).collect();
+    assert_eq!(
+        open.iter().map(|r| &r.key).collect::<Vec<_>>(),
+        expected,
+        "oldest first, only before the cut"
+    );
+    assert!(open.iter().all(|r| r.state == RowState::Claimed));
+    assert_eq!(open[3].claimed_at, Some(t(30)));
+
+    let first5 = l.open_claims(cut, 5).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first5.iter().map(|r| &r.key).collect::<Vec<_>>(), expected[..5].to_vec());
+    assert!(l.open_claims(cut, 0).await.unwrap_or_else(|e| panic!("{e}")).is_empty());
+    assert!(l.open_claims(t(0), 100).await.unwrap_or_else(|e| panic!("{e}")).is_empty(), "strictly before");
+
+    // Every way out of `claimed` leaves the view.
+    l.commit_sent(&own_claim(l, &keys[0]).await, "m0", t(300)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.commit_rejected(&own_claim(l, &keys[1]).await, "bad", t(300)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.release(&own_claim(l, &keys[2]).await, "throttled", t(300)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.operator_release(&keys[3], "ops@example", "stuck", t(300)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.operator_resolve_sent(&keys[4], "m4", "ops", t(300)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.apply_evidence(&evidence(&keys[5], "m5", DeliveryStatus::Accepted, t(300)))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let open = l.open_claims(cut, 100).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(open.iter().map(|r| &r.key).collect::<Vec<_>>(), expected[6..].to_vec());
+}
+
+/// Provider events resolve a quarantined claim, teach the ledger unknown sends, never move a row
+/// backwards, and record a second message id once as a duplicate.
+pub async fn provider_evidence_resolves_learns_and_detects_duplicates(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+    let apply = |ev: ProviderEvidence| async move {
+        l.apply_evidence(&ev).await.unwrap_or_else(|e| panic!("apply evidence: {e}"))
+    };
+
+    // Resolve: a quarantined claim closed by the Send event.
+    let quarantined = fresh_key();
+    mint(l, &request(&quarantined, t(0))).await;
+    let ev = evidence(&quarantined, "m-1", DeliveryStatus::Accepted, t(5));
+    assert_eq!(apply(ev.clone()).await, EvidenceEffect::Resolved);
+    let resolved = row(l, &quarantined).await;
+    assert_eq!(resolved.state, RowState::Sent);
+    assert_eq!(resolved.message_id.as_deref(), Some("m-1"));
+    assert_eq!(resolved.delivery_status, Some(DeliveryStatus::Accepted));
+    assert_eq!(resolved.updated_at, t(5));
+    assert_eq!(resolved.subscription_id, "sub_8812", "identity kept");
+    assert_eq!(resolved.origin, Origin::Worker);
+    // Idempotent: the same event again changes nothing.
+    assert_eq!(apply(ev).await, EvidenceEffect::Updated);
+    assert_eq!(row(l, &quarantined).await, resolved);
+    // Sub-second event times: applying the same event twice still changes nothing the second time.
+    let fine =
+        evidence(&quarantined, "m-1", DeliveryStatus::Delivered, t(6) + Duration::nanoseconds(123_456_789));
+    assert_eq!(apply(fine.clone()).await, EvidenceEffect::Updated);
+    let after_fine = row(l, &quarantined).await;
+    assert_eq!(apply(fine).await, EvidenceEffect::Updated);
+    assert_eq!(row(l, &quarantined).await, after_fine);
+
+    // Released and missed rows also become sent: the evidence says it went out.
+    for state in [RowState::Released, RowState::Missed] {
+        let k = fresh_key();
+        if state == RowState::Released {
+            let c = mint(l, &request(&k, t(0))).await;
+            l.release(&c, "throttled", t(1)).await.unwrap_or_else(|e| panic!("{e}"));
+        } else {
+            l.record_missed(&request(&k, t(0)), "late").await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(
+            apply(evidence(&k, "m-x", DeliveryStatus::Accepted, t(2))).await,
+            EvidenceEffect::Resolved
+        );
+        let r = row(l, &k).await;
+        assert_eq!((r.state, r.message_id.as_deref()), (RowState::Sent, Some("m-x")), "{state}");
+    }
+
+    // Learned: a key the ledger never saw (restored from an older backup).
+    let unknown = fresh_key();
+    assert_eq!(
+        apply(evidence(&unknown, "m-9", DeliveryStatus::Delivered, t(7))).await,
+        EvidenceEffect::Learned
+    );
+    let learned = row(l, &unknown).await;
+    assert_eq!((learned.state, learned.origin), (RowState::Sent, Origin::ProviderEvents));
+    assert_eq!(
+        (learned.subscription_id.as_str(), learned.period_start.as_str(), learned.kind.as_str()),
+        ("", "", "")
+    );
+    assert_eq!(learned.revision, 0);
+    assert_eq!(learned.claim_token, None);
+    assert_eq!(learned.message_id.as_deref(), Some("m-9"));
+    assert_eq!(learned.delivery_status, Some(DeliveryStatus::Delivered));
+    assert_eq!(learned.updated_at, t(7));
+    // …and it now blocks sends.
+    assert_eq!(held(l, &request(&unknown, t(8))).await.state, RowState::Sent);
+
+    // Out of order: a late Send never hides a Delivery; updated_at only moves forward.
+    let ordered = fresh_key();
+    let claim = mint(l, &request(&ordered, t(0))).await;
+    l.commit_sent(&claim, "m-2", t(1)).await.unwrap_or_else(|e| panic!("{e}"));
+    for (status, at) in
+        [(DeliveryStatus::Delivered, t(3)), (DeliveryStatus::Accepted, t(2)), (DeliveryStatus::Delayed, t(4))]
+    {
+        assert_eq!(apply(evidence(&ordered, "m-2", status, at)).await, EvidenceEffect::Updated);
+    }
+    let r = row(l, &ordered).await;
+    assert_eq!(
+        (r.state, r.delivery_status, r.updated_at),
+        (RowState::Sent, Some(DeliveryStatus::Delivered), t(4))
+    );
+
+    // Duplicate: a second message id really went out; recorded once, the first id kept.
+    let dup = evidence(&ordered, "m-3", DeliveryStatus::Accepted, t(6));
+    let expected = EvidenceEffect::DuplicateSend { first: "m-2".into(), second: "m-3".into() };
+    assert_eq!(apply(dup.clone()).await, expected);
+    assert_eq!(apply(dup).await, expected);
+    let r = row(l, &ordered).await;
+    assert_eq!(r.message_id.as_deref(), Some("m-2"));
+    assert_eq!(r.duplicate_message_ids, vec!["m-3".to_owned()]);
+    assert_eq!(r.delivery_status, Some(DeliveryStatus::Delivered));
+    assert_eq!(r.state, RowState::Sent);
+}
+
+/// Reconcilers applying different events to one row at the same time lose nothing.
+pub async fn concurrent_evidence_loses_nothing(ledger: Arc<dyn Ledger>) {
+    for _ in 0..5 {
+        let busy = fresh_key();
+        mint(&*ledger, &request(&busy, t(0))).await;
+        let events = [
+            evidence(&busy, "m-4", DeliveryStatus::Accepted, t(1)),
+            evidence(&busy, "m-4", DeliveryStatus::Delivered, t(2)),
+            evidence(&busy, "m-5", DeliveryStatus::Accepted, t(3)),
+            evidence(&busy, "m-4", DeliveryStatus::Delayed, t(4)),
+        ];
+        let mut reconcilers = JoinSet::new();
+        for ev in events {
+            let ledger = Arc::clone(&ledger);
+            reconcilers.spawn(async move { ledger.apply_evidence(&ev).await });
+        }
+        while let Some(joined) = reconcilers.join_next().await {
+            joined.unwrap_or_else(|e| panic!("task: {e}")).unwrap_or_else(|e| panic!("apply evidence: {e}"));
+        }
+        let r = row(&*ledger, &busy).await;
+        assert_eq!(r.state, RowState::Sent);
+        let first = r.message_id.clone().unwrap_or_else(|| panic!("no message id"));
+        let other = if first == "m-4" { "m-5" } else { "m-4" };
+        assert_eq!(r.duplicate_message_ids, vec![other.to_owned()], "{r:?}");
+    }
+}
+
+/// Operators release or resolve open claims only; a sent row is never released (that is how
+/// duplicates happen), and nothing happens to keys with no row.
+pub async fn operator_actions_only_touch_open_claims(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+
+    let stuck = fresh_key();
+    mint(l, &request(&stuck, t(0))).await;
+    l.operator_release(&stuck, "ada", "crashed before send", t(100)).await.unwrap_or_else(|e| panic!("{e}"));
+    let r = row(l, &stuck).await;
+    assert_eq!((r.state, r.origin, r.updated_at), (RowState::Released, Origin::Operator, t(100)));
+    let detail = r.detail.clone().unwrap_or_else(|| panic!("no audit detail"));
+    assert!(detail.contains("ada") && detail.contains("crashed before send"), "{detail}");
+    assert!(is_conflict(&l.operator_release(&stuck, "ada", "twice", t(101)).await), "released is not open");
+    assert_eq!(row(l, &stuck).await, r);
+    assert_eq!(mint(l, &request(&stuck, t(102))).await.claimed_at, t(102), "claimable again");
+
+    let sent = fresh_key();
+    let claim = mint(l, &request(&sent, t(0))).await;
+    l.commit_sent(&claim, "m-1", t(1)).await.unwrap_or_else(|e| panic!("{e}"));
+    let before = row(l, &sent).await;
+    assert!(is_conflict(&l.operator_release(&sent, "ada", "oops", t(2)).await));
+    assert!(is_conflict(&l.operator_resolve_sent(&sent, "m-x", "ada", t(2)).await));
+    assert_eq!(row(l, &sent).await, before);
+
+    let missed = fresh_key();
+    l.record_missed(&request(&missed, t(0)), "late").await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(is_conflict(&l.operator_release(&missed, "ada", "oops", t(2)).await));
+    assert!(is_conflict(&l.operator_resolve_sent(&missed, "m-x", "ada", t(2)).await));
+    assert_eq!(row(l, &missed).await.state, RowState::Missed);
+
+    let nothing = fresh_key();
+    assert!(is_conflict(&l.operator_release(&nothing, "ada", "no row", t(2)).await));
+    assert!(is_conflict(&l.operator_resolve_sent(&nothing, "m", "ada", t(2)).await));
+    assert_eq!(l.get(&nothing).await.unwrap_or_else(|e| panic!("{e}")), None, "no row was created");
+
+    let resolved = fresh_key();
+    mint(l, &request(&resolved, t(0))).await;
+    l.operator_resolve_sent(&resolved, "m-found", "bob", t(50)).await.unwrap_or_else(|e| panic!("{e}"));
+    let r = row(l, &resolved).await;
+    assert_eq!((r.state, r.origin, r.updated_at), (RowState::Sent, Origin::Operator, t(50)));
+    assert_eq!(r.message_id.as_deref(), Some("m-found"));
+    assert!(r.detail.as_deref().is_some_and(|d| d.contains("bob")), "{:?}", r.detail);
+    assert!(is_conflict(&l.operator_release(&resolved, "ada", "late", t(51)).await));
+}
+
+/// Backfill writes only where no row exists, and writes the row exactly as given.
+pub async fn backfill_never_overwrites(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+    let key = fresh_key();
+    let backfilled = LedgerRow {
+        key: key.clone(),
+        state: RowState::Sent,
+        origin: Origin::Backfill,
+        claim_token: None,
+        subscription_id: "sub_1".into(),
+        period_start: "2026-09-01".into(),
+        kind: "renewal_notice_t72".into(),
+        revision: 2,
+        content_digest: None,
+        claimed_at: None,
+        updated_at: t(-1000),
+        message_id: Some("legacy-1".into()),
+        detail: Some("backfilled".into()),
+        delivery_status: Some(DeliveryStatus::Delivered),
+        duplicate_message_ids: Vec::new(),
+    };
+    assert!(l.backfill(&backfilled).await.unwrap_or_else(|e| panic!("backfill: {e}")));
+    assert_eq!(row(l, &key).await, backfilled, "written exactly");
+    let other = LedgerRow { message_id: Some("legacy-2".into()), ..backfilled.clone() };
+    assert!(!l.backfill(&other).await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(row(l, &key).await, backfilled, "unchanged");
+    assert_eq!(held(l, &request(&key, t(0))).await.origin, Origin::Backfill, "and it blocks sends");
+
+    // Not over a claim either.
+    let claimed = key_in(9);
+    mint(l, &request(&claimed, t(0))).await;
+    assert!(!l
+        .backfill(&LedgerRow { key: claimed.clone(), ..backfilled })
+        .await
+        .unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(row(l, &claimed).await.state, RowState::Claimed);
+}
