@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use chrono::Utc;
 use notice_ledger::park::{ParkRequest, Parked, Parker};
 use notice_ledger::retry::{self, Deferral};
-use notice_ledger::{Job, NoticeSecret, WindowDecision};
+use notice_ledger::{Job, WindowDecision};
 use notice_scheduler::SchedulerParker;
 
 use super::scheduler::{self, SchedulerArgs};
@@ -71,11 +71,11 @@ async fn park(
 ) -> Result<ExitCode, String> {
     // The schedule is named by the notice key, so it must be the deployment's key: a local secret
     // would name a schedule the sender never finds, and the job would be parked twice.
-    let secret = std::env::var("NOTICE_KEY_SECRET")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .ok_or("parking needs the deployment's NOTICE_KEY_SECRET: the schedule is named by the notice key")?;
-    let secret = NoticeSecret::new(secret).map_err(|e| format!("NOTICE_KEY_SECRET: {e}"))?;
+    let secret = notice_setup::config::secret_from_env("NOTICE_KEY_SECRET").map_err(|e| {
+        format!(
+            "parking needs the deployment's NOTICE_KEY_SECRET (the schedule is named by the notice key): {e}"
+        )
+    })?;
     let key = job.key(&secret);
     let sqs = crate::queue::client().await;
     let queue_arn = sqs

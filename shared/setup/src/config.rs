@@ -42,6 +42,10 @@ pub fn secs_from_env(name: &'static str, default: u64) -> Result<Duration, Confi
 /// Reads the notice key secret from `var`; a process must refuse to start without it.
 pub fn secret_from_env(var: &'static str) -> Result<NoticeSecret, ConfigError> {
     let value = std::env::var(var).map_err(|_| ConfigError::Missing(var))?;
+    if value.trim().is_empty() {
+        // A failed secret fetch often leaves a blank value: never run (or derive keys) with it.
+        return Err(ConfigError::Invalid { name: var, reason: "is blank".into() });
+    }
     NoticeSecret::new(value).map_err(|e| ConfigError::Invalid { name: var, reason: e.to_string() })
 }
 
@@ -96,5 +100,22 @@ pub fn renderer_from_env(key_secret: &NoticeSecret) -> Result<Renderer, ConfigEr
     match optional("NOTICE_TEMPLATE_DIR") {
         Some(dir) => Renderer::with_dir(links, &PathBuf::from(dir)),
         None => Ok(Renderer::new(links)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blank_or_missing_secret_is_refused_by_name() {
+        // Variable names of their own: no other test reads them, so setting them cannot race.
+        std::env::set_var("NOTICE_TEST_BLANK_SECRET", "  \t");
+        let blank = secret_from_env("NOTICE_TEST_BLANK_SECRET").unwrap_err().to_string();
+        assert!(blank.contains("NOTICE_TEST_BLANK_SECRET") && blank.contains("blank"), "{blank}");
+        let missing = secret_from_env("NOTICE_TEST_UNSET_SECRET").unwrap_err().to_string();
+        assert!(missing.contains("NOTICE_TEST_UNSET_SECRET"), "{missing}");
+        std::env::set_var("NOTICE_TEST_GOOD_SECRET", "a-real-secret-of-some-length");
+        assert!(secret_from_env("NOTICE_TEST_GOOD_SECRET").is_ok());
     }
 }
