@@ -8,12 +8,14 @@
 //! whose result already stands (a retry after a lost reply) is `Ok` for DynamoDB and PostgreSQL and
 //! a `Conflict` for memory and SQLite. Either way the row must be unchanged.
 //!
-//! The cases live in two files: `claims` (claim → commit: minting, token-guarded commits,
-//! release, missed windows, revisions, reads) and `resolution` (the quarantine view, provider
-//! evidence, operator actions, backfill).
+//! The cases live in three files: `claims` (claim → commit: minting, token-guarded commits,
+//! release, missed windows, revisions, reads), `resolution` (the quarantine view, provider
+//! evidence, operator actions, backfill) and `rules` (every write from every starting row, against
+//! the core's one definition of the transition rules).
 
 mod claims;
 mod resolution;
+mod rules;
 
 pub use claims::{
     a_claim_recognises_its_own_token, commits_are_conditional_on_the_claim_token,
@@ -25,6 +27,7 @@ pub use resolution::{
     open_claims_lists_old_claims_oldest_first_within_the_limit, operator_actions_only_touch_open_claims,
     provider_evidence_resolves_learns_and_detects_duplicates,
 };
+pub use rules::every_write_obeys_the_transition_rules;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,6 +56,7 @@ macro_rules! ledger_suite_tests {
             operator_actions_only_touch_open_claims,
             backfill_never_overwrites,
             get_many_answers_in_the_callers_order,
+            every_write_obeys_the_transition_rules,
         );
     };
     (@cases $fixture:path; $($case:ident),* $(,)?) => {

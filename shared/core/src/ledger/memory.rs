@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use super::rules::{permits, Verdict, Write};
 use super::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin, ProviderEvidence,
@@ -47,8 +48,9 @@ impl MemoryLedger {
         apply: impl FnOnce(&mut LedgerRow),
     ) -> Result<(), LedgerError> {
         let mut rows = self.lock();
+        let verdict = permits(rows.get(&claim.key), Write::Commit { token: &claim.token });
         match rows.get_mut(&claim.key) {
-            Some(row) if row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&claim.token) => {
+            Some(row) if verdict == Verdict::Apply => {
                 row.state = to;
                 row.updated_at = at;
                 apply(row);
@@ -94,18 +96,17 @@ impl QuarantineView for MemoryLedger {
 impl ClaimLedger for MemoryLedger {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         let mut rows = self.lock();
-        if let Some(row) = rows.get(&req.key) {
-            let own = row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&req.token);
-            if own {
+        let existing = rows.get(&req.key);
+        match (permits(existing, Write::Claim { token: &req.token }), existing) {
+            (Verdict::AlreadyOwn, Some(row)) => {
                 return Ok(ClaimOutcome::Minted(Claim {
                     key: req.key.clone(),
                     token: req.token.clone(),
                     claimed_at: row.claimed_at.unwrap_or(req.at),
                 }));
             }
-            if row.state != RowState::Released {
-                return Ok(ClaimOutcome::Held(row.clone()));
-            }
+            (Verdict::Refuse, Some(row)) => return Ok(ClaimOutcome::Held(row.clone())),
+            _ => {}
         }
         rows.insert(req.key.clone(), req.to_row(RowState::Claimed, None));
         Ok(ClaimOutcome::Minted(Claim { key: req.key.clone(), token: req.token.clone(), claimed_at: req.at }))
@@ -137,8 +138,10 @@ impl ClaimLedger for MemoryLedger {
         reason: &str,
     ) -> Result<Option<LedgerRow>, LedgerError> {
         let mut rows = self.lock();
+        // A missed window is recorded under the claim rule (no row, or a released one); any
+        // other row, even this worker's own claim, is returned as the holder.
         if let Some(row) = rows.get(&req.key) {
-            if row.state != RowState::Released {
+            if permits(Some(row), Write::Claim { token: &req.token }) != Verdict::Apply {
                 return Ok(Some(row.clone()));
             }
         }
@@ -194,7 +197,7 @@ impl OperatorLedger for MemoryLedger {
     }
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
         let mut rows = self.lock();
-        if rows.contains_key(&row.key) {
+        if permits(rows.get(&row.key), Write::Backfill) != Verdict::Apply {
             return Ok(false);
         }
         rows.insert(row.key.clone(), row.clone());
@@ -206,8 +209,9 @@ fn open_claim<'a>(
     rows: &'a mut HashMap<NoticeKey, LedgerRow>,
     key: &NoticeKey,
 ) -> Result<&'a mut LedgerRow, LedgerError> {
+    let verdict = permits(rows.get(key), Write::Operator);
     match rows.get_mut(key) {
-        Some(row) if row.state == RowState::Claimed => Ok(row),
+        Some(row) if verdict == Verdict::Apply => Ok(row),
         Some(row) => {
             Err(LedgerError::Conflict(format!("{} is {}, not an open claim", key.prefix(), row.state)))
         }

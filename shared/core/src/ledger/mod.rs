@@ -17,6 +17,7 @@ use crate::identity::NoticeKey;
 use crate::job::Job;
 
 pub mod memory;
+pub mod rules;
 
 /// Where a row is in its life. Only `Released` (and no row) can be claimed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

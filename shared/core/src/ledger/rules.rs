@@ -1,0 +1,122 @@
+//! The ledger's transition rules, as one pure function: which write a row permits.
+//!
+//! Every adapter obeys this table — the memory ledger by calling [`permits`], the durable ones by
+//! encoding the same conditions in their single atomic write (DynamoDB condition expressions,
+//! PostgreSQL `WHERE` clauses, SQLite `ON CONFLICT … WHERE`), and the shared adapter suite checks
+//! each of them against it:
+//!
+//! | write | permitted on |
+//! |---|---|
+//! | claim, record missed | no row, or a `released` row (a `claimed` row with the writer's own token is its own claim) |
+//! | commit sent / rejected, release (worker) | a `claimed` row holding the writer's claim token |
+//! | operator release / resolve | any `claimed` row |
+//! | backfill | no row |
+//!
+//! Nothing ever moves a decided row (`sent`, `rejected`, `missed`) back; only provider evidence
+//! moves a row forward to `sent` ([`super::apply_to_row`]).
+
+use super::{ClaimToken, LedgerRow, RowState};
+
+/// A write the ledger is asked to make.
+#[derive(Clone, Copy, Debug)]
+pub enum Write<'a> {
+    /// A worker's claim (or its record of a missed window) with its fresh token.
+    Claim { token: &'a ClaimToken },
+    /// A worker leaving `claimed`: commit sent, commit rejected, release.
+    Commit { token: &'a ClaimToken },
+    /// An operator's audited resolution of an open claim.
+    Operator,
+    /// A backfilled row for a notice sent before enforcement.
+    Backfill,
+}
+
+/// What the existing row says about a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Write it.
+    Apply,
+    /// Already done by this same writer (a retried request): report success, write nothing.
+    AlreadyOwn,
+    /// Refused: the row holds the key.
+    Refuse,
+}
+
+/// The one definition of which write a row permits.
+pub fn permits(existing: Option<&LedgerRow>, write: Write<'_>) -> Verdict {
+    let state = existing.map(|r| r.state);
+    let holds = |token: &ClaimToken| existing.is_some_and(|r| r.claim_token.as_ref() == Some(token));
+    match write {
+        Write::Claim { token } => match state {
+            None | Some(RowState::Released) => Verdict::Apply,
+            Some(RowState::Claimed) if holds(token) => Verdict::AlreadyOwn,
+            Some(_) => Verdict::Refuse,
+        },
+        Write::Commit { token } => match state {
+            Some(RowState::Claimed) if holds(token) => Verdict::Apply,
+            _ => Verdict::Refuse,
+        },
+        Write::Operator => match state {
+            Some(RowState::Claimed) => Verdict::Apply,
+            _ => Verdict::Refuse,
+        },
+        Write::Backfill => match state {
+            None => Verdict::Apply,
+            Some(_) => Verdict::Refuse,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::ledger::Origin;
+    use crate::NoticeKey;
+
+    fn row(state: RowState, token: &str) -> LedgerRow {
+        LedgerRow {
+            key: NoticeKey::parse(&"a".repeat(64)).unwrap(),
+            state,
+            origin: Origin::Worker,
+            claim_token: Some(ClaimToken::from_stored(token)),
+            subscription_id: "s".into(),
+            period_start: "2026-10-01".into(),
+            kind: "k".into(),
+            revision: 0,
+            content_digest: None,
+            claimed_at: None,
+            updated_at: Utc::now(),
+            message_id: None,
+            detail: None,
+            delivery_status: None,
+            duplicate_message_ids: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_table() {
+        let mine = ClaimToken::from_stored("mine");
+        let (claim, commit) = (Write::Claim { token: &mine }, Write::Commit { token: &mine });
+        use RowState::*;
+        use Verdict::*;
+        assert_eq!(permits(None, claim), Apply);
+        assert_eq!(permits(Some(&row(Released, "x")), claim), Apply);
+        assert_eq!(permits(Some(&row(Claimed, "mine")), claim), AlreadyOwn);
+        assert_eq!(permits(Some(&row(Claimed, "theirs")), claim), Refuse);
+        for decided in [Sent, Rejected, Missed] {
+            assert_eq!(permits(Some(&row(decided, "mine")), claim), Refuse, "{decided} never reopens");
+            assert_eq!(permits(Some(&row(decided, "mine")), commit), Refuse);
+            assert_eq!(permits(Some(&row(decided, "mine")), Write::Operator), Refuse);
+            assert_eq!(permits(Some(&row(decided, "mine")), Write::Backfill), Refuse);
+        }
+        assert_eq!(permits(Some(&row(Claimed, "mine")), commit), Apply);
+        assert_eq!(permits(Some(&row(Claimed, "theirs")), commit), Refuse, "a stale worker cannot commit");
+        assert_eq!(permits(Some(&row(Released, "mine")), commit), Refuse);
+        assert_eq!(permits(None, commit), Refuse);
+        assert_eq!(permits(Some(&row(Claimed, "theirs")), Write::Operator), Apply);
+        assert_eq!(permits(Some(&row(Released, "x")), Write::Operator), Refuse);
+        assert_eq!(permits(None, Write::Backfill), Apply);
+        assert_eq!(permits(Some(&row(Released, "x")), Write::Backfill), Refuse, "backfill never overwrites");
+    }
+}
