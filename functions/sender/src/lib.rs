@@ -20,15 +20,13 @@ use notice_dynamodb::rate::DynamoRateGate;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::park::{parked_conflicts, ParkRequest, Parked, Parker};
-use notice_ledger::rate::{RateGate, RateLimits};
+use notice_ledger::rate::RateGate;
 use notice_ledger::retry::{self, Deferral};
-use notice_ledger::{
-    ConfigError, Disposition, Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
-};
+use notice_ledger::{ConfigError, Disposition, Job, NoticeKey, NoticeSender, Outcome, SendBudget};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::SesMailer;
-use notice_setup::ledger_url::{self, LedgerUrl};
-use notice_setup::{aws, config};
+pub use notice_setup::settings::{ParkingSettings, SenderSettings};
+use notice_setup::{aws, ledger_url};
 use rand::Rng;
 use tracing::{error, info, warn, Instrument};
 
@@ -46,105 +44,6 @@ pub struct SenderApp {
     /// Where jobs whose window opens more than 12 h from now wait (`None`: they hop on the queue,
     /// which loses any job that must wait longer than the queue keeps it).
     pub parker: Option<Arc<dyn Parker>>,
-}
-
-/// EventBridge Scheduler parking (`NOTICE_SCHEDULE_GROUP`, `NOTICE_SCHEDULER_ROLE_ARN`).
-#[derive(Clone, Debug)]
-pub struct ParkingSettings {
-    pub group: String,
-    /// The role Scheduler assumes to put the job back on the queue.
-    pub role_arn: String,
-    /// `NOTICE_SCHEDULE_DEAD_LETTER_ARN`: where Scheduler puts a job it could not deliver.
-    pub dead_letter_arn: Option<String>,
-}
-
-impl ParkingSettings {
-    /// Both variables or neither: one without the other is a half-configured deployment.
-    pub fn from_env() -> Result<Option<Self>, ConfigError> {
-        let group = config::optional("NOTICE_SCHEDULE_GROUP");
-        let role_arn = config::optional("NOTICE_SCHEDULER_ROLE_ARN");
-        match (group, role_arn) {
-            (Some(group), Some(role_arn)) => Ok(Some(Self {
-                group,
-                role_arn,
-                dead_letter_arn: config::optional("NOTICE_SCHEDULE_DEAD_LETTER_ARN"),
-            })),
-            (None, None) => Ok(None),
-            (Some(_), None) => Err(ConfigError::Missing("NOTICE_SCHEDULER_ROLE_ARN")),
-            (None, Some(_)) => Err(ConfigError::Missing("NOTICE_SCHEDULE_GROUP")),
-        }
-    }
-}
-
-/// Configuration of the sender, read once at start-up.
-pub struct SenderSettings {
-    /// DynamoDB ledger table (also holds the rate gate's counters).
-    pub table: String,
-    /// `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`, `sqlite:PATH`): the ledger, when not
-    /// the table above.
-    pub ledger_url: Option<String>,
-    pub secret: NoticeSecret,
-    pub from: String,
-    pub configuration_set: Option<String>,
-    pub mode: notice_ledger::Mode,
-    pub policy: WindowPolicy,
-    pub renderer: notice_ledger::render::Renderer,
-    pub send_timeout: Duration,
-    pub retention_days: u32,
-    pub concurrency: usize,
-    pub queue_url: Option<String>,
-    pub dead_letter_queue_url: Option<String>,
-    /// Shared per-domain send rate (`NOTICE_RATE_LIMITS`), kept in the ledger table.
-    pub rate_limits: Option<RateLimits>,
-    /// Parking for far-future jobs; `None` only where no job is enqueued more than ~9 days ahead.
-    pub parking: Option<ParkingSettings>,
-}
-
-impl SenderSettings {
-    /// Reads the environment and fails — before the first message — when a required setting is
-    /// missing or invalid.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let secret = config::secret_from_env("NOTICE_KEY_SECRET")?;
-        let renderer = config::renderer_from_env(&secret)?;
-        let ledger_url = config::optional(ledger_url::LEDGER_URL_VAR);
-        let parsed = ledger_url.as_deref().map(LedgerUrl::parse).transpose()?;
-        // The table is required unless NOTICE_LEDGER_URL names the ledger (the rate gate keeps
-        // its buckets in NOTICE_TABLE, or in the ledger's own table when that is DynamoDB).
-        let table = match &parsed {
-            Some(LedgerUrl::DynamoDb(t)) => {
-                config::optional(ledger_url::TABLE_VAR).unwrap_or_else(|| t.clone())
-            }
-            Some(_) => config::optional(ledger_url::TABLE_VAR).unwrap_or_default(),
-            None => config::required(ledger_url::TABLE_VAR)?,
-        };
-        let policy = config::windows_from_env()?;
-        let retention_days = ledger_url::retention_days_from_env()?;
-        if matches!(parsed, None | Some(LedgerUrl::DynamoDb(_))) {
-            ledger_url::check_retention(retention_days, &policy)?;
-        }
-        let rate_limits = config::rate_limits_from_env()?;
-        if rate_limits.is_some() && table.is_empty() {
-            return Err(ConfigError::Missing(ledger_url::TABLE_VAR));
-        }
-        Ok(Self {
-            table,
-            ledger_url,
-            secret,
-            from: config::required("NOTICE_FROM")?,
-            configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
-            mode: config::mode_from_env()?,
-            policy,
-            renderer,
-            send_timeout: config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?,
-            retention_days,
-            concurrency: config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100)
-                as usize,
-            queue_url: config::optional("NOTICE_QUEUE_URL"),
-            dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
-            rate_limits,
-            parking: ParkingSettings::from_env()?,
-        })
-    }
 }
 
 impl SenderApp {

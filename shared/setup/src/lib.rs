@@ -6,3 +6,5 @@ pub mod aws;
 pub mod config;
 #[cfg(feature = "dynamodb")]
 pub mod ledger_url;
+#[cfg(feature = "dynamodb")]
+pub mod settings;
