@@ -25,8 +25,9 @@ use notice_ledger::retry::{self, Deferral};
 use notice_ledger::{ConfigError, Disposition, Job, NoticeKey, NoticeSender, Outcome, SendBudget};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::SesMailer;
+use notice_setup::aws;
+use notice_setup::ledger_url::LedgerUrl;
 pub use notice_setup::settings::{ParkingSettings, SenderSettings};
-use notice_setup::{aws, ledger_url};
 use rand::Rng;
 use tracing::{error, info, warn, Instrument};
 
@@ -51,13 +52,9 @@ impl SenderApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let settings = SenderSettings::from_env()?;
         let sdk = aws::load_sdk_config().await;
-        let ledger = ledger_url::ledger_for(
-            &sdk,
-            settings.ledger_url.as_deref(),
-            Some(&settings.table),
-            settings.retention_days,
-        )
-        .await?;
+        // Parsed once, in the settings; without NOTICE_LEDGER_URL the ledger is NOTICE_TABLE.
+        let url = settings.ledger_url.clone().unwrap_or_else(|| LedgerUrl::DynamoDb(settings.table.clone()));
+        let ledger = url.open(Some(&sdk), settings.retention_days).await?;
         let sesv2 = aws::sesv2_client(&sdk, settings.send_timeout);
         let parker = settings.parking.clone().map(|p| {
             let parker = SchedulerParker::new(aws_sdk_scheduler::Client::new(&sdk), p.group, p.role_arn)

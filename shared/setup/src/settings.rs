@@ -44,7 +44,7 @@ pub struct SenderSettings {
     pub table: String,
     /// `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`, `sqlite:PATH`): the ledger, when not
     /// the table above.
-    pub ledger_url: Option<String>,
+    pub ledger_url: Option<LedgerUrl>,
     pub secret: NoticeSecret,
     pub from: String,
     pub configuration_set: Option<String>,
@@ -68,11 +68,11 @@ impl SenderSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
         let secret = config::secret_from_env("NOTICE_KEY_SECRET")?;
         let renderer = config::renderer_from_env(&secret)?;
-        let ledger_url = config::optional(ledger_url::LEDGER_URL_VAR);
-        let parsed = ledger_url.as_deref().map(LedgerUrl::parse).transpose()?;
+        let url =
+            config::optional(ledger_url::LEDGER_URL_VAR).as_deref().map(LedgerUrl::parse).transpose()?;
         // The table is required unless NOTICE_LEDGER_URL names the ledger (the rate gate keeps
         // its buckets in NOTICE_TABLE, or in the ledger's own table when that is DynamoDB).
-        let table = match &parsed {
+        let table = match &url {
             Some(LedgerUrl::DynamoDb(t)) => {
                 config::optional(ledger_url::TABLE_VAR).unwrap_or_else(|| t.clone())
             }
@@ -81,7 +81,7 @@ impl SenderSettings {
         };
         let policy = config::windows_from_env()?;
         let retention_days = ledger_url::retention_days_from_env()?;
-        if matches!(parsed, None | Some(LedgerUrl::DynamoDb(_))) {
+        if matches!(url, None | Some(LedgerUrl::DynamoDb(_))) {
             ledger_url::check_retention(retention_days, &policy)?;
         }
         let rate_limits = config::rate_limits_from_env()?;
@@ -90,7 +90,7 @@ impl SenderSettings {
         }
         Ok(Self {
             table,
-            ledger_url,
+            ledger_url: url,
             secret,
             from: config::required("NOTICE_FROM")?,
             configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
