@@ -185,7 +185,8 @@ async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<In
             Disposition::Ack => None,
             Disposition::RetryAt(until) => match retry::deferral(until, Utc::now()) {
                 Deferral::Park { at } if matches!(delivery.outcome, Outcome::Deferred { .. }) => {
-                    park(app, &record, body, delivery.key.as_ref(), at, receive_count).await
+                    let key = delivery.key.as_ref();
+                    park(app, &record, body, key, replay_batch.as_deref(), at, receive_count).await
                 }
                 Deferral::Park { .. } => {
                     change_visibility(app, &record, MAX_VISIBILITY).await;
@@ -214,6 +215,7 @@ async fn park(
     record: &SqsMessage,
     body: &str,
     key: Option<&NoticeKey>,
+    replay_batch: Option<&str>,
     at: DateTime<Utc>,
     receive_count: u32,
 ) -> Option<String> {
@@ -228,8 +230,7 @@ async fn park(
         change_visibility(app, record, backoff(receive_count)).await;
         return Some(message_id);
     };
-    let replay_batch = replay_batch(record);
-    let request = ParkRequest { key, at, body, queue_arn, replay_batch: replay_batch.as_deref() };
+    let request = ParkRequest { key, at, body, queue_arn, replay_batch };
     match parker.park(&request).await {
         Ok(Parked::Scheduled) => {
             Metrics::incr(&app.sender.metrics.parked);
