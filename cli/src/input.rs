@@ -6,6 +6,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use notice_ledger::{InvalidJob, Job};
+
+/// Longest input line read. A job body is at most 256 KiB (SQS's own limit); a line may also be a
+/// dumped SQS event of up to ten records. Anything longer is refused line by line, unread.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
 /// One job body from an input file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputItem {
@@ -15,6 +21,19 @@ pub struct InputItem {
     pub body: String,
     /// SQS string message attributes that came with it (e.g. `replay_batch`).
     pub attributes: BTreeMap<String, String>,
+    /// Why the line could not be read (invalid UTF-8, over [`MAX_LINE_BYTES`]): it costs only
+    /// itself, and is reported as invalid with its line number.
+    pub unreadable: Option<String>,
+}
+
+impl InputItem {
+    /// The job, or why this item is not one (unreadable line or invalid body).
+    pub fn job(&self) -> Result<Job, InvalidJob> {
+        match &self.unreadable {
+            Some(problem) => Err(InvalidJob::new("body", problem.clone())),
+            None => Job::parse(&self.body),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -24,26 +43,71 @@ pub enum InputError {
 }
 
 pub fn read_items(path: &Path) -> Result<Vec<InputItem>, InputError> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|source| InputError::Read { path: path.display().to_string(), source })?;
-    Ok(parse_items(&text))
+    Ok(parse_bytes(&bytes))
+}
+
+/// [`parse_items`] over raw bytes: a UTF-8 byte-order mark is skipped, and a line that is not
+/// UTF-8 or is longer than [`MAX_LINE_BYTES`] becomes an unreadable item with its line number
+/// while every other line is read as usual.
+pub fn parse_bytes(bytes: &[u8]) -> Vec<InputItem> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return parse_items(text);
+    }
+    let mut items = Vec::new();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line_no = i + 1;
+        match std::str::from_utf8(line) {
+            Ok(text) => items.extend(parse_line(text, line_no)),
+            Err(e) => items.push(unreadable(
+                line_no,
+                format!("line {line_no} is not valid UTF-8 (bad byte at column {})", e.valid_up_to() + 1),
+            )),
+        }
+    }
+    items
 }
 
 /// A whole-file SQS event first; otherwise one item per non-blank line, where a line that is
 /// itself an SQS event expands into its records. A line that is not JSON stays an item: the
 /// sender reports it as invalid with its line number.
 pub fn parse_items(text: &str) -> Vec<InputItem> {
-    if let Ok(value) = serde_json::from_str::<Value>(text) {
-        if let Some(records) = sqs_records(&value) {
-            return records_to_items(records, 1, true);
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    if text.len() <= MAX_LINE_BYTES * 16 {
+        if let Ok(value) = serde_json::from_str::<Value>(text) {
+            if let Some(records) = sqs_records(&value) {
+                return records_to_items(records, 1, true);
+            }
         }
     }
+    text.lines().enumerate().flat_map(|(i, line)| parse_line(line, i + 1)).collect()
+}
+
+fn unreadable(line: usize, problem: String) -> InputItem {
+    InputItem {
+        origin: format!("line {line}"),
+        line,
+        body: String::new(),
+        attributes: BTreeMap::new(),
+        unreadable: Some(problem),
+    }
+}
+
+/// The items of one line: none when blank, the records of an SQS event, or one job body.
+fn parse_line(line: &str, line_no: usize) -> Vec<InputItem> {
+    if line.len() > MAX_LINE_BYTES {
+        return vec![unreadable(
+            line_no,
+            format!("line {line_no} is {} bytes; at most {MAX_LINE_BYTES} are read", line.len()),
+        )];
+    }
     let mut items = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i + 1;
+    {
         let trimmed = line.trim();
         if trimmed.is_empty() {
-            continue;
+            return items;
         }
         match serde_json::from_str::<Value>(trimmed).ok().as_ref().and_then(sqs_records) {
             Some(records) => items.extend(records_to_items(records, line_no, false)),
@@ -52,6 +116,7 @@ pub fn parse_items(text: &str) -> Vec<InputItem> {
                 line: line_no,
                 body: trimmed.to_owned(),
                 attributes: BTreeMap::new(),
+                unreadable: None,
             }),
         }
     }
@@ -88,6 +153,7 @@ fn records_to_items(records: &[Value], line: usize, whole_file: bool) -> Vec<Inp
                 line,
                 body: record.get("body").and_then(Value::as_str).unwrap_or("").to_owned(),
                 attributes,
+                unreadable: None,
             }
         })
         .collect()
@@ -119,5 +185,27 @@ mod tests {
         let items = parse_items(&dumped);
         assert_eq!(items.len(), 4);
         assert_eq!(items[3].origin, "line 2 record 2");
+    }
+
+    #[test]
+    fn a_bom_is_skipped_and_bad_lines_cost_only_themselves() {
+        let good = r#"{"a":1}"#;
+        let mut bytes = b"\xEF\xBB\xBF".to_vec();
+        bytes.extend_from_slice(format!("{good}\n").as_bytes());
+        bytes.extend_from_slice(b"{\"bad\":\"\xff\xfe\"}\n");
+        bytes.extend_from_slice(format!("{{\"big\":\"{}\"}}\n", "x".repeat(MAX_LINE_BYTES)).as_bytes());
+        bytes.extend_from_slice(format!("{good}\n").as_bytes());
+        let items = parse_bytes(&bytes);
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[0].body, good, "the BOM must not reach line 1");
+        assert_eq!(items[0].unreadable, None);
+        assert!(items[1].unreadable.as_deref().is_some_and(|p| p.contains("line 2") && p.contains("UTF-8")));
+        assert!(items[2].unreadable.as_deref().is_some_and(|p| p.contains("line 3") && p.contains("bytes")));
+        assert_eq!((items[3].line, items[3].body.as_str()), (4, good));
+        let err = items[1].job().unwrap_err();
+        assert_eq!(err.field, "body");
+        // Valid UTF-8 with a BOM takes the fast path and still loses the BOM.
+        let items = parse_bytes(format!("\u{FEFF}{good}\n").as_bytes());
+        assert_eq!(items[0].body, good);
     }
 }

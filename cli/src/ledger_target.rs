@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use notice_ledger::ledger::Ledger;
+use notice_ledger::rate::BucketStore;
 use notice_setup::ledger_url::{retention_days_from_env, LedgerUrl};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,12 +31,18 @@ impl LedgerTarget {
             LedgerUrl::DynamoDb(_) => retention_days_from_env().map_err(|e| e.to_string())?,
             _ => 0,
         };
-        let ledger = self.0.open(None, retention_days).await.map_err(|e| e.to_string())?;
-        Ok(Opened { ledger })
+        let opened = self.0.open_with_buckets(None, retention_days).await.map_err(|e| e.to_string())?;
+        Ok(Opened { ledger: opened.ledger, buckets: opened.buckets })
+    }
+
+    /// Whether this is the local SQLite file (no provider events feed it).
+    pub fn is_local(&self) -> bool {
+        matches!(self.0, LedgerUrl::Sqlite(_))
     }
 }
 
-/// An open ledger.
+/// An open ledger, and the per-domain rate buckets kept beside it.
 pub struct Opened {
     pub ledger: Arc<dyn Ledger>,
+    pub buckets: Arc<dyn BucketStore>,
 }

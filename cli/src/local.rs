@@ -26,8 +26,10 @@ pub struct StateDir {
 
 impl StateDir {
     pub fn open(root: &Path) -> Result<Self, StateError> {
-        std::fs::create_dir_all(root)
-            .map_err(|source| StateError::Dir { path: root.display().to_string(), source })?;
+        let dir_err = |source| StateError::Dir { path: root.display().to_string(), source };
+        std::fs::create_dir_all(root).map_err(dir_err)?;
+        // The ledger, the outbox and the secret are private to the operator, whatever the umask.
+        notice_ledger::mailer::outbox::private(root, 0o700).map_err(dir_err)?;
         Ok(Self { root: root.to_path_buf() })
     }
 
@@ -35,17 +37,24 @@ impl StateDir {
         self.root.join("outbox")
     }
 
-    /// `NOTICE_KEY_SECRET` when set; otherwise the state directory's own random secret, created
-    /// (mode 0600) on first use and announced on stderr — a local ledger is only meaningful with
-    /// the same secret every run.
-    pub fn secret(&self) -> Result<NoticeSecret, StateError> {
-        if let Some(value) = notice_setup::config::optional("NOTICE_KEY_SECRET") {
-            return NoticeSecret::new(value).map_err(|e| StateError::Invalid(e.to_string()));
+    /// The deployment's secret when `NOTICE_KEY_SECRET` or `NOTICE_KEY_SECRET_ARN` is present
+    /// (checked: blank or short is an error, never a fallback); only when neither variable exists,
+    /// the state directory's own random secret, created (mode 0600) on first use and announced on
+    /// stderr — a local ledger is only meaningful with the same secret every run.
+    pub async fn secret(&self) -> Result<NoticeSecret, StateError> {
+        if notice_setup::secret::source_from_env().map_err(|e| StateError::Invalid(e.to_string()))?.is_some()
+        {
+            let sdk = notice_setup::aws::load_sdk_config().await;
+            if let Some(secret) =
+                notice_setup::secret::resolve(&sdk).await.map_err(|e| StateError::Invalid(e.to_string()))?
+            {
+                return Ok(secret);
+            }
         }
         let path = self.root.join("secret");
         let err = |source| StateError::Secret { path: path.display().to_string(), source };
         match std::fs::read_to_string(&path) {
-            Ok(text) => NoticeSecret::new(text.trim())
+            Ok(text) => NoticeSecret::configured(text.trim())
                 .map_err(|e| StateError::Invalid(format!("{}: {e}", path.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let value = random_secret();
@@ -64,12 +73,12 @@ impl StateDir {
                             "noticectl: NOTICE_KEY_SECRET is not set; created a random local secret in {} (mode 0600)",
                             path.display()
                         );
-                        NoticeSecret::new(value).map_err(|e| StateError::Invalid(e.to_string()))
+                        NoticeSecret::configured(value).map_err(|e| StateError::Invalid(e.to_string()))
                     }
                     // Another process created it between our read and our create: use theirs.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                         let text = std::fs::read_to_string(&path).map_err(err)?;
-                        NoticeSecret::new(text.trim()).map_err(|e| StateError::Invalid(e.to_string()))
+                        NoticeSecret::configured(text.trim()).map_err(|e| StateError::Invalid(e.to_string()))
                     }
                     Err(e) => Err(err(e)),
                 }

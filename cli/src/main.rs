@@ -12,6 +12,7 @@ mod local;
 mod queue;
 mod simulate;
 mod terminal;
+mod verify;
 
 use commands::{backfill, enqueue, key, ledger, parked, quarantine, replay, send, show};
 
@@ -44,7 +45,11 @@ enum Command {
     Show(show::ShowArgs),
     /// Count a backlog against the ledger (--dry-run), then enqueue only what is new.
     Replay(replay::ReplayArgs),
-    /// Record notices delivered before enforcement as sent (never overwrites).
+    /// Record notices already DELIVERED before enforcement as sent (never in-flight ones; never overwrites).
+    ///
+    /// Delivered only: never backfill jobs that are still queued, in flight or scheduled — a
+    /// backfilled row says "sent", so those notices would never be sent at all. For a backlog
+    /// whose fate is unknown, use `replay` (it enqueues only what the ledger has not seen).
     Backfill(backfill::BackfillArgs),
     /// Validate one job and put it on the reminder queue (or park it when its window is far off).
     Enqueue(enqueue::EnqueueArgs),
@@ -52,6 +57,8 @@ enum Command {
     Parked(parked::ParkedArgs),
     /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
     Simulate(simulate::SimulateArgs),
+    /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
+    Verify(verify::VerifyArgs),
     /// Prepare a ledger: `ledger init --postgres URL` creates the PostgreSQL schema.
     Ledger(ledger::LedgerArgs),
 }
@@ -70,8 +77,9 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Send(args) => send::run(cli.state_dir, args).await,
         Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
-        Command::Key(args) => key::run(cli.state_dir, args),
+        Command::Key(args) => key::run(cli.state_dir, args).await,
         Command::Simulate(args) => simulate::run(args).await,
+        Command::Verify(args) => verify::run(args).await,
         Command::Show(args) => show::run(cli.state_dir, args).await,
         Command::Replay(args) => replay::run(cli.state_dir, args).await,
         Command::Backfill(args) => backfill::run(cli.state_dir, args).await,

@@ -35,3 +35,28 @@ pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
     }
     bar
 }
+
+/// `text` safe to print: control characters (ESC sequences, CR, NUL …) and bidi overrides from job
+/// data or message attributes are shown escaped (`\u{1b}`), so input cannot rewrite the screen or
+/// forge an output line.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escape_neutralises_terminal_control() {
+        assert_eq!(super::escape("batch\u{1b}[2J\r\nok"), "batch\\u{1b}[2J\\u{d}\\u{a}ok");
+        assert_eq!(super::escape("plain · ünïcode"), "plain · ünïcode");
+        assert_eq!(super::escape("a\u{202e}b"), "a\\u{202e}b");
+    }
+}

@@ -13,7 +13,7 @@ use notice_ledger::ledger::{ClaimOutcome, ClaimRequest, RowState};
 use notice_ledger::{Job, NoticeSecret};
 
 const TABLE: &str = "notices";
-const SECRET: &str = "operate-secret";
+const SECRET: &str = "operate-secret-0123456789";
 
 fn job(i: usize) -> String {
     serde_json::json!({"subscription_id": format!("sub_{i}"), "period_start": "2026-12-01", "kind": "renewal_notice_t72",
@@ -28,6 +28,8 @@ fn noticectl(moto: &Moto, dir: &Path, args: &[&str]) -> Output {
         .env("NOTICE_KEY_SECRET", SECRET)
         .env_remove("NOTICE_LEDGER_URL")
         .env_remove("NOTICE_QUEUE_URL")
+        .env_remove("NOTICE_EVENTS_QUEUE_URL")
+        .env_remove("NOTICE_EVENTS_DLQ_URL")
         .env_remove("NOTICE_SCHEDULE_GROUP")
         .env_remove("NOTICE_SCHEDULER_ROLE_ARN")
         .args(args)
@@ -276,4 +278,156 @@ async fn backfill_into_dynamodb_keeps_rows_for_notice_retention_days_like_the_la
         .output()
         .expect("run noticectl");
     assert_eq!(refused.status.code(), Some(2), "a retention under 30 days is refused: {}", stdout(&refused));
+}
+
+/// Receives every message on `queue` (deleting none): their bodies.
+async fn drain(moto: &Moto, queue: &str) -> Vec<String> {
+    let sqs = moto.sqs().await;
+    let mut bodies = Vec::new();
+    loop {
+        let got = sqs.receive_message().queue_url(queue).max_number_of_messages(10).send().await.unwrap();
+        if got.messages().is_empty() {
+            return bodies;
+        }
+        bodies.extend(got.messages().iter().filter_map(|m| m.body().map(str::to_owned)));
+    }
+}
+
+/// The seed's sentence, measured: a replay of a mostly-delivered backlog (1 new of 41) enqueues
+/// nothing unless forced — `--yes` only skips the prompt — and with `--force` only the new job.
+#[tokio::test]
+async fn replay_of_a_mostly_delivered_backlog_stops_unless_forced() {
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    let queue = moto.create_queue("reminders").await;
+    let ledger = DynamoLedger::new(moto.dynamodb().await, TABLE);
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    for i in 0..40 {
+        let parsed = Job::parse(&job(i)).unwrap();
+        let req = ClaimRequest::for_job(&parsed, parsed.key(&secret), Utc::now());
+        let ClaimOutcome::Minted(claim) = ledger.claim(&req).await.unwrap() else { panic!("seed claim") };
+        ledger.commit_sent(&claim, &format!("ses-{i}"), Utc::now()).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..41).map(job).collect();
+    std::fs::write(dir.path().join("backlog.jsonl"), lines.join("\n")).unwrap();
+    let ledger_arg = format!("dynamodb:{TABLE}");
+    let replay = |extra: &[&str]| {
+        let mut args =
+            vec!["replay", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--queue-url", &queue];
+        args.extend_from_slice(extra);
+        noticectl(&moto, dir.path(), &args)
+    };
+
+    let stopped = replay(&["--yes"]);
+    let out = stdout(&stopped);
+    assert_eq!(stopped.status.code(), Some(3), "stop verdict: exit 3 even with --yes: {out}");
+    assert!(out.contains("1 new of 41: stop") && out.contains("refusing to enqueue"), "{out}");
+    assert!(drain(&moto, &queue).await.is_empty(), "a stopped replay enqueues nothing");
+
+    let unconfirmed = replay(&["--force"]);
+    assert_eq!(
+        unconfirmed.status.code(),
+        Some(2),
+        "--force does not skip the prompt: {}",
+        stdout(&unconfirmed)
+    );
+    assert!(drain(&moto, &queue).await.is_empty());
+
+    let looser = replay(&["--stop-below", "1", "--dry-run"]);
+    assert!(stdout(&looser).contains("1 new of 41 would be enqueued"), "{}", stdout(&looser));
+
+    let forced = replay(&["--force", "--yes", "--batch-id", "b-forced"]);
+    let out = stdout(&forced);
+    assert!(forced.status.success(), "{out}");
+    assert!(out.contains("enqueued 1 of 1 as replay batch b-forced"), "{out}");
+    let bodies = drain(&moto, &queue).await;
+    assert_eq!(bodies.len(), 1, "only the new job");
+    assert_eq!(Job::parse(&bodies[0]).unwrap().identity.subscription_id(), "sub_40");
+    eprintln!("measured: replay of 41 jobs (40 delivered): without --force 0 enqueued (exit 3); with --force 1 enqueued");
+}
+
+/// `quarantine release` waits for the SES event queue and its DLQ: an event there may prove the
+/// claim was sent.
+#[tokio::test]
+async fn quarantine_release_refuses_while_ses_events_are_queued_or_dead_lettered() {
+    let (moto, ledger, dir) = seeded().await;
+    let events = moto.create_queue("ses-events").await;
+    let dlq = moto.create_queue("ses-events-dlq").await;
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let key = Job::parse(&job(6)).unwrap().key(&secret); // the seeded open claim
+    let ledger_arg = format!("dynamodb:{TABLE}");
+    let release = |extra: &[&str]| {
+        let mut args = vec![
+            "quarantine",
+            "release",
+            key.as_str(),
+            "--reason",
+            "no SES send event",
+            "--yes",
+            "--ledger",
+            &ledger_arg,
+        ];
+        args.extend_from_slice(extra);
+        noticectl(&moto, dir.path(), &args)
+    };
+    let with_queues = ["--events-queue-url", events.as_str(), "--events-dlq-url", dlq.as_str()];
+    let sqs = moto.sqs().await;
+
+    let unknown = release(&[]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stdout(&unknown).contains("cannot be checked"), "{}", stdout(&unknown));
+
+    sqs.send_message().queue_url(&events).message_body("{}").send().await.unwrap();
+    let backlog = release(&with_queues);
+    assert_eq!(backlog.status.code(), Some(2));
+    assert!(stdout(&backlog).contains("SES event queue still holds 1 waiting"), "{}", stdout(&backlog));
+
+    // Being processed (in flight) still counts: the reconciler has not applied it yet.
+    let got = sqs.receive_message().queue_url(&events).send().await.unwrap();
+    let in_flight = release(&with_queues);
+    assert!(stdout(&in_flight).contains("1 in flight"), "{}", stdout(&in_flight));
+    let receipt = got.messages()[0].receipt_handle().unwrap();
+    sqs.delete_message().queue_url(&events).receipt_handle(receipt).send().await.unwrap();
+
+    sqs.send_message().queue_url(&dlq).message_body("{}").send().await.unwrap();
+    let dead = release(&with_queues);
+    assert_eq!(dead.status.code(), Some(2));
+    assert!(stdout(&dead).contains("dead-letter queue holds 1"), "{}", stdout(&dead));
+    assert_eq!(ledger.get(&key).await.unwrap().unwrap().state, RowState::Claimed, "nothing released yet");
+
+    let forced = release(&[&with_queues[..], &["--force"]].concat());
+    assert!(forced.status.success(), "{}", stdout(&forced));
+    assert!(stdout(&forced).contains("--force: releasing although"), "{}", stdout(&forced));
+    assert_eq!(ledger.get(&key).await.unwrap().unwrap().state, RowState::Released);
+}
+
+#[tokio::test]
+async fn quarantine_release_goes_ahead_when_the_ses_event_queues_are_empty() {
+    let (moto, ledger, dir) = seeded().await;
+    let events = moto.create_queue("ses-events").await;
+    let dlq = moto.create_queue("ses-events-dlq").await;
+    let key = Job::parse(&job(6)).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+    let ledger_arg = format!("dynamodb:{TABLE}");
+    let out = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .current_dir(dir.path())
+        .envs(moto.env_vars())
+        .env("NOTICE_KEY_SECRET", SECRET)
+        .env("NOTICE_EVENTS_QUEUE_URL", &events)
+        .env("NOTICE_EVENTS_DLQ_URL", &dlq)
+        .args([
+            "quarantine",
+            "release",
+            key.as_str(),
+            "--reason",
+            "checked",
+            "--yes",
+            "--ledger",
+            &ledger_arg,
+        ])
+        .output()
+        .expect("run noticectl");
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("are empty"), "{}", stdout(&out));
+    assert_eq!(ledger.get(&key).await.unwrap().unwrap().state, RowState::Released);
 }

@@ -8,14 +8,21 @@
 //! whose result already stands (a retry after a lost reply) is `Ok` for DynamoDB and PostgreSQL and
 //! a `Conflict` for memory and SQLite. Either way the row must be unchanged.
 //!
-//! The cases live in three files: `claims` (claim → commit: minting, token-guarded commits,
+//! The cases live in four files: `claims` (claim → commit: minting, token-guarded commits,
 //! release, missed windows, revisions, reads), `resolution` (the quarantine view, provider
-//! evidence, operator actions, backfill) and `rules` (every write from every starting row, against
-//! the core's one definition of the transition rules).
+//! evidence, operator actions, backfill), `rules` (every write from every starting row, against
+//! the core's one definition of the transition rules) and `buckets` (the per-domain rate buckets
+//! each store keeps beside its rows: compare-and-set, burst and refill, racing senders).
 
+mod buckets;
 mod claims;
 mod resolution;
 mod rules;
+
+pub use buckets::{
+    bucket_writes_are_compare_and_set, buckets_admit_the_burst_then_refill_at_the_rate,
+    racing_gates_never_admit_more_than_the_burst,
+};
 
 pub use claims::{
     a_claim_recognises_its_own_token, commits_are_conditional_on_the_claim_token,
@@ -36,6 +43,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use notice_ledger::ledger::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, Ledger, LedgerRow, ProviderEvidence,
 };
+use notice_ledger::rate::BucketStore;
 use notice_ledger::{LedgerError, NoticeKey};
 
 /// Runs every suite case as its own `#[tokio::test]` in the invoking module. `$fixture` is an
@@ -58,6 +66,11 @@ macro_rules! ledger_suite_tests {
             get_many_answers_in_the_callers_order,
             every_write_obeys_the_transition_rules,
         );
+        $crate::ledger_suite_tests!(@bucket_cases $fixture;
+            bucket_writes_are_compare_and_set,
+            buckets_admit_the_burst_then_refill_at_the_rate,
+            racing_gates_never_admit_more_than_the_burst,
+        );
     };
     (@cases $fixture:path; $($case:ident),* $(,)?) => {
         $(
@@ -68,21 +81,40 @@ macro_rules! ledger_suite_tests {
             }
         )*
     };
+    (@bucket_cases $fixture:path; $($case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let fixture = $fixture().await;
+                $crate::ledger_suite::$case(fixture.buckets()).await;
+            }
+        )*
+    };
 }
 
-/// A fresh ledger plus whatever must stay alive while it is used (emulator, temp dir, …).
+/// A fresh ledger, the rate buckets its store keeps, plus whatever must stay alive while they are
+/// used (emulator, temp dir, …).
 pub struct SuiteFixture {
     ledger: Arc<dyn Ledger>,
+    buckets: Arc<dyn BucketStore>,
     _keep: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl SuiteFixture {
-    pub fn new(ledger: Arc<dyn Ledger>, keep: impl std::any::Any + Send + Sync) -> Self {
-        Self { ledger, _keep: Box::new(keep) }
+    pub fn new(
+        ledger: Arc<dyn Ledger>,
+        buckets: Arc<dyn BucketStore>,
+        keep: impl std::any::Any + Send + Sync,
+    ) -> Self {
+        Self { ledger, buckets, _keep: Box::new(keep) }
     }
 
     pub fn ledger(&self) -> Arc<dyn Ledger> {
         Arc::clone(&self.ledger)
+    }
+
+    pub fn buckets(&self) -> Arc<dyn BucketStore> {
+        Arc::clone(&self.buckets)
     }
 }
 

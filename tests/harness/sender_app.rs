@@ -21,7 +21,7 @@ use crate::{start_moto, Moto};
 pub const TABLE: &str = "notices";
 pub const FROM: &str = "billing@example.com";
 pub const CONFIG_SET: &str = "notice-events";
-pub const SECRET: &str = "e2e-secret";
+pub const SECRET: &str = "e2e-secret-0123456789";
 
 pub struct Env {
     pub moto: Moto,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use notice_dynamodb::ledger::DynamoLedger;
+use notice_dynamodb::DynamoBuckets;
 use notice_e2e::ledger_suite::{fresh_key, held, mint, request, row, t, SuiteFixture};
 use notice_e2e::postgres::{fresh_postgres_url, postgres_server};
 use notice_e2e::start_moto;
@@ -19,6 +20,7 @@ use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{ClaimRequest, Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::metrics::Metrics;
+use notice_ledger::rate::{BucketStore, MemoryBuckets};
 use notice_ledger::render::Renderer;
 use notice_ledger::{
     ConfigError, Job, LedgerError, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
@@ -28,25 +30,28 @@ use notice_setup::ledger_url::ledger_for;
 use notice_sqlite::SqliteLedger;
 
 async fn memory_ledger() -> SuiteFixture {
-    SuiteFixture::new(Arc::new(MemoryLedger::new()), ())
+    SuiteFixture::new(Arc::new(MemoryLedger::new()), Arc::new(MemoryBuckets::default()), ())
 }
 
 async fn sqlite_ledger() -> SuiteFixture {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
     let ledger =
         SqliteLedger::open(dir.path().join("ledger.db")).unwrap_or_else(|e| panic!("open sqlite: {e}"));
-    SuiteFixture::new(Arc::new(ledger), dir)
+    let buckets = ledger.buckets().unwrap_or_else(|e| panic!("sqlite buckets: {e}"));
+    SuiteFixture::new(Arc::new(ledger), Arc::new(buckets), dir)
 }
 
 async fn dynamodb_ledger() -> SuiteFixture {
     let moto = start_moto().await;
     moto.create_ledger_table("notices").await;
     let client = notice_setup::aws::dynamodb_client(&moto.sdk_config().await);
-    SuiteFixture::new(Arc::new(DynamoLedger::new(client, "notices")), moto)
+    let buckets = DynamoBuckets::new(client.clone(), "notices");
+    SuiteFixture::new(Arc::new(DynamoLedger::new(client, "notices")), Arc::new(buckets), moto)
 }
 
 async fn postgres_ledger() -> SuiteFixture {
-    SuiteFixture::new(Arc::new(migrated(&fresh_postgres_url("suite").await).await), ())
+    let ledger = migrated(&fresh_postgres_url("suite").await).await;
+    SuiteFixture::new(Arc::new(ledger.clone()), Arc::new(ledger.buckets()), ())
 }
 
 async fn migrated(url: &str) -> PostgresLedger {
@@ -357,4 +362,44 @@ async fn lambda_ledger_selection_prefers_a_postgres_url_over_the_table() {
 
     assert!(matches!(ledger_for(&sdk, None, None, 400).await, Err(ConfigError::Missing("NOTICE_TABLE"))));
     assert!(ledger_for(&sdk, Some(""), Some("notices"), 400).await.is_ok(), "empty URL: the DynamoDB table");
+}
+
+/// The sender's gate follows its ledger: `NOTICE_LEDGER_URL` opens the buckets in the same store
+/// (PostgreSQL table `rate_buckets`, the SQLite file), never somewhere else.
+#[tokio::test]
+async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
+    use notice_ledger::rate::{BucketState, Swap};
+    use notice_setup::ledger_url::LedgerUrl;
+
+    let server = postgres_server().await;
+    let db = server.create_database("buckets_url").await;
+    migrated(&server.url(&db)).await;
+    let opened = LedgerUrl::parse(&server.url(&db))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .open_with_buckets(None, 400)
+        .await
+        .unwrap_or_else(|e| panic!("open: {e}"));
+    let written = opened.buckets.swap("pg.example", None, BucketState { tat_us: 42 }).await;
+    assert_eq!(written.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
+    let stored = server
+        .psql(&db, "SELECT tat_us FROM rate_buckets WHERE domain = 'pg.example'")
+        .await
+        .unwrap_or_else(|e| panic!("psql: {e}"));
+    assert_eq!(stored, "42");
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("ledger.db");
+    let url = LedgerUrl::parse(&format!("sqlite:{}", path.display())).unwrap_or_else(|e| panic!("{e}"));
+    let opened = url.open_with_buckets(None, 400).await.unwrap_or_else(|e| panic!("open: {e}"));
+    let written = opened.buckets.swap("lite.example", None, BucketState { tat_us: 7 }).await;
+    assert_eq!(written.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
+    let again = SqliteLedger::open(&path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .buckets()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        again.load("lite.example").await.unwrap_or_else(|e| panic!("{e}")),
+        Some(BucketState { tat_us: 7 }),
+        "another process on the file sees the same bucket"
+    );
 }

@@ -229,3 +229,68 @@ async fn reconciler_counts_untagged_and_validation_without_failing() {
     assert_eq!(tally.malformed, 1);
     assert_eq!(resp.batch_item_failures.len(), 1);
 }
+
+/// A forged or flooded event stream cannot grow one row without bound or push its expiry out:
+/// hundreds of duplicate Send events for one key (distinct ids and repeats), a 200 KB message id
+/// and an event dated centuries ahead.
+#[tokio::test]
+async fn flooded_events_leave_one_small_row_with_a_near_expiry() {
+    use notice_ledger::ledger::MAX_DUPLICATE_IDS;
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    let sdk = moto.sdk_config().await;
+    let ledger = Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE).with_retention(40));
+    let reconciler = ReconcilerApp { ledger: ledger.clone(), concurrency: 1 };
+    let k = key("sub_flood");
+
+    // The first Send teaches the ledger the key; then 300 other ids, each sent three times.
+    let mut bodies = vec![sns(&ses_event("Send", Some(&k), "0100-first").to_string())];
+    for _ in 0..3 {
+        for i in 0..300 {
+            bodies.push(sns(&ses_event("Send", Some(&k), &format!("0100-forged-{i:04}")).to_string()));
+        }
+    }
+    let mut future = ses_event("Delivery", Some(&k), "0100-first");
+    future["mail"]["timestamp"] = json!("2999-01-01T00:00:00Z");
+    bodies.push(sns(&future.to_string()));
+    let huge = ses_event("Send", Some(&k), &"x".repeat(200 * 1024));
+    bodies.push(sns(&huge.to_string()));
+
+    let mut tally = notice_reconciler::Tally::default();
+    let mut failures = 0;
+    for chunk in bodies.chunks(10) {
+        let (resp, t) = notice_reconciler::handle_sqs(&reconciler, sqs_event(chunk)).await;
+        failures += resp.batch_item_failures.len();
+        tally.duplicates += t.duplicates;
+        tally.malformed += t.malformed;
+        tally.learned += t.learned;
+    }
+    assert_eq!(tally.learned, 1);
+    assert_eq!(tally.duplicates, 900, "every duplicate event is still counted");
+    assert_eq!((tally.malformed, failures), (1, 1), "the 200 KB id is refused, not stored");
+
+    let row = ledger.get(&k).await.unwrap().unwrap();
+    assert_eq!(row.message_id.as_deref(), Some("0100-first"));
+    assert_eq!(row.duplicate_message_ids.len(), MAX_DUPLICATE_IDS);
+    assert!(row.updated_at <= Utc::now() + chrono::Duration::minutes(6), "{}", row.updated_at);
+
+    let item = moto
+        .dynamodb()
+        .await
+        .get_item()
+        .table_name(TABLE)
+        .key("notice_key", aws_sdk_dynamodb::types::AttributeValue::S(k.as_str().to_owned()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    let size: usize = item.iter().map(|(name, v)| name.len() + format!("{v:?}").len()).sum();
+    assert!(size < 4096, "row is {size} bytes");
+    let expires: i64 = match item.get("expires_at") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse().unwrap(),
+        other => panic!("no expires_at: {other:?}"),
+    };
+    let retention = chrono::Duration::days(40);
+    assert!(expires <= (Utc::now() + retention + chrono::Duration::minutes(6)).timestamp());
+}

@@ -162,3 +162,376 @@ fn reporter_event_is_a_scheduler_event() {
     let eb: EventBridgeEvent = serde_json::from_str(&read("reporter-schedule.json")).expect("event");
     assert_eq!(eb.source, "aws.scheduler");
 }
+
+// ------------------------------------------------------------------------------------------------
+// Every sample event, delivered to the Lambda binary it is for — the `notice-*` entry points
+// (`functions/*/src/main.rs`, built here as `notice-e2e-*`) started as Lambda starts them, against
+// a local Lambda Runtime API and the emulator — is accepted: the runtime deserialises it, the
+// handler answers (no invocation error), and no record is refused or left unprocessed.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use notice_e2e::start_moto;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, Mutex as AsyncMutex};
+
+const NEXT: &str = "/2018-06-01/runtime/invocation/next";
+const INVOCATION_TIMEOUT: Duration = Duration::from_secs(60);
+/// As the events name it (`eventSourceARN`), so deferrals and parking address a real queue.
+const REMINDER_QUEUE: &str = "notice-ledger-ReminderQueue-7Hq2LwX9aB1c";
+
+/// What the binary posted for one invocation.
+#[derive(Debug)]
+enum Completion {
+    Response(Value),
+    Error(String),
+}
+
+/// A Lambda Runtime API serving one invocation at a time to one process.
+struct RuntimeApi {
+    address: String,
+    invocations: mpsc::UnboundedSender<(String, String)>,
+    completions: mpsc::UnboundedReceiver<(String, Completion)>,
+}
+
+async fn start_runtime_api(function_name: &str) -> RuntimeApi {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    let address = listener.local_addr().expect("bound address").to_string();
+    let (invocations, pending) = mpsc::unbounded_channel::<(String, String)>();
+    let (completed, completions) = mpsc::unbounded_channel();
+    let pending = Arc::new(AsyncMutex::new(pending));
+    let arn = format!("arn:aws:lambda:us-east-1:123456789012:function:{function_name}");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve_connection(stream, pending.clone(), completed.clone(), arn.clone()));
+        }
+    });
+    RuntimeApi { address, invocations, completions }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    pending: Arc<AsyncMutex<mpsc::UnboundedReceiver<(String, String)>>>,
+    completed: mpsc::UnboundedSender<(String, Completion)>,
+    arn: String,
+) {
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::new(read);
+    // HTTP/1.1 keep-alive: one request after the other on this connection.
+    while let Some((method, path, body)) = read_request(&mut read).await {
+        let reply = if method == "GET" && path == NEXT {
+            let Some((id, event)) = pending.lock().await.recv().await else { return };
+            let deadline = chrono::Utc::now().timestamp_millis() + INVOCATION_TIMEOUT.as_millis() as i64;
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nLambda-Runtime-Aws-Request-Id: {id}\r\n\
+                 Lambda-Runtime-Deadline-Ms: {deadline}\r\nLambda-Runtime-Invoked-Function-Arn: {arn}\r\n\
+                 Lambda-Runtime-Trace-Id: Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0\r\n\
+                 Content-Length: {}\r\n\r\n{event}",
+                event.len()
+            )
+        } else if method == "POST" && path.starts_with("/2018-06-01/runtime/invocation/") {
+            let rest = &path["/2018-06-01/runtime/invocation/".len()..];
+            let (id, kind) = rest.split_once('/').unwrap_or((rest, ""));
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let completion = match kind {
+                "response" => Completion::Response(
+                    serde_json::from_str(&text)
+                        .unwrap_or_else(|e| panic!("response is not JSON ({e}): {text}")),
+                ),
+                _ => Completion::Error(text),
+            };
+            let _ = completed.send((id.to_owned(), completion));
+            accepted()
+        } else if method == "POST" && path == "/2018-06-01/runtime/init/error" {
+            let _ = completed.send((String::new(), Completion::Error(String::from_utf8_lossy(&body).into())));
+            accepted()
+        } else {
+            panic!("unexpected Runtime API request {method} {path}");
+        };
+        if write.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn accepted() -> String {
+    let body = r#"{"status":"OK"}"#;
+    format!(
+        "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// One request: method, path and the body (Content-Length or chunked). `None` at end of stream.
+async fn read_request(
+    read: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+) -> Option<(String, String, Vec<u8>)> {
+    let mut line = String::new();
+    if read.read_line(&mut line).await.ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next()?.to_owned(), parts.next()?.to_owned());
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut header = String::new();
+        read.read_line(&mut header).await.ok()?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = header.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+    }
+    let mut body = Vec::new();
+    if headers.get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size = String::new();
+            read.read_line(&mut size).await.ok()?;
+            let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+            let mut chunk = vec![0; size + 2];
+            read.read_exact(&mut chunk).await.ok()?;
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else if let Some(len) = headers.get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(len, 0);
+        read.read_exact(&mut body).await.ok()?;
+    }
+    Some((method, path, body))
+}
+
+/// A Lambda binary running against its own Runtime API, its output collected.
+struct Function {
+    name: &'static str,
+    api: RuntimeApi,
+    child: Child,
+    output: Arc<Mutex<Vec<String>>>,
+    invocations: usize,
+}
+
+impl Function {
+    /// Starts `binary` with nothing of this process's environment: the Lambda service's variables,
+    /// the emulator's endpoint and credentials, and `env`.
+    async fn start(name: &'static str, binary: &str, env: &[(String, String)]) -> Self {
+        let api = start_runtime_api(name).await;
+        let mut command = Command::new(binary);
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("AWS_LAMBDA_RUNTIME_API", &api.address)
+            .env("AWS_LAMBDA_FUNCTION_NAME", name)
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{name}"))
+            .env("AWS_LAMBDA_LOG_STREAM_NAME", "2026/12/02/[$LATEST]sample")
+            .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
+        let output = Arc::new(Mutex::new(Vec::new()));
+        for pipe in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+            child.stderr.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let output = output.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(pipe).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    output.lock().expect("output lock").push(line);
+                }
+            });
+        }
+        Self { name, api, child, output, invocations: 0 }
+    }
+
+    fn output(&self) -> String {
+        self.output.lock().expect("output lock").join("\n")
+    }
+
+    /// Log lines (JSON) written since line `from`.
+    fn logs_since(&self, from: usize) -> Vec<Value> {
+        self.output.lock().expect("output lock")[from..]
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v.get("level").is_some())
+            .collect()
+    }
+
+    /// Invokes the binary with the sample event `file`; returns its response and its log lines.
+    async fn invoke(&mut self, file: &str) -> (Value, Vec<Value>) {
+        self.invocations += 1;
+        let id = format!("sample-{}-{}", self.name, self.invocations);
+        let from = self.output.lock().expect("output lock").len();
+        self.api.invocations.send((id.clone(), read(file))).expect("runtime API is serving");
+        let completion = tokio::select! {
+            c = self.api.completions.recv() => c,
+            status = self.child.wait() => panic!(
+                "{} exited ({status:?}) while handling {file}; its output:\n{}", self.name, self.output()
+            ),
+            () = tokio::time::sleep(INVOCATION_TIMEOUT) => panic!(
+                "{} did not answer {file} within {INVOCATION_TIMEOUT:?}; its output:\n{}", self.name, self.output()
+            ),
+        };
+        let (got_id, completion) = completion.expect("runtime API channel open");
+        // Give the log lines of this invocation time to arrive.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        match completion {
+            Completion::Response(value) if got_id == id => (value, self.logs_since(from)),
+            Completion::Response(value) => {
+                panic!("{}: a response for {got_id} while {id} was asked: {value}", self.name)
+            }
+            Completion::Error(error) => panic!(
+                "{} did not accept {file} (invocation {got_id}): {error}; its output:\n{}",
+                self.name,
+                self.output()
+            ),
+        }
+    }
+}
+
+fn record_ids(file: &str) -> Vec<String> {
+    sqs(file).records.into_iter().map(|r| r.message_id.expect("messageId")).collect()
+}
+
+fn failures(file: &str, response: &Value) -> Vec<String> {
+    let failures = response
+        .get("batchItemFailures")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("{file}: the response is not an SQS batch response: {response}"));
+    failures.iter().map(|f| f["itemIdentifier"].as_str().expect("itemIdentifier").to_owned()).collect()
+}
+
+/// Every record's outcome, from the sender's `processed` log line in the record's span.
+fn outcomes(file: &str, logs: &[Value]) -> BTreeMap<String, String> {
+    let mut outcomes = BTreeMap::new();
+    for log in logs.iter().filter(|l| l["fields"]["message"] == "processed") {
+        let id =
+            log["span"]["message_id"].as_str().unwrap_or_else(|| panic!("{file}: no message_id in {log}"));
+        let outcome =
+            log["fields"]["outcome"].as_str().unwrap_or_else(|| panic!("{file}: no outcome in {log}"));
+        assert!(outcomes.insert(id.to_owned(), outcome.to_owned()).is_none(), "{file}: {id} processed twice");
+    }
+    for id in record_ids(file) {
+        assert!(outcomes.contains_key(&id), "{file}: record {id} has no outcome; logs: {logs:?}");
+    }
+    outcomes
+}
+
+#[tokio::test]
+async fn every_sample_event_is_accepted_by_its_function() {
+    let moto = start_moto().await;
+    moto.create_ledger_table("notices").await;
+    let queue = moto.create_queue(REMINDER_QUEUE).await;
+    let dlq = moto.create_queue("notice-ledger-ReminderDLQ-Qm3dV8sT1wYz").await;
+    moto.verify_email_identity("billing@example.com").await;
+    moto.create_configuration_set("notice-events").await;
+    moto.create_schedule_group("notice-parked").await;
+
+    let mut common = moto.env_vars();
+    common.push(("NOTICE_TABLE".into(), "notices".into()));
+    let mut sender_env = common.clone();
+    for (k, v) in [
+        // The secret the samples' notice keys were made with (events/README.md).
+        ("NOTICE_KEY_SECRET", "local-demo-secret"),
+        ("NOTICE_FROM", "billing@example.com"),
+        ("NOTICE_CONFIGURATION_SET", "notice-events"),
+        ("NOTICE_QUEUE_URL", queue.as_str()),
+        ("NOTICE_DEAD_LETTER_QUEUE_URL", dlq.as_str()),
+        ("NOTICE_SCHEDULE_GROUP", "notice-parked"),
+        ("NOTICE_SCHEDULER_ROLE_ARN", "arn:aws:iam::123456789012:role/notice-scheduler-to-queue"),
+    ] {
+        sender_env.push((k.into(), v.into()));
+    }
+
+    // Sender: every job is decided (sent, suppressed, deferred or parked, missed — whatever the
+    // clock makes of the fixed sample dates); only the broken jobs are invalid, and those go to the
+    // DLQ directly (acked). A record stays on the queue only when it is deferred.
+    let mut sender =
+        Function::start("notice-sender", env!("CARGO_BIN_EXE_notice-e2e-sender"), &sender_env).await;
+    let refused =
+        ["invalid", "payload_conflict", "render_failed", "ledger_unavailable", "no_time_left", "released"];
+    for file in [
+        "sender-valid.json",
+        "sender-duplicate.json",
+        "sender-revision.json",
+        "sender-replay.json",
+        "sender-early.json",
+        "sender-late.json",
+        "sender-invalid.json",
+    ] {
+        let (response, logs) = sender.invoke(file).await;
+        let outcomes = outcomes(file, &logs);
+        eprintln!("{file}: {outcomes:?}, batch item failures {:?}", failures(file, &response));
+        for id in failures(file, &response) {
+            let outcome = &outcomes[&id];
+            assert!(
+                matches!(outcome.as_str(), "deferred" | "rate_limited"),
+                "{file}: {id} failed as {outcome}"
+            );
+        }
+        for (id, outcome) in &outcomes {
+            if file == "sender-invalid.json" {
+                assert_eq!(outcome, "invalid", "{file}: {id}");
+            } else {
+                assert!(!refused.contains(&outcome.as_str()), "{file}: {id} was {outcome}; logs: {logs:?}");
+            }
+        }
+        if file == "sender-invalid.json" {
+            assert!(failures(file, &response).is_empty(), "{file}: invalid jobs are dead-lettered directly");
+        }
+    }
+    let dead = moto.sqs().await.receive_message().queue_url(&dlq).max_number_of_messages(10).send().await;
+    let dead = dead.expect("ReceiveMessage on the DLQ").messages.unwrap_or_default();
+    assert_eq!(dead.len(), 2, "sender-invalid.json's two jobs are in the DLQ");
+
+    // Reconciler: every SES event shape (SNS→SQS envelopes, raw delivery, the topic's validation
+    // message, EventBridge) is applied or skipped, never failed.
+    let mut reconciler =
+        Function::start("notice-reconciler", env!("CARGO_BIN_EXE_notice-e2e-reconciler"), &common).await;
+    for file in [
+        "ses-sns-sqs-send.json",
+        "ses-sns-sqs-delivery.json",
+        "ses-sns-sqs-bounce.json",
+        "ses-sns-sqs-validation.json",
+        "ses-sqs-raw-send.json",
+    ] {
+        let (response, _) = reconciler.invoke(file).await;
+        eprintln!("{file}: {response}");
+        assert_eq!(failures(file, &response), Vec::<String>::new(), "{file}: {response}");
+    }
+    for file in ["ses-eventbridge-send.json", "ses-eventbridge-delivery.json"] {
+        let (response, _) = reconciler.invoke(file).await;
+        eprintln!("{file}: {response}");
+        assert!(response.get("result").is_some(), "{file}: {response}");
+    }
+
+    // Reporter: the schedule's event.
+    let mut reporter =
+        Function::start("notice-reporter", env!("CARGO_BIN_EXE_notice-e2e-reporter"), &common).await;
+    let (response, _) = reporter.invoke("reporter-schedule.json").await;
+    eprintln!("reporter-schedule.json: {response}");
+
+    // Nothing in events/ was left out.
+    let invoked = [sender.invocations, reconciler.invocations, reporter.invocations].iter().sum::<usize>();
+    let files = std::fs::read_dir(events_dir())
+        .expect("events/")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+        .count();
+    assert_eq!(invoked, files, "every events/*.json is invoked by its function");
+}

@@ -20,7 +20,7 @@ async fn configured_only_through_the_environment_and_refusing_to_start_without_i
         std::env::set_var(k, v);
     }
     std::env::set_var("NOTICE_TABLE", "env-notices");
-    std::env::set_var("NOTICE_KEY_SECRET", "env-secret");
+    std::env::set_var("NOTICE_KEY_SECRET", "env-secret-0123456789");
     std::env::set_var("NOTICE_FROM", "billing@example.com");
     std::env::set_var("NOTICE_CONFIGURATION_SET", "notice-events");
 
@@ -50,4 +50,52 @@ async fn configured_only_through_the_environment_and_refusing_to_start_without_i
     std::env::set_var("NOTICE_WINDOWS", r#"{"jurisdiction_floors_hours":{"XX":80}}"#);
     let err = SenderApp::from_env().await.err().expect("refuses an empty window");
     assert!(err.to_string().contains("empty"), "{err}");
+    std::env::remove_var("NOTICE_WINDOWS");
+
+    // A secret that a failed fetch left empty, blank or short is refused, never used.
+    let saved = std::env::var("NOTICE_KEY_SECRET").unwrap();
+    for (value, words) in [("", "empty"), ("   ", "blank"), ("short", "at least 16")] {
+        std::env::set_var("NOTICE_KEY_SECRET", value);
+        let err = SenderApp::from_env().await.err().expect("refuses a bad secret").to_string();
+        assert!(err.contains("NOTICE_KEY_SECRET") && err.contains(words), "{value:?}: {err}");
+    }
+    // A From with a line break would smuggle a header into every message.
+    std::env::set_var("NOTICE_KEY_SECRET", &saved);
+    std::env::set_var("NOTICE_FROM", "billing@example.com\r\nBcc: spy@evil.example");
+    let err = SenderApp::from_env().await.err().expect("refuses a bad From").to_string();
+    assert!(err.contains("NOTICE_FROM"), "{err}");
+    std::env::set_var("NOTICE_FROM", "Billing <billing@example.com>");
+
+    // The secret from Secrets Manager (NOTICE_KEY_SECRET_ARN), read once at start: the same keys.
+    let secrets = aws_sdk_secretsmanager::Client::new(&moto.sdk_config().await);
+    let arn = secrets
+        .create_secret()
+        .name("notice-ledger/key-secret")
+        .secret_string(&saved)
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    let blank_arn =
+        secrets.create_secret().name("blank").secret_string("  ").send().await.unwrap().arn.unwrap();
+    std::env::remove_var("NOTICE_KEY_SECRET");
+    std::env::set_var("NOTICE_KEY_SECRET_ARN", &blank_arn);
+    let err = SenderApp::from_env().await.err().expect("refuses a blank stored secret").to_string();
+    assert!(err.contains("NOTICE_KEY_SECRET_ARN") && err.contains("blank"), "{err}");
+    std::env::set_var(
+        "NOTICE_KEY_SECRET_ARN",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing",
+    );
+    let err = SenderApp::from_env().await.err().expect("refuses a missing secret").to_string();
+    assert!(err.contains("NOTICE_KEY_SECRET_ARN"), "{err}");
+    std::env::set_var("NOTICE_KEY_SECRET_ARN", &arn);
+    let app = SenderApp::from_env().await.expect("starts with the secret from Secrets Manager");
+    assert!(!format!("{:?}", app.sender.secret).contains(&saved), "the secret never prints");
+    let expected = notice_ledger::Job::from_value(&body)
+        .unwrap()
+        .key(&notice_ledger::NoticeSecret::new(saved.clone()).unwrap());
+    assert_eq!(notice_ledger::Job::from_value(&body).unwrap().key(&app.sender.secret), expected);
+    std::env::remove_var("NOTICE_KEY_SECRET_ARN");
+    std::env::set_var("NOTICE_KEY_SECRET", &saved);
 }

@@ -1,5 +1,6 @@
 //! `noticectl backfill`: record notices delivered before enforcement began as sent, so turning
-//! enforcement on does not send them again. Never overwrites a row the ledger already has.
+//! enforcement on does not send them again. Never overwrites a row the ledger already has. Only
+//! for notices known to be delivered: a backfilled row of an unsent notice means it is never sent.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +14,7 @@ use crate::terminal::progress;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct BackfillArgs {
-    /// Jobs for notices already delivered (or in flight) before enforcement began.
+    /// Jobs for notices already DELIVERED before enforcement began (not queued, not in flight).
     #[arg(long = "from")]
     from: PathBuf,
     #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]

@@ -51,19 +51,36 @@ impl Census {
         }
     }
 
-    /// The plain-language verdict an operator reads at 02:00.
-    pub(super) fn verdict(&self) -> String {
+    /// The plain-language verdict an operator reads at 02:00. "Stop" when nothing is new, or when
+    /// the new jobs are fewer than `stop_below_percent` of the valid ones: a large backlog that
+    /// was almost all delivered already, where the few unknown keys are more likely a mistake
+    /// (wrong file, wrong secret, wrong ledger) than notices owed.
+    pub(super) fn verdict(&self, stop_below_percent: f64) -> Verdict {
         let valid = self.jobs - self.invalid.len();
         let new = self.new.len();
         if new == 0 {
-            format!(
+            Verdict::stop(format!(
                 "0 new of {valid}: stop — this backlog was already delivered (or decided); nothing to replay"
-            )
-        } else if new * 20 < valid {
-            format!("{new} new of {valid}: stop — almost all of this backlog was already delivered; replay only if you expected exactly these {new}")
+            ))
+        } else if (new as f64) * 100.0 < stop_below_percent * valid as f64 {
+            Verdict::stop(format!("{new} new of {valid}: stop — almost all of this backlog was already delivered (under {stop_below_percent}% new); replay only if you expected exactly these {new} (--force)"))
         } else {
-            format!("{new} new of {valid} would be enqueued")
+            Verdict { stop: false, text: format!("{new} new of {valid} would be enqueued") }
         }
+    }
+}
+
+/// What the census says to do with a backlog.
+#[derive(Debug, PartialEq)]
+pub(super) struct Verdict {
+    /// Replaying is refused unless forced.
+    pub(super) stop: bool,
+    pub(super) text: String,
+}
+
+impl Verdict {
+    fn stop(text: String) -> Self {
+        Self { stop: true, text }
     }
 }
 
@@ -76,7 +93,7 @@ pub(super) async fn census(
 ) -> Result<(Census, LedgerTarget, Arc<dyn Ledger>), String> {
     let items = read_items(from).map_err(|e| e.to_string())?;
     let state = StateDir::open(state_dir).map_err(|e| e.to_string())?;
-    let secret = state.secret().map_err(|e| e.to_string())?;
+    let secret = state.secret().await.map_err(|e| e.to_string())?;
     let target = LedgerTarget::resolve(ledger.as_deref(), &state.root)?;
     let ledger = target.open().await?.ledger;
 
@@ -84,8 +101,8 @@ pub(super) async fn census(
     let mut seen = HashSet::new();
     let mut candidates = Vec::new();
     for item in items {
-        match Job::parse(&item.body) {
-            Err(e) => census.invalid.push((item.origin, e.to_string())),
+        match item.job() {
+            Err(e) => census.invalid.push((item.origin, crate::terminal::escape(&e.to_string()))),
             Ok(job) => {
                 let key = job.key(&secret);
                 if seen.insert(key.clone()) {

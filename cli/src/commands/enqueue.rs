@@ -71,11 +71,12 @@ async fn park(
 ) -> Result<ExitCode, String> {
     // The schedule is named by the notice key, so it must be the deployment's key: a local secret
     // would name a schedule the sender never finds, and the job would be parked twice.
-    let secret = notice_setup::config::secret_from_env("NOTICE_KEY_SECRET").map_err(|e| {
-        format!(
-            "parking needs the deployment's NOTICE_KEY_SECRET (the schedule is named by the notice key): {e}"
-        )
-    })?;
+    let need = "parking needs the deployment's NOTICE_KEY_SECRET or NOTICE_KEY_SECRET_ARN (the schedule is named by the notice key)";
+    let sdk = notice_setup::aws::load_sdk_config().await;
+    let secret = notice_setup::secret::resolve(&sdk)
+        .await
+        .map_err(|e| format!("{need}: {e}"))?
+        .ok_or_else(|| format!("{need}: neither is set"))?;
     let key = job.key(&secret);
     let sqs = crate::queue::client().await;
     let queue_arn = sqs

@@ -18,8 +18,9 @@ pub(crate) struct KeyArgs {
     revision: u64,
 }
 
-pub(crate) fn run(state_dir: PathBuf, args: KeyArgs) -> Result<ExitCode, String> {
-    let secret = StateDir::open(&state_dir).and_then(|s| s.secret()).map_err(|e| e.to_string())?;
+pub(crate) async fn run(state_dir: PathBuf, args: KeyArgs) -> Result<ExitCode, String> {
+    let state = StateDir::open(&state_dir).map_err(|e| e.to_string())?;
+    let secret = state.secret().await.map_err(|e| e.to_string())?;
     let identity =
         notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)
             .map_err(|e| e.to_string())?;

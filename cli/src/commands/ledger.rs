@@ -17,7 +17,7 @@ pub(crate) struct LedgerArgs {
 
 #[derive(Subcommand, Debug)]
 enum LedgerCommand {
-    /// Create the PostgreSQL ledger schema (table `notices`, open-claims index). Idempotent.
+    /// Create the PostgreSQL ledger schema (tables `notices` and `rate_buckets`, open-claims index). Idempotent.
     Init(InitArgs),
 }
 
@@ -67,7 +67,7 @@ async fn init_postgres(args: InitArgs) -> Result<ExitCode, String> {
     let ledger = PostgresLedger::connect(&url).await.map_err(|e| e.to_string())?;
     ledger.migrate().await.map_err(|e| e.to_string())?;
     println!(
-        "ledger schema ready at {} (table notices, index notices_open_claims); use --ledger with the same URL",
+        "ledger schema ready at {} (tables notices and rate_buckets, index notices_open_claims); use --ledger with the same URL",
         ledger.target()
     );
     Ok(ExitCode::SUCCESS)

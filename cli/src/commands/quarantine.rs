@@ -1,5 +1,9 @@
 //! `noticectl quarantine`: look at claims that never got their commit, and close them — by
 //! evidence (`resolve --sent`) or by an explicit, audited release that allows a resend.
+//!
+//! A release refuses while the SES event queue still holds events or its dead-letter queue is not
+//! empty (unless `--force`): an event waiting there may be the proof the claim was sent, and
+//! releasing it would send the notice a second time.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +65,16 @@ enum QuarantineCommand {
         /// Show what would be released, change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// The SES event queue the reconciler reads (stack output SesEventsQueueUrl): the release
+        /// waits until it is drained.
+        #[arg(long, env = "NOTICE_EVENTS_QUEUE_URL")]
+        events_queue_url: Option<String>,
+        /// Its dead-letter queue (stack output SesEventsDLQUrl): the release waits until it is empty.
+        #[arg(long, env = "NOTICE_EVENTS_DLQ_URL")]
+        events_dlq_url: Option<String>,
+        /// Release even though SES events are still queued, dead-lettered, or cannot be checked.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -145,7 +159,16 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<Exit
             println!("resolved {key} as sent (message {message_id}) by {who}");
             Ok(ExitCode::SUCCESS)
         }
-        QuarantineCommand::Release { key, reason, by, yes, dry_run } => {
+        QuarantineCommand::Release {
+            key,
+            reason,
+            by,
+            yes,
+            dry_run,
+            events_queue_url,
+            events_dlq_url,
+            force,
+        } => {
             let key = NoticeKey::parse(&key).map_err(|e| e.to_string())?;
             if reason.trim().is_empty() {
                 return Err("--reason must say why (it is recorded on the row)".into());
@@ -162,6 +185,18 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<Exit
                 ));
             }
             describe(&row);
+            let queues = EventQueues { queue: events_queue_url, dlq: events_dlq_url };
+            match queues.pending(target.is_local()).await {
+                Ok(status) => println!("{status}"),
+                Err(why) if force => println!("--force: releasing although {why}"),
+                Err(why) => {
+                    return Err(format!(
+                        "refusing to release {key}: {why} — an event there may prove the notice was sent. \
+                         Let the reconciler drain the queue (and redrive or inspect the DLQ), then retry; \
+                         --force overrides"
+                    ))
+                }
+            }
             if dry_run {
                 println!("dry run: would release {key}; nothing changed");
                 return Ok(ExitCode::SUCCESS);
@@ -179,6 +214,91 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<Exit
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The SES event queue and its DLQ, as far as the operator named them.
+struct EventQueues {
+    queue: Option<String>,
+    dlq: Option<String>,
+}
+
+impl EventQueues {
+    /// `Ok(summary)` when nothing is waiting; `Err(why)` when events are queued, dead-lettered or
+    /// cannot be counted. A local SQLite ledger has no event stream, so nothing to wait for there
+    /// unless queues are named.
+    async fn pending(&self, local_ledger: bool) -> Result<String, String> {
+        if self.queue.is_none() && self.dlq.is_none() {
+            if local_ledger {
+                return Ok("no SES event queues given (local ledger): not checked".into());
+            }
+            return Err("the SES event queues cannot be checked: pass --events-queue-url and \
+                        --events-dlq-url (or NOTICE_EVENTS_QUEUE_URL / NOTICE_EVENTS_DLQ_URL)"
+                .into());
+        }
+        let (Some(queue), Some(dlq)) = (&self.queue, &self.dlq) else {
+            return Err("both the SES event queue and its DLQ must be checked: pass both \
+                        --events-queue-url and --events-dlq-url"
+                .into());
+        };
+        let sqs = crate::queue::client().await;
+        let events = queue_depth(&sqs, queue).await?;
+        let dead = queue_depth(&sqs, dlq).await?;
+        if events.total() > 0 {
+            return Err(format!("the SES event queue still holds {events}"));
+        }
+        if dead.total() > 0 {
+            return Err(format!("the SES event dead-letter queue holds {dead}"));
+        }
+        Ok("SES event queue and its DLQ are empty".into())
+    }
+}
+
+/// Messages on a queue: waiting, being processed (in flight), and delayed.
+struct Depth {
+    visible: u64,
+    in_flight: u64,
+    delayed: u64,
+}
+
+impl Depth {
+    fn total(&self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+impl std::fmt::Display for Depth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} waiting, {} in flight, {} delayed message(s)",
+            self.visible, self.in_flight, self.delayed
+        )
+    }
+}
+
+async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Depth, String> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .map_err(|e| format!("cannot read {url}: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+    let attrs = out.attributes();
+    let count = |name: A| -> Result<u64, String> {
+        match attrs.and_then(|a| a.get(&name)) {
+            None => Err(format!("{url}: SQS did not report {}", name.as_str())),
+            Some(v) => v.parse().map_err(|_| format!("{url}: {} is {v:?}, not a count", name.as_str())),
+        }
+    };
+    Ok(Depth {
+        visible: count(A::ApproximateNumberOfMessages)?,
+        in_flight: count(A::ApproximateNumberOfMessagesNotVisible)?,
+        delayed: count(A::ApproximateNumberOfMessagesDelayed)?,
+    })
 }
 
 fn describe(row: &LedgerRow) {

@@ -3,6 +3,11 @@
 //! The census says how many are new — plainly, when the backlog was already delivered — and only
 //! then, after confirmation, are the new ones enqueued. The ledger would refuse the rest anyway;
 //! not enqueueing them keeps the replay cheap and its counts honest.
+//!
+//! A "stop" verdict (nothing new, or fewer new jobs than `--stop-below` percent of the backlog)
+//! refuses to enqueue unless `--force`: the few unknown keys of a delivered backlog are more
+//! often a wrong file, secret or ledger than notices owed. `--yes` only skips the prompt. Exit
+//! code [`EXIT_STOPPED`] says the stop rule refused.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +17,10 @@ use chrono::Utc;
 use super::census::census;
 use crate::queue::{self, Outgoing};
 use crate::terminal::{confirm, progress};
+
+/// Exit code of a replay the census verdict stopped (nothing enqueued); 1 is "declined at the
+/// prompt or some jobs not enqueued", 2 "could not run".
+pub(crate) const EXIT_STOPPED: u8 = 3;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ReplayArgs {
@@ -33,20 +42,44 @@ pub(crate) struct ReplayArgs {
     /// Messages per second to enqueue.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=3000))]
     rate: u32,
-    /// Skip the confirmation prompt.
+    /// Skip the confirmation prompt (it does not override a "stop" verdict: that takes --force).
     #[arg(long)]
     yes: bool,
+    /// Enqueue the new jobs even when the census verdict is "stop".
+    #[arg(long)]
+    force: bool,
+    /// The verdict is "stop" when fewer than this percentage of the valid jobs are new.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = percent)]
+    stop_below: f64,
+}
+
+fn percent(value: &str) -> Result<f64, String> {
+    match value.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!("{value:?}: want a percentage from 0 to 100")),
+    }
 }
 
 pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> Result<ExitCode, String> {
     let (census, target, _) = census(&state_dir, &args.from, &args.ledger).await?;
     census.print_summary(&target);
-    println!("{}", census.verdict());
+    let verdict = census.verdict(args.stop_below);
+    println!("{}", verdict.text);
     if args.dry_run || census.new.is_empty() {
         if args.dry_run {
             println!("dry run: nothing enqueued");
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if verdict.stop && !args.force {
+        println!(
+            "refusing to enqueue: the verdict is stop (pass --force to enqueue these {} job(s) anyway)",
+            census.new.len()
+        );
+        return Ok(ExitCode::from(EXIT_STOPPED));
+    }
+    if verdict.stop {
+        println!("--force: enqueueing despite the stop verdict");
     }
     let queue_url = args.queue_url.ok_or("--queue-url (or NOTICE_QUEUE_URL) is required to enqueue")?;
     let batch_id = args.batch_id.unwrap_or_else(|| format!("replay-{}", Utc::now().format("%Y%m%dT%H%M%SZ")));

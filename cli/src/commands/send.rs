@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::metrics::Metrics;
-use notice_ledger::rate::MemoryRateGate;
+use notice_ledger::rate::{BucketGate, RateGate};
 use notice_ledger::{Disposition, Mode, NoticeSender, Outcome, SendBudget};
 use notice_setup::config;
 
@@ -40,12 +40,15 @@ pub(crate) struct SendArgs {
 }
 
 pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String> {
+    notice_ledger::address::parse_sender(&args.from).map_err(|e| format!("--from (NOTICE_FROM) {e}"))?;
     let items = read_items(&args.file).map_err(|e| e.to_string())?;
     let state = StateDir::open(&state_dir).map_err(|e| e.to_string())?;
-    let secret = state.secret().map_err(|e| e.to_string())?;
+    let secret = state.secret().await.map_err(|e| e.to_string())?;
     let target = LedgerTarget::resolve(args.ledger.as_deref(), &state.root)?;
-    let ledger = target.open().await?.ledger;
-    let outbox = FileOutbox::new(state.outbox_dir(), args.from.clone())
+    let opened = target.open().await?;
+    let limits = config::rate_limits_from_env().map_err(|e| e.to_string())?;
+    let ledger = opened.ledger;
+    let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .map_err(|e| format!("{}: {e}", state.outbox_dir().display()))?;
     let renderer = config::renderer_from_env(&secret).map_err(|e| e.to_string())?;
     let policy = config::windows_from_env().map_err(|e| e.to_string())?;
@@ -58,19 +61,21 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
         mode: args.mode,
         budget: SendBudget { send_timeout: Duration::from_secs(30), ..SendBudget::default() },
         metrics: Arc::new(Metrics::default()),
-        // Local runs are one process: the in-memory gate enforces NOTICE_RATE_LIMITS within it.
-        rate_gate: config::rate_limits_from_env()
-            .map_err(|e| e.to_string())?
-            .map(|l| Arc::new(MemoryRateGate::new(l)) as Arc<dyn notice_ledger::rate::RateGate>),
+        // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
+        // the real clock, since --now only pins the send windows.
+        rate_gate: limits
+            .clone()
+            .map(|l| Arc::new(BucketGate::new(opened.buckets, l).on_wall_clock()) as Arc<dyn RateGate>),
     });
     let now = args.now.unwrap_or_else(Utc::now);
     eprintln!(
-        "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {}",
+        "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {} · rate {}",
         items.len(),
         args.file.display(),
         target.describe(),
         state.outbox_dir().display(),
-        if args.mode == Mode::Shadow { "shadow" } else { "enforce" }
+        if args.mode == Mode::Shadow { "shadow" } else { "enforce" },
+        limits.as_ref().map_or("off".to_owned(), |l| l.describe())
     );
 
     // `buffered` keeps input order in the output while up to N jobs run at once.
@@ -78,7 +83,13 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
         .map(|item| {
             let sender = Arc::clone(&sender);
             async move {
-                let delivery = sender.deliver_body(&item.body, now, None).await;
+                let delivery = match item.job() {
+                    // An unreadable line never reaches the sender: it is reported, not lost.
+                    Err(e) if item.unreadable.is_some() => {
+                        notice_ledger::Delivery { key: None, outcome: Outcome::Invalid(e) }
+                    }
+                    _ => sender.deliver_body(&item.body, now, None).await,
+                };
                 (item, delivery)
             }
         })
@@ -92,7 +103,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
             "{:<16} {prefix:<12}  {:<18} {}",
             item.origin,
             delivery.outcome.label(),
-            detail(&item, &delivery.outcome)
+            crate::terminal::escape(&detail(&item, &delivery.outcome))
         );
         *counts.entry(delivery.outcome.label()).or_default() += 1;
         if needs_attention(&delivery.outcome) {

@@ -2,7 +2,11 @@
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 
-#[tokio::main]
+// One thread: a Lambda at 128 MB gets a small fraction of one vCPU, and the handler is one
+// future anyway (records run concurrently inside it, not in parallel). The multi-thread
+// scheduler only added cross-thread wake-ups (futex, work stealing) to every AWS call:
+// BENCHMARKS.md, "Side by side with Powertools".
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let app = notice_reconciler::ReconcilerApp::from_env().await.map_err(|e| {

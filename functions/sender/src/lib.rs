@@ -6,8 +6,14 @@
 //! deferred (visible again when the window opens, at most 12 h ahead), released and ledger errors
 //! (backoff with jitter), and input that can never succeed — which goes to the dead-letter queue
 //! straight away when `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the redrive policy.
+//! Rate-limited jobs (no token for their domain) come back when a token is due, and back off like
+//! a retry when limited again, so a deep backlog to one domain does not spend the queue's receives.
+//!
+//! Metrics: one EMF document per invocation, plus one per replay batch seen in it (the notices that
+//! carried a `replay_batch` attribute, with that value as a property) — see [`publish_metrics`].
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
@@ -16,11 +22,11 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_dynamodb::ledger::DynamoLedger;
-use notice_dynamodb::rate::DynamoRateGate;
+use notice_dynamodb::rate::DynamoBuckets;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::park::{parked_conflicts, ParkRequest, Parked, Parker};
-use notice_ledger::rate::RateGate;
+use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::retry::{self, Deferral};
 use notice_ledger::{ConfigError, Disposition, Job, NoticeKey, NoticeSender, Outcome, SendBudget};
 use notice_scheduler::SchedulerParker;
@@ -29,6 +35,7 @@ use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
 pub use notice_setup::settings::{ParkingSettings, SenderSettings};
 use rand::Rng;
+use serde_json::Value;
 use tracing::{error, info, warn, Instrument};
 
 pub use notice_ledger::retry::MAX_VISIBILITY;
@@ -50,11 +57,11 @@ pub struct SenderApp {
 impl SenderApp {
     /// Settings and clients from the environment (the Lambda's cold start).
     pub async fn from_env() -> Result<Self, ConfigError> {
-        let settings = SenderSettings::from_env()?;
         let sdk = aws::load_sdk_config().await;
+        let settings = SenderSettings::load(&sdk).await?;
         // Parsed once, in the settings; without NOTICE_LEDGER_URL the ledger is NOTICE_TABLE.
         let url = settings.ledger_url.clone().unwrap_or_else(|| LedgerUrl::DynamoDb(settings.table.clone()));
-        let ledger = url.open(Some(&sdk), settings.retention_days).await?;
+        let opened = url.open_with_buckets(Some(&sdk), settings.retention_days).await?;
         let sesv2 = aws::sesv2_client(&sdk, settings.send_timeout);
         let parker = settings.parking.clone().map(|p| {
             let parker = SchedulerParker::new(aws_sdk_scheduler::Client::new(&sdk), p.group, p.role_arn)
@@ -64,13 +71,8 @@ impl SenderApp {
         if parker.is_none() {
             warn!("NOTICE_SCHEDULE_GROUP is not set: jobs enqueued more than about 9 days ahead will be lost on the queue");
         }
-        let app = Self::with_ledger(
-            settings,
-            ledger,
-            aws::dynamodb_client(&sdk),
-            sesv2,
-            aws_sdk_sqs::Client::new(&sdk),
-        );
+        let app =
+            Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, aws_sdk_sqs::Client::new(&sdk));
         Ok(app.with_parker(parker))
     }
 
@@ -90,20 +92,27 @@ impl SenderApp {
     ) -> Self {
         let ledger = DynamoLedger::new(dynamodb.clone(), settings.table.clone())
             .with_retention(settings.retention_days);
-        Self::with_ledger(settings, Arc::new(ledger), dynamodb, sesv2, sqs)
+        let buckets = DynamoBuckets::new(dynamodb, settings.table.clone());
+        Self::with_ledger(settings, Arc::new(ledger), Arc::new(buckets), sesv2, sqs)
     }
 
-    /// [`SenderApp::new`] over any ledger (the rate gate, when configured, stays in DynamoDB).
+    /// [`SenderApp::new`] over any ledger, with the rate buckets kept in the same store
+    /// ([`notice_setup::ledger_url::LedgerUrl::open_with_buckets`]), so every sender on one ledger
+    /// shares one bucket per domain.
     pub fn with_ledger(
         settings: SenderSettings,
         ledger: Arc<dyn Ledger>,
-        dynamodb: aws_sdk_dynamodb::Client,
+        buckets: Arc<dyn BucketStore>,
         sesv2: aws_sdk_sesv2::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> Self {
-        let rate_gate = settings.rate_limits.map(|limits| {
-            Arc::new(DynamoRateGate::new(dynamodb, settings.table.clone(), limits)) as Arc<dyn RateGate>
-        });
+        match &settings.rate_limits {
+            Some(limits) => info!(limits = %limits.describe(), "per-domain send rate"),
+            None => warn!("NOTICE_RATE_LIMITS is off: sends to one domain are not paced"),
+        }
+        let rate_gate = settings
+            .rate_limits
+            .map(|limits| Arc::new(BucketGate::new(buckets, limits).on_wall_clock()) as Arc<dyn RateGate>);
         let mailer = SesMailer::new(sesv2, settings.from, settings.configuration_set);
         let sender = NoticeSender {
             ledger,
@@ -135,14 +144,25 @@ pub async fn handle(
     app: &SenderApp,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
+    let (response, metrics) = handle_batch(app, event).await;
+    for document in metrics {
+        println!("{document}");
+    }
+    Ok(response)
+}
+
+/// [`handle`] without printing: the response and the EMF documents the invocation publishes
+/// (see [`emf_documents`]).
+pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (SqsBatchResponse, Vec<Value>) {
     let deadline = deadline_instant(event.context.deadline);
+    let batches = ReplayBatches::default();
     let failures: Vec<String> = futures::stream::iter(event.payload.records)
-        .map(|record| process_record(app, record, deadline))
+        .map(|record| process_record(app, record, deadline, &batches))
         .buffer_unordered(app.concurrency)
         .filter_map(|failed| async move { failed })
         .collect()
         .await;
-    publish_metrics(app);
+    let metrics = emf_documents(app, batches, Utc::now().timestamp_millis());
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures
         .into_iter()
@@ -152,13 +172,36 @@ pub async fn handle(
             failure
         })
         .collect();
-    Ok(response)
+    (response, metrics)
+}
+
+/// Counters of this invocation's replayed notices, one set per `replay_batch` value.
+#[derive(Default)]
+struct ReplayBatches(Mutex<BTreeMap<String, Arc<Metrics>>>);
+
+impl ReplayBatches {
+    /// The counters a record counts into: its replay batch's, or the sender's own.
+    fn metrics_for(&self, app: &SenderApp, replay_batch: Option<&str>) -> Arc<Metrics> {
+        match replay_batch.filter(|b| !b.is_empty()) {
+            None => Arc::clone(&app.sender.metrics),
+            Some(batch) => {
+                let mut batches = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                Arc::clone(batches.entry(batch.to_owned()).or_default())
+            }
+        }
+    }
 }
 
 /// Processes one record; returns its message id when SQS must keep it.
-async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<Instant>) -> Option<String> {
+async fn process_record(
+    app: &SenderApp,
+    record: SqsMessage,
+    deadline: Option<Instant>,
+    batches: &ReplayBatches,
+) -> Option<String> {
     let message_id = record.message_id.clone().unwrap_or_default();
     let replay_batch = replay_batch(&record);
+    let metrics = batches.metrics_for(app, replay_batch.as_deref());
     let receive_count: u32 =
         record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
     let span = tracing::info_span!(
@@ -174,7 +217,7 @@ async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<In
             warn!("record has no body");
             return dead_letter(app, &record, "record has no body").await;
         };
-        let delivery = app.sender.deliver_body(body, Utc::now(), deadline).await;
+        let delivery = app.sender.deliver_body_counted(body, Utc::now(), deadline, &metrics).await;
         let span = tracing::Span::current();
         if let Some(key) = &delivery.key {
             span.record("notice_key", key.as_str());
@@ -186,13 +229,18 @@ async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<In
             Disposition::RetryAt(until) => match retry::deferral(until, Utc::now()) {
                 Deferral::Park { at } if matches!(delivery.outcome, Outcome::Deferred { .. }) => {
                     let key = delivery.key.as_ref();
-                    park(app, &record, body, key, replay_batch.as_deref(), at, receive_count).await
+                    let parked = Parking { key, replay_batch: replay_batch.as_deref(), at, receive_count };
+                    park(app, &record, body, parked, &metrics).await
                 }
                 Deferral::Park { .. } => {
                     change_visibility(app, &record, MAX_VISIBILITY).await;
                     Some(message_id)
                 }
                 Deferral::Hide(wait) => {
+                    let wait = match delivery.outcome {
+                        Outcome::RateLimited { .. } => rate_limited_wait(wait, receive_count),
+                        _ => wait,
+                    };
                     change_visibility(app, &record, wait).await;
                     Some(message_id)
                 }
@@ -208,17 +256,34 @@ async fn process_record(app: &SenderApp, record: SqsMessage, deadline: Option<In
     .await
 }
 
+/// A rate-limited job waits until its token is due; limited again (a later receive), it backs off
+/// like a retry — never sooner than the token — so a backlog far deeper than the domain's burst
+/// drains at the domain's pace instead of hopping through the queue's 20 receives in minutes.
+fn rate_limited_wait(until_due: Duration, receive_count: u32) -> Duration {
+    if receive_count < 2 {
+        return until_due;
+    }
+    until_due.max(backoff(receive_count - 1))
+}
+
+/// What [`park`] needs to know about the job besides its body.
+struct Parking<'a> {
+    key: Option<&'a NoticeKey>,
+    replay_batch: Option<&'a str>,
+    at: DateTime<Utc>,
+    receive_count: u32,
+}
+
 /// Takes a far-future job off the queue into a one-time schedule that brings its own body back at
 /// `at`; acks only when the schedule exists. Writes no ledger row and sends nothing.
 async fn park(
     app: &SenderApp,
     record: &SqsMessage,
     body: &str,
-    key: Option<&NoticeKey>,
-    replay_batch: Option<&str>,
-    at: DateTime<Utc>,
-    receive_count: u32,
+    parking: Parking<'_>,
+    metrics: &Metrics,
 ) -> Option<String> {
+    let Parking { key, replay_batch, at, receive_count } = parking;
     let message_id = record.message_id.clone().unwrap_or_default();
     let (Some(parker), Some(key)) = (&app.parker, key) else {
         warn!(until = %at, "no parking configured: hiding the job for 12 h (the queue may drop it before its window)");
@@ -233,14 +298,14 @@ async fn park(
     let request = ParkRequest { key, at, body, queue_arn, replay_batch };
     match parker.park(&request).await {
         Ok(Parked::Scheduled) => {
-            Metrics::incr(&app.sender.metrics.parked);
+            Metrics::incr(&metrics.parked);
             info!(until = %at, "parked until the window opens");
             None
         }
         Ok(Parked::AlreadyParked { body: parked }) => {
             let conflict = Job::parse(body).is_ok_and(|job| parked_conflicts(&job, parked.as_deref()));
             if conflict {
-                Metrics::incr(&app.sender.metrics.payload_conflicts);
+                Metrics::incr(&metrics.payload_conflicts);
                 let why =
                     "payload conflict: this notice is already parked with different content (bump revision)";
                 return dead_letter(app, record, why).await;
@@ -350,15 +415,36 @@ pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
     Some(Instant::now() + left)
 }
 
-/// One EMF document per invocation, on stdout where CloudWatch picks it up.
-fn publish_metrics(app: &SenderApp) {
-    let snapshot = app.sender.metrics.drain();
-    println!("{}", snapshot.to_emf("notice-sender", Utc::now().timestamp_millis()));
+/// One EMF document per invocation (printed on stdout, where CloudWatch picks it up), plus one per
+/// replay batch seen in the invocation, counting only that batch's notices and carrying
+/// `replay_batch` as a property. Every document has the same `Function` dimension, so the metrics
+/// (and their alarms) add up exactly as before; a batch's own numbers are found in Logs Insights
+/// by the property (README, *Operating*).
+fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Value> {
+    let mut documents = vec![app.sender.metrics.drain().to_emf("notice-sender", now_ms)];
+    let batches = batches.0.into_inner().unwrap_or_else(|p| p.into_inner());
+    for (batch, metrics) in batches {
+        documents.push(metrics.drain().to_emf_for_batch("notice-sender", now_ms, &batch));
+    }
+    documents
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_limited_job_waits_for_its_token_then_backs_off_when_limited_again() {
+        let due = Duration::from_secs(2);
+        assert_eq!(rate_limited_wait(due, 1), due, "first receive: back when the token is due");
+        for _ in 0..20 {
+            let again = rate_limited_wait(due, 2);
+            assert!(again >= Duration::from_secs(15) && again <= Duration::from_secs(30), "{again:?}");
+            assert!(rate_limited_wait(due, 12) >= retry::BACKOFF_CAP / 2);
+        }
+        let far = Duration::from_secs(3600);
+        assert_eq!(rate_limited_wait(far, 5), far, "never before the token is due");
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

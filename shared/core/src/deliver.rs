@@ -1,8 +1,13 @@
 //! The send path, on one screen:
 //!
 //! ```text
-//! parse + validate ─▶ window ─▶ render ─▶ rate gate ─▶ CLAIM (committed) ─▶ SEND (one attempt) ─▶ COMMIT ─▶ outcome ─▶ ack
+//! parse + validate ─▶ window ─▶ render ─▶ ledger read ─▶ rate token ─▶ CLAIM (committed) ─▶ SEND (one attempt) ─▶ COMMIT ─▶ outcome ─▶ ack
 //! ```
+//!
+//! Dedupe decides before the rate: a key that is already sent, in flight or decided is suppressed
+//! (and acked) even when its domain's bucket is empty, and spends no token. Only a job the ledger
+//! would let claim takes one, before claiming; without a token it comes back when one is due
+//! (`rate_limited`) having claimed nothing — so no claim is ever handed back for want of a token.
 //!
 //! Crash windows, and why each is safe:
 //! 1. before the claim commits: no row, nothing sent — the redelivery starts over.
@@ -12,7 +17,8 @@
 //!    the provider's Send event resolves the claim (reconciler).
 //! 4. after the commit, before the ack: row `sent` — the redelivery is suppressed.
 //!
-//! From inside the worker 2 and 3 look the same, so an uncommitted claim is never released here.
+//! From inside the worker 2 and 3 look the same, so an uncommitted claim is never released here —
+//! except when the provider itself said "not accepted".
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +29,7 @@ use tracing::{error, info, warn};
 use crate::error::InvalidJob;
 use crate::identity::{NoticeKey, NoticeSecret};
 use crate::job::Job;
+use crate::ledger::rules::{permits, Verdict, Write};
 use crate::ledger::{Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowState};
 use crate::mailer::{Mailer, NotAccepted, SendResult};
 use crate::metrics::Metrics;
@@ -59,7 +66,8 @@ pub enum Outcome {
     Suppressed { state: RowState },
     /// Window not open yet: not claimed, not sent.
     Deferred { until: DateTime<Utc> },
-    /// The recipient domain's shared send rate is used up: not claimed, not sent; back at `until`.
+    /// The recipient domain's shared send rate is used up: nothing claimed, nothing sent; back at
+    /// `until` (when a token is due, plus jitter).
     RateLimited { until: DateTime<Utc> },
     /// Window closed: recorded, never sent.
     Missed { closed_at: DateTime<Utc> },
@@ -170,17 +178,33 @@ pub struct NoticeSender {
     pub mode: Mode,
     pub budget: SendBudget,
     pub metrics: Arc<Metrics>,
-    /// Shared per-domain send rate, consulted before the claim (`None`: no limit).
+    /// Shared per-domain send rate, taken after the dedupe read and before the claim (`None`: no limit).
     pub rate_gate: Option<Arc<dyn RateGate>>,
 }
 
 impl NoticeSender {
     /// Parses a message body and delivers it.
     pub async fn deliver_body(&self, body: &str, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
+        self.deliver_body_counted(body, now, deadline, &self.metrics).await
+    }
+
+    /// [`NoticeSender::deliver_body`], counting into `metrics` instead of the sender's own — so a
+    /// replay batch's notices can be reported on their own (the sender Lambda's EMF records).
+    pub async fn deliver_body_counted(
+        &self,
+        body: &str,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+        metrics: &Metrics,
+    ) -> Delivery {
         match Job::parse(body) {
-            Ok(job) => self.deliver(&job, now, deadline).await,
+            Ok(job) => {
+                let key = job.key(&self.secret);
+                let outcome = self.run(&job, &key, now, deadline, metrics).await;
+                Delivery { key: Some(key), outcome }
+            }
             Err(invalid) => {
-                Metrics::incr(&self.metrics.invalid_jobs);
+                Metrics::incr(&metrics.invalid_jobs);
                 warn!(field = invalid.field, error = %invalid, "invalid job");
                 Delivery { key: None, outcome: Outcome::Invalid(invalid) }
             }
@@ -190,7 +214,7 @@ impl NoticeSender {
     /// claim → send → commit for one validated job.
     pub async fn deliver(&self, job: &Job, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
         let key = job.key(&self.secret);
-        let outcome = self.run(job, &key, now, deadline).await;
+        let outcome = self.run(job, &key, now, deadline, &self.metrics).await;
         Delivery { key: Some(key), outcome }
     }
 
@@ -200,8 +224,8 @@ impl NoticeSender {
         key: &NoticeKey,
         now: DateTime<Utc>,
         deadline: Option<Instant>,
+        m: &Metrics,
     ) -> Outcome {
-        let m = &self.metrics;
         let decision = self.policy.decide(job, now);
         if let WindowDecision::Defer { until } = decision {
             // Early jobs are turned away before any ledger work (or digest) is spent on them.
@@ -210,7 +234,7 @@ impl NoticeSender {
         }
         let req = ClaimRequest::for_job(job, key.clone(), now);
         if let WindowDecision::Missed { closed_at } = decision {
-            return self.record_missed(&req, closed_at).await;
+            return self.record_missed(&req, closed_at, m).await;
         }
 
         // Render before claiming: a template error must not leave a claim behind.
@@ -227,42 +251,61 @@ impl NoticeSender {
             None => return Outcome::NoTimeLeft,
         };
 
-        if let Some(gate) = &self.rate_gate {
-            match gate.admit(&job.recipient_domain(), now).await {
-                Ok(Admission::Admitted) => {}
-                Ok(Admission::Limited { retry_at }) => {
-                    Metrics::incr(&m.rate_limited);
-                    info!(until = %retry_at, "recipient domain over its send rate: deferred");
-                    return Outcome::RateLimited { until: retry_at };
+        // ── DEDUPE, then RATE ── a key the ledger already holds is decided without a token; only a
+        // job that would send takes one, and takes it *before* its claim, so a job without a token
+        // leaves no claim behind. (Releasing a fresh claim instead would race a duplicate delivery
+        // that saw the claim, was suppressed and acked the message: then nobody sends.) Two workers
+        // that both read "free" may both take a token; one claim wins — a token wasted, never one
+        // too many.
+        let mut held_in_shadow = false;
+        if self.rate_gate.is_some() {
+            match self.ledger.get(key).await {
+                Ok(Some(row))
+                    if permits(Some(&row), Write::Claim { token: &req.token }) == Verdict::Refuse =>
+                {
+                    if let Some(outcome) = self.refused(&req, &row, m) {
+                        return outcome;
+                    }
+                    held_in_shadow = true;
                 }
+                Ok(_) => {}
                 Err(e) => {
                     Metrics::incr(&m.ledger_errors);
-                    error!(error = %e, "rate gate unavailable");
-                    return Outcome::LedgerUnavailable(e.to_string());
+                    error!(error = %e, "ledger read failed");
+                    if self.mode == Mode::Enforce {
+                        return Outcome::LedgerUnavailable(e.to_string());
+                    }
                 }
+            }
+            if let Some(outcome) = self.take_token(job, now, m).await {
+                return outcome;
             }
         }
 
         // ── CLAIM ── committed before anything leaves. Crash after this line: window 2.
         let claim_started = Instant::now();
-        let claim = match self.ledger.claim(&req).await {
-            Ok(ClaimOutcome::Minted(claim)) => {
-                Metrics::incr(&m.claims_minted);
-                Some(claim)
-            }
-            Ok(ClaimOutcome::Held(row)) => {
-                if let Some(outcome) = self.refused(&req, &row) {
-                    return outcome;
+        let claim = if held_in_shadow {
+            None // shadow: already counted as "would suppress"; send anyway, without a claim
+        } else {
+            match self.ledger.claim(&req).await {
+                Ok(ClaimOutcome::Minted(claim)) => {
+                    Metrics::incr(&m.claims_minted);
+                    Some(claim)
                 }
-                None // shadow: send anyway, without a claim of ours
-            }
-            Err(e) => {
-                Metrics::incr(&m.ledger_errors);
-                error!(error = %e, "claim failed");
-                if self.mode == Mode::Enforce {
-                    return Outcome::LedgerUnavailable(e.to_string());
+                Ok(ClaimOutcome::Held(row)) => {
+                    if let Some(outcome) = self.refused(&req, &row, m) {
+                        return outcome;
+                    }
+                    None // shadow: send anyway, without a claim of ours
                 }
-                None
+                Err(e) => {
+                    Metrics::incr(&m.ledger_errors);
+                    error!(error = %e, "claim failed");
+                    if self.mode == Mode::Enforce {
+                        return Outcome::LedgerUnavailable(e.to_string());
+                    }
+                    None
+                }
             }
         };
 
@@ -279,15 +322,35 @@ impl NoticeSender {
         };
 
         // ── COMMIT ── Crash after this line: window 4 (ack lost, redelivery suppressed).
-        let outcome = self.commit(&claim, result).await;
+        let outcome = self.commit(&claim, result, m).await;
         if matches!(outcome, Outcome::Sent { .. }) {
             m.observe_claim_to_commit(claim_started.elapsed().as_secs_f64() * 1000.0);
         }
         outcome
     }
 
-    async fn commit(&self, claim: &Claim, result: SendResult) -> Outcome {
-        let m = &self.metrics;
+    /// Takes a token for the recipient's domain; `None` means "send". Without one the job is
+    /// deferred until a token is due — nothing claimed, nothing sent. Shadow mode never blocks on
+    /// a gate error.
+    async fn take_token(&self, job: &Job, now: DateTime<Utc>, m: &Metrics) -> Option<Outcome> {
+        let gate = self.rate_gate.as_ref()?;
+        let domain = job.recipient_domain();
+        match gate.admit(&domain, now).await {
+            Ok(Admission::Admitted) => None,
+            Ok(Admission::Limited { retry_at }) => {
+                Metrics::incr(&m.rate_limited);
+                info!(until = %retry_at, "recipient domain over its send rate: deferred, nothing claimed or sent");
+                Some(Outcome::RateLimited { until: retry_at })
+            }
+            Err(e) => {
+                Metrics::incr(&m.ledger_errors);
+                error!(error = %e, "rate bucket unavailable");
+                (self.mode == Mode::Enforce).then(|| Outcome::LedgerUnavailable(e.to_string()))
+            }
+        }
+    }
+
+    async fn commit(&self, claim: &Claim, result: SendResult, m: &Metrics) -> Outcome {
         let now = Utc::now();
         match result {
             SendResult::Accepted { message_id } => {
@@ -322,32 +385,39 @@ impl NoticeSender {
                         Outcome::Released { class, reason }
                     }
                     // The claim stays: quarantine is the safe side, the message never went out.
-                    Err(e) => self.quarantine(format!("not accepted ({reason}) but release failed: {e}")),
+                    Err(e) => self.quarantine(format!("not accepted ({reason}) but release failed: {e}"), m),
                 }
             }
             SendResult::Rejected { reason } => {
                 warn!(%reason, "provider rejected the message");
-                match self.ledger.commit_rejected(claim, &reason, now).await {
+                match self
+                    .ledger
+                    .commit_rejected(
+                        claim,
+                        &crate::ledger::bounded_text(&reason, crate::ledger::MAX_REASON_CHARS),
+                        now,
+                    )
+                    .await
+                {
                     Ok(()) => {
                         Metrics::incr(&m.rejected);
                         Outcome::Rejected { reason }
                     }
-                    Err(e) => self.quarantine(format!("rejected ({reason}) but commit failed: {e}")),
+                    Err(e) => self.quarantine(format!("rejected ({reason}) but commit failed: {e}"), m),
                 }
             }
-            SendResult::Unknown { reason } => self.quarantine(format!("send outcome unknown: {reason}")),
+            SendResult::Unknown { reason } => self.quarantine(format!("send outcome unknown: {reason}"), m),
         }
     }
 
-    fn quarantine(&self, reason: String) -> Outcome {
-        Metrics::incr(&self.metrics.quarantined);
+    fn quarantine(&self, reason: String, m: &Metrics) -> Outcome {
+        Metrics::incr(&m.quarantined);
         error!(%reason, "claim quarantined: outcome unknown, resolve from provider events");
         Outcome::Quarantined { reason, message_id: None }
     }
 
     /// The key already has a row. `None` means "send anyway" (shadow mode only).
-    fn refused(&self, req: &ClaimRequest, row: &LedgerRow) -> Option<Outcome> {
-        let m = &self.metrics;
+    fn refused(&self, req: &ClaimRequest, row: &LedgerRow, m: &Metrics) -> Option<Outcome> {
         let conflict = row.content_digest.as_deref().is_some_and(|d| d != req.content_digest);
         if conflict {
             Metrics::incr(&m.payload_conflicts);
@@ -381,20 +451,20 @@ impl NoticeSender {
         Outcome::ShadowSent { message_id, would_suppress }
     }
 
-    async fn record_missed(&self, req: &ClaimRequest, closed_at: DateTime<Utc>) -> Outcome {
+    async fn record_missed(&self, req: &ClaimRequest, closed_at: DateTime<Utc>, m: &Metrics) -> Outcome {
         let reason = format!("send window closed at {}", closed_at.to_rfc3339());
         match self.ledger.record_missed(req, &reason).await {
             Ok(None) => {
-                Metrics::incr(&self.metrics.missed_window);
+                Metrics::incr(&m.missed_window);
                 error!(closed_at = %closed_at, "missed the send window: recorded, not sent");
                 Outcome::Missed { closed_at }
             }
             Ok(Some(row)) => {
-                Metrics::incr(&self.metrics.duplicates_suppressed);
+                Metrics::incr(&m.duplicates_suppressed);
                 Outcome::Suppressed { state: row.state }
             }
             Err(e) => {
-                Metrics::incr(&self.metrics.ledger_errors);
+                Metrics::incr(&m.ledger_errors);
                 error!(error = %e, "could not record missed window");
                 Outcome::LedgerUnavailable(e.to_string())
             }

@@ -27,12 +27,35 @@ pub const MAX_REVISION: u64 = (1 << 53) - 1;
 #[derive(Clone)]
 pub struct NoticeSecret(Vec<u8>);
 
+/// Shortest secret an entry point accepts from configuration. A short HMAC key can be guessed from
+/// a handful of published notice keys; 16 bytes is the floor, 32 random bytes the recommendation.
+pub const MIN_SECRET_BYTES: usize = 16;
+
 impl NoticeSecret {
-    /// Rejects an empty secret: an empty HMAC key would make keys guessable.
+    /// Rejects an empty secret: an empty HMAC key would make keys guessable. Any other length is
+    /// taken, so published key vectors can be recomputed; configuration goes through
+    /// [`NoticeSecret::configured`].
     pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self, InvalidSecret> {
         let bytes = bytes.into();
         if bytes.is_empty() {
-            return Err(InvalidSecret);
+            return Err(InvalidSecret::Empty);
+        }
+        Ok(Self(bytes))
+    }
+
+    /// A secret from configuration (environment, secret store, local file): blank or shorter than
+    /// [`MIN_SECRET_BYTES`] is refused — a failed fetch often leaves an empty or placeholder value,
+    /// and keys derived from it would never match the deployment's.
+    pub fn configured(value: impl Into<Vec<u8>>) -> Result<Self, InvalidSecret> {
+        let bytes = value.into();
+        if bytes.is_empty() {
+            return Err(InvalidSecret::Empty);
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(InvalidSecret::Blank);
+        }
+        if bytes.len() < MIN_SECRET_BYTES {
+            return Err(InvalidSecret::TooShort { len: bytes.len() });
         }
         Ok(Self(bytes))
     }
@@ -54,9 +77,16 @@ impl fmt::Debug for NoticeSecret {
     }
 }
 
+/// Why a secret is refused (the message never contains the secret).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("NOTICE_KEY_SECRET must not be empty")]
-pub struct InvalidSecret;
+pub enum InvalidSecret {
+    #[error("is empty")]
+    Empty,
+    #[error("is blank (whitespace only)")]
+    Blank,
+    #[error("is {len} bytes; at least {MIN_SECRET_BYTES} are required")]
+    TooShort { len: usize },
+}
 
 /// A notice kind such as `renewal_notice_t72`: `[a-z0-9_]{1,64}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

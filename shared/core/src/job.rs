@@ -11,7 +11,11 @@ use crate::error::InvalidJob;
 use crate::identity::{Identity, NoticeKey, NoticeSecret};
 
 /// Longest accepted e-mail address (RFC 5321 path limit).
-pub const MAX_EMAIL_LEN: usize = 254;
+pub const MAX_EMAIL_LEN: usize = crate::address::MAX_ADDRESS_LEN;
+/// Largest accepted `template_data`, serialised. SQS bounds a whole message at 256 KiB; a reminder
+/// needs a plan name and an amount, so anything near that is a producer bug or an attack on the
+/// renderer and the ledger's digest.
+pub const MAX_TEMPLATE_DATA_BYTES: usize = 16 * 1024;
 /// Longest accepted jurisdiction or locale code.
 pub const MAX_CODE_LEN: usize = 32;
 
@@ -48,8 +52,8 @@ impl Job {
         };
         let identity = Identity::new(subscription_id, period_start, kind, revision)?;
 
-        let email = required_str(obj, "email")?;
-        validate_email(email)?;
+        let email = crate::address::parse_recipient(required_str(obj, "email")?)
+            .map_err(|e| InvalidJob::new("email", e.to_string()))?;
         let charge_at = required_str(obj, "charge_at")?;
         let charge_at = DateTime::parse_from_rfc3339(charge_at)
             .map_err(|_| InvalidJob::new("charge_at", "must be an RFC 3339 timestamp"))?
@@ -59,10 +63,19 @@ impl Job {
         let locale = optional_code(obj, "locale")?;
         let template_data = match obj.get("template_data") {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
+            Some(Value::Object(map)) => {
+                let size = serde_json::to_string(map).map(|t| t.len()).unwrap_or(usize::MAX);
+                if size > MAX_TEMPLATE_DATA_BYTES {
+                    return Err(InvalidJob::new(
+                        "template_data",
+                        format!("is {size} bytes; at most {MAX_TEMPLATE_DATA_BYTES} are accepted"),
+                    ));
+                }
+                map.clone()
+            }
             Some(_) => return Err(InvalidJob::new("template_data", "must be a JSON object")),
         };
-        Ok(Self { identity, email: email.to_owned(), charge_at, jurisdiction, locale, template_data })
+        Ok(Self { identity, email, charge_at, jurisdiction, locale, template_data })
     }
 
     pub fn key(&self, secret: &NoticeSecret) -> NoticeKey {
@@ -130,28 +143,6 @@ fn optional_code(obj: &Map<String, Value>, field: &'static str) -> Result<Option
     }
 }
 
-/// Deliberately shallow: the provider is the judge of deliverability; this only stops values that
-/// cannot be an address at all (and header injection).
-fn validate_email(email: &str) -> Result<(), InvalidJob> {
-    if email.len() > MAX_EMAIL_LEN {
-        return Err(InvalidJob::new("email", format!("must be at most {MAX_EMAIL_LEN} bytes")));
-    }
-    if email.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(InvalidJob::new("email", "must not contain whitespace or control characters"));
-    }
-    match email.rsplit_once('@') {
-        Some((local, domain))
-            if !local.is_empty()
-                && domain.contains('.')
-                && !domain.starts_with('.')
-                && !domain.ends_with('.') =>
-        {
-            Ok(())
-        }
-        _ => Err(InvalidJob::new("email", "is not an e-mail address")),
-    }
-}
-
 impl Job {
     /// The recipient's domain, lower-cased (for per-domain rate limits and metrics without PII).
     pub fn recipient_domain(&self) -> String {
@@ -209,6 +200,14 @@ mod tests {
             (with("template_data", serde_json::json!([1])), "template_data"),
             (with("jurisdiction", serde_json::json!("US CA")), "jurisdiction"),
             (with("kind", serde_json::json!(7)), "kind"),
+            (with("email", serde_json::json!("victim@example.com,attacker@evil.example")), "email"),
+            (with("email", serde_json::json!("Victim <victim@example.com>")), "email"),
+            (with("email", serde_json::json!("a@-b.com")), "email"),
+            (with("email", serde_json::json!("a\u{200B}@example.com")), "email"),
+            (
+                with("template_data", serde_json::json!({"plan_name": "x".repeat(MAX_TEMPLATE_DATA_BYTES)})),
+                "template_data",
+            ),
             ("[]".to_string(), "body"),
             ("{not json".to_string(), "body"),
         ];

@@ -20,6 +20,7 @@
 //! [`park`], [`rate`] (+ the in-process gate); `faults` (feature `testing`): fault-injecting
 //! doubles for tests and the simulation.
 
+pub mod address;
 pub mod deliver;
 pub mod error;
 #[cfg(feature = "testing")]

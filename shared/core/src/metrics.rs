@@ -91,6 +91,23 @@ impl MetricsSnapshot {
     }
 }
 
+/// Name of the EMF property that ties a record to an operator replay (`noticectl replay`): a
+/// property, not a dimension, so batches cost no extra metrics and stay queryable in Logs Insights.
+pub const REPLAY_BATCH_PROPERTY: &str = "replay_batch";
+
+impl MetricsSnapshot {
+    /// [`MetricsSnapshot::to_emf`] for the notices of one replay batch: the same metrics (they
+    /// add up with the invocation's other records under the `Function` dimension) plus the
+    /// `replay_batch` property.
+    pub fn to_emf_for_batch(&self, function: &str, timestamp_ms: i64, replay_batch: &str) -> Value {
+        let mut doc = self.to_emf(function, timestamp_ms);
+        if let Value::Object(map) = &mut doc {
+            map.insert(REPLAY_BATCH_PROPERTY.into(), json!(replay_batch));
+        }
+        doc
+    }
+}
+
 /// Builds an EMF document with one dimension, `Function`.
 pub fn emf_document<'a>(
     function: &str,
@@ -137,5 +154,10 @@ mod tests {
         let defs = emf["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap();
         assert!(defs.iter().any(|d| d["Name"] == "DuplicatesSuppressed"));
         assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], NAMESPACE);
+        assert!(emf.get(REPLAY_BATCH_PROPERTY).is_none());
+        let batch = snap.to_emf_for_batch("notice-sender", 1, "b-42");
+        assert_eq!(batch[REPLAY_BATCH_PROPERTY], "b-42");
+        assert_eq!(batch["ClaimsMinted"], 2);
+        assert_eq!(batch["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
     }
 }

@@ -1,139 +1,562 @@
-//! A per-recipient-domain send rate shared by every sender instance.
+//! A per-recipient-domain send rate shared by every sender instance and by replays.
 //!
 //! Mailbox providers throttle (and then junk) senders that burst at one domain, and Lambda scales
-//! out: a limit kept in one process means nothing. The gate is consulted before the claim; over the
-//! limit the job is deferred with jitter — not claimed, not sent, not lost — so replays and
-//! backlogs drain at the domain's pace. Limits are fixed windows (`interval_secs`) counted in one
-//! conditional write each, so a window never admits more than its limit.
+//! out: a limit kept in one process means nothing. Each domain has one stored token bucket, kept
+//! as GCRA state (the *theoretical arrival time*, TAT, of the next send at the sustained rate) and
+//! updated with one conditional write per admission, so no number of senders can take more than
+//! `burst + per_second · t` tokens in any span `t`.
 //!
-//! Configuration (`NOTICE_RATE_LIMITS`, JSON; no limit when unset):
+//! The arithmetic is [`gcra`], a pure function of (state, now, limit). The shared part is
+//! [`BucketGate`]: read (or remember) the state, compute, write it back conditional on the value it
+//! was computed from, and on a conflict recompute from the value that won. Adapters only provide
+//! that compare-and-set ([`BucketStore`]): DynamoDB, PostgreSQL, SQLite and memory.
+//!
+//! Why GCRA rather than stored (tokens, last refill): one integer of state, no refill rounding, a
+//! limit change applies at once to existing buckets, and TAT only ever moves forward — so a stale
+//! copy can only under-estimate how full the bucket is, and a sender whose clock is behind (a
+//! `now` earlier than the stored TAT) finds *less* room, never more.
+//!
+//! Configuration (`NOTICE_RATE_LIMITS`; on by default with [`Limit::DEFAULT`]):
 //! ```json
-//! { "interval_secs": 60, "default_per_interval": 600, "domains": { "gmail.com": 300, "example.org": 10 } }
+//! { "default": { "per_second": 10, "burst": 50 },
+//!   "domains": { "example.org": { "per_second": 1, "burst": 5 } } }
 //! ```
+//! `{}` or `off` switches it off; with only `domains`, other domains are not limited.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use chrono::{DateTime, Duration, Utc};
 use rand::Rng;
 use serde::Deserialize;
 
 use crate::error::{ConfigError, LedgerError};
 
-/// Limits per recipient domain.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+/// The variable the limits are read from (named in every configuration error).
+pub const RATE_LIMITS_VAR: &str = "NOTICE_RATE_LIMITS";
+
+/// Highest rate accepted: the bucket counts in microseconds.
+const MAX_PER_SECOND: f64 = 1_000_000.0;
+/// Largest burst accepted (keeps `burst × interval` far inside `i64` microseconds).
+const MAX_BURST: u32 = 1_000_000;
+/// Compare-and-set rounds before a contended admission is deferred instead.
+const MAX_ATTEMPTS: u32 = 5;
+
+/// One domain's limit: a sustained rate and how many sends may go out at once after a pause.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct Limit {
+    pub per_second: f64,
+    pub burst: u32,
+}
+
+impl Limit {
+    /// The default for every domain when `NOTICE_RATE_LIMITS` is unset: 10 a second keeps one
+    /// domain under SES's starting account rate (14/s), so a replay to one big mailbox provider
+    /// cannot take the whole account's quota; 36 000 an hour is far above a renewal day's volume;
+    /// a burst of 50 absorbs a few concurrent sender batches (10 records each) without deferring
+    /// ordinary traffic.
+    pub const DEFAULT: Limit = Limit { per_second: 10.0, burst: 50 };
+
+    /// Microseconds between two tokens, rounded up so the admitted rate never exceeds `per_second`.
+    pub fn interval_us(&self) -> i64 {
+        ((1_000_000.0 / self.per_second).ceil() as i64).max(1)
+    }
+
+    /// How far TAT may run ahead of now and still admit: `(burst − 1)` intervals.
+    pub fn tolerance_us(&self) -> i64 {
+        i64::from(self.burst.saturating_sub(1)).saturating_mul(self.interval_us())
+    }
+
+    fn check(&self, what: &str) -> Result<(), String> {
+        if !(self.per_second.is_finite() && self.per_second > 0.0 && self.per_second <= MAX_PER_SECOND) {
+            return Err(format!("{what}: per_second must be a number above 0 and at most {MAX_PER_SECOND}"));
+        }
+        if self.burst == 0 || self.burst > MAX_BURST {
+            return Err(format!("{what}: burst must be a whole number from 1 to {MAX_BURST}"));
+        }
+        Ok(())
+    }
+
+    /// When a limited job should come back: when its token is due, spread over the time the whole
+    /// bucket needs to refill (1 s to 60 s), so the jobs deferred together do not return together.
+    pub fn retry_at(&self, due: DateTime<Utc>) -> DateTime<Utc> {
+        let refill_ms = i64::from(self.burst).saturating_mul(self.interval_us()) / 1000;
+        let spread_ms = refill_ms.clamp(1000, 60_000);
+        due + Duration::milliseconds(rand::thread_rng().gen_range(0..=spread_ms))
+    }
+}
+
+/// Limits per recipient domain. Built only by [`RateLimits::parse`] or [`RateLimits::builtin`],
+/// so every limit in it is valid.
+#[derive(Clone, Debug, PartialEq)]
 pub struct RateLimits {
-    pub interval_secs: u32,
-    pub default_per_interval: u32,
+    default: Option<Limit>,
+    domains: BTreeMap<String, Limit>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitsJson {
+    default: Option<Limit>,
     #[serde(default)]
-    pub domains: BTreeMap<String, u32>,
+    domains: BTreeMap<String, Limit>,
 }
 
 impl RateLimits {
-    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let limits: Self = serde_json::from_str(text)
-            .map_err(|e| ConfigError::Invalid { name: "NOTICE_RATE_LIMITS", reason: e.to_string() })?;
-        if limits.interval_secs == 0 {
-            return Err(ConfigError::Invalid {
-                name: "NOTICE_RATE_LIMITS",
-                reason: "interval_secs must be > 0".into(),
-            });
+    /// The limits in force when `NOTICE_RATE_LIMITS` is unset: [`Limit::DEFAULT`] for every domain.
+    pub fn builtin() -> Self {
+        Self { default: Some(Limit::DEFAULT), domains: BTreeMap::new() }
+    }
+
+    /// Parses `NOTICE_RATE_LIMITS`. `Ok(None)` means off (`off`, `"off"` or `{}`); anything
+    /// unreadable or out of range is an error naming the variable.
+    pub fn parse(text: &str) -> Result<Option<Self>, ConfigError> {
+        let invalid = |reason: String| ConfigError::Invalid { name: RATE_LIMITS_VAR, reason };
+        let text = text.trim();
+        if text == "off" || text == "\"off\"" {
+            return Ok(None);
         }
-        Ok(Self {
-            domains: limits.domains.into_iter().map(|(d, n)| (d.to_ascii_lowercase(), n)).collect(),
-            ..limits
-        })
+        let json: RateLimitsJson = serde_json::from_str(text).map_err(|e| {
+            if text.contains("interval_secs") {
+                invalid(format!(
+                    "the fixed-window format was replaced by a token bucket: use \
+                     {{\"default\":{{\"per_second\":10,\"burst\":50}},\"domains\":{{…}}}} ({e})"
+                ))
+            } else {
+                invalid(e.to_string())
+            }
+        })?;
+        if let Some(limit) = &json.default {
+            limit.check("default").map_err(invalid)?;
+        }
+        let mut domains = BTreeMap::new();
+        for (domain, limit) in json.domains {
+            let domain = domain.trim().to_ascii_lowercase();
+            if domain.is_empty() || domain.contains(['@', '#', ' ']) {
+                return Err(invalid(format!("{domain:?} is not a domain name")));
+            }
+            limit.check(&format!("domain {domain}")).map_err(invalid)?;
+            if domains.insert(domain.clone(), limit).is_some() {
+                return Err(invalid(format!("domain {domain} is listed twice")));
+            }
+        }
+        if json.default.is_none() && domains.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Self { default: json.default, domains }))
     }
 
-    pub fn limit_for(&self, domain: &str) -> u32 {
-        self.domains.get(domain).copied().unwrap_or(self.default_per_interval)
+    /// The limit for `domain` (lower case), or `None` when it is not limited.
+    pub fn limit_for(&self, domain: &str) -> Option<Limit> {
+        self.domains.get(domain).copied().or(self.default)
     }
 
-    /// The fixed window `now` falls in: (index, end).
-    pub fn window(&self, now: DateTime<Utc>) -> (i64, DateTime<Utc>) {
-        let len = i64::from(self.interval_secs);
-        let index = now.timestamp().div_euclid(len);
-        let end = Utc.timestamp_opt((index + 1) * len, 0).single().unwrap_or(now);
-        (index, end)
-    }
-
-    /// When a limited job should come back: after the window, spread over a quarter of the next
-    /// one so deferred jobs do not return as one burst.
-    pub fn retry_at(&self, window_end: DateTime<Utc>) -> DateTime<Utc> {
-        let spread_ms = i64::from(self.interval_secs) * 250;
-        window_end + Duration::milliseconds(rand::thread_rng().gen_range(0..=spread_ms.max(1)))
+    /// One line for start-up logs and `noticectl` banners.
+    pub fn describe(&self) -> String {
+        let one = |l: &Limit| format!("{}/s burst {}", l.per_second, l.burst);
+        let default = self.default.as_ref().map_or("not limited".to_owned(), one);
+        if self.domains.is_empty() {
+            return format!("every domain {default}");
+        }
+        let listed: Vec<String> = self.domains.iter().map(|(d, l)| format!("{d} {}", one(l))).collect();
+        format!("{}; other domains {default}", listed.join(", "))
     }
 }
+
+// ── The arithmetic ──
+
+/// Stored state of one domain's bucket: the theoretical arrival time of the next send at the
+/// sustained rate, in microseconds since the epoch. It only ever moves forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BucketState {
+    pub tat_us: i64,
+}
+
+/// What [`gcra`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Take a token: store this state (conditional on the state it was computed from).
+    Admit(BucketState),
+    /// No token now; the next one is due at this instant (microseconds since the epoch).
+    Limited { due_us: i64 },
+}
+
+/// GCRA: admit at `now_us` when the bucket's TAT is at most `(burst − 1)` intervals ahead; an
+/// admission moves TAT one interval past `max(TAT, now)`. `None` is an empty (full-of-tokens)
+/// bucket. A `now` earlier than the stored TAT keeps the stored TAT, so a lagging clock sees less
+/// room, never more; over any span `t` at most `burst + t / interval` sends are admitted.
+pub fn gcra(state: Option<BucketState>, now_us: i64, limit: &Limit) -> Decision {
+    let tat = state.map_or(now_us, |s| s.tat_us.max(now_us));
+    let tolerance = limit.tolerance_us();
+    if tat.saturating_sub(now_us) > tolerance {
+        return Decision::Limited { due_us: tat.saturating_sub(tolerance) };
+    }
+    Decision::Admit(BucketState { tat_us: tat.saturating_add(limit.interval_us()) })
+}
+
+/// Tokens available at `now_us` (what a gate would admit in a row right now): for operators and
+/// tests.
+pub fn tokens(state: Option<BucketState>, now_us: i64, limit: &Limit) -> u32 {
+    let Some(state) = state else { return limit.burst };
+    let ahead = state.tat_us.saturating_sub(now_us).max(0);
+    let room = limit.tolerance_us().saturating_add(limit.interval_us()).saturating_sub(ahead);
+    u32::try_from(room.max(0) / limit.interval_us()).unwrap_or(u32::MAX).min(limit.burst)
+}
+
+fn micros(at: DateTime<Utc>) -> i64 {
+    at.timestamp_micros()
+}
+
+fn instant(us: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(us).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+// ── Ports ──
 
 /// Whether a send to a domain may start now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
     Admitted,
-    Limited { retry_at: DateTime<Utc> },
+    /// No token: come back at `retry_at` (the token's due time plus jitter).
+    Limited {
+        retry_at: DateTime<Utc>,
+    },
 }
 
-/// The rate port.
+/// The rate port the send path uses.
 #[async_trait]
 pub trait RateGate: Send + Sync {
+    /// Takes one token for `domain` at `now`, or says when to come back.
     async fn admit(&self, domain: &str, now: DateTime<Utc>) -> Result<Admission, LedgerError>;
 }
 
-/// In-process gate with the same fixed-window rule (tests, simulations, local runs).
-pub struct MemoryRateGate {
-    limits: RateLimits,
-    counts: Mutex<HashMap<(String, i64), u32>>,
+/// What a conditional bucket write found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swap {
+    /// The bucket held the expected state and now holds the new one.
+    Done,
+    /// It held this instead (`None`: no bucket); nothing was written.
+    Conflict(Option<BucketState>),
 }
 
-impl MemoryRateGate {
-    pub fn new(limits: RateLimits) -> Self {
-        Self { limits, counts: Mutex::new(HashMap::new()) }
+/// Where buckets are stored: one record per domain, written only by compare-and-set. Every
+/// adapter passes the same suite (`tests/harness/ledger_suite/buckets.rs`).
+#[async_trait]
+pub trait BucketStore: Send + Sync {
+    /// The stored state of `domain`'s bucket (`None`: no bucket yet), strongly consistent.
+    async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError>;
+
+    /// Stores `new` if the bucket still holds `expected` (`None`: no bucket yet) — one
+    /// conditional write; otherwise returns what it holds.
+    async fn swap(
+        &self,
+        domain: &str,
+        expected: Option<BucketState>,
+        new: BucketState,
+    ) -> Result<Swap, LedgerError>;
+}
+
+#[async_trait]
+impl<T: BucketStore + ?Sized> BucketStore for Arc<T> {
+    async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
+        (**self).load(domain).await
+    }
+    async fn swap(
+        &self,
+        domain: &str,
+        expected: Option<BucketState>,
+        new: BucketState,
+    ) -> Result<Swap, LedgerError> {
+        (**self).swap(domain, expected, new).await
+    }
+}
+
+/// The shared gate: limits + a bucket store + this process's last-seen state per domain.
+///
+/// The remembered state saves the read before a write: it is at worst older than the stored
+/// one, and since TAT only moves forward an old state never admits what the stored one would
+/// refuse — the conditional write catches it and returns the current state. A "limited"
+/// computed from it costs no call at all.
+pub struct BucketGate {
+    store: Arc<dyn BucketStore>,
+    limits: RateLimits,
+    seen: Mutex<HashMap<String, BucketState>>,
+    wall_clock: bool,
+}
+
+impl BucketGate {
+    pub fn new(store: Arc<dyn BucketStore>, limits: RateLimits) -> Self {
+        Self { store, limits, seen: Mutex::new(HashMap::new()), wall_clock: false }
+    }
+
+    /// A gate over buckets in this process only (tests, simulations).
+    pub fn in_memory(limits: RateLimits) -> Self {
+        Self::new(Arc::new(MemoryBuckets::default()), limits)
+    }
+
+    /// Counts on the real clock, read at the moment of admission, whatever `now` a caller passes:
+    /// the sender's `now` is taken when a record starts, and a record that started a moment
+    /// earlier than the one that took the last token would find less room than there is. Also for
+    /// `noticectl send --now`, where the pinned instant is for send windows only.
+    pub fn on_wall_clock(mut self) -> Self {
+        self.wall_clock = true;
+        self
+    }
+
+    pub fn limits(&self) -> &RateLimits {
+        &self.limits
+    }
+
+    fn remembered(&self, domain: &str) -> Option<BucketState> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(domain).copied()
+    }
+
+    fn remember(&self, domain: &str, state: Option<BucketState>) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        match state {
+            Some(state) => seen.insert(domain.to_owned(), state),
+            None => seen.remove(domain),
+        };
     }
 }
 
 #[async_trait]
-impl RateGate for MemoryRateGate {
+impl RateGate for BucketGate {
     async fn admit(&self, domain: &str, now: DateTime<Utc>) -> Result<Admission, LedgerError> {
-        let (index, end) = self.limits.window(now);
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let used = counts.entry((domain.to_owned(), index)).or_default();
-        if *used >= self.limits.limit_for(domain) {
-            return Ok(Admission::Limited { retry_at: self.limits.retry_at(end) });
+        let Some(limit) = self.limits.limit_for(domain) else {
+            return Ok(Admission::Admitted);
+        };
+        let now = if self.wall_clock { Utc::now() } else { now };
+        let now_us = micros(now);
+        let mut known = match self.remembered(domain) {
+            Some(state) => Some(state),
+            None => self.store.load(domain).await?,
+        };
+        for _ in 0..MAX_ATTEMPTS {
+            match gcra(known, now_us, &limit) {
+                Decision::Limited { due_us } => {
+                    return Ok(Admission::Limited { retry_at: limit.retry_at(instant(due_us)) });
+                }
+                Decision::Admit(new) => match self.store.swap(domain, known, new).await? {
+                    Swap::Done => {
+                        self.remember(domain, Some(new));
+                        return Ok(Admission::Admitted);
+                    }
+                    Swap::Conflict(current) => {
+                        self.remember(domain, current);
+                        known = current;
+                    }
+                },
+            }
         }
-        *used += 1;
-        Ok(Admission::Admitted)
+        // Every lost round means another sender took a token: the domain is busy, not down.
+        tracing::debug!(domain, "rate bucket contended: deferring");
+        Ok(Admission::Limited { retry_at: limit.retry_at(now + Duration::microseconds(limit.interval_us())) })
+    }
+}
+
+/// Buckets in this process only (tests, simulations).
+#[derive(Default)]
+pub struct MemoryBuckets {
+    buckets: Mutex<HashMap<String, BucketState>>,
+}
+
+#[async_trait]
+impl BucketStore for MemoryBuckets {
+    async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
+        Ok(self.buckets.lock().unwrap_or_else(|p| p.into_inner()).get(domain).copied())
+    }
+
+    async fn swap(
+        &self,
+        domain: &str,
+        expected: Option<BucketState>,
+        new: BucketState,
+    ) -> Result<Swap, LedgerError> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let current = buckets.get(domain).copied();
+        if current != expected {
+            return Ok(Swap::Conflict(current));
+        }
+        buckets.insert(domain.to_owned(), new);
+        Ok(Swap::Done)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn at(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
     }
 
+    fn limit(per_second: f64, burst: u32) -> Limit {
+        Limit { per_second, burst }
+    }
+
+    /// Runs arrivals (µs, any order) through `gcra` from an empty bucket; returns the admitted ones.
+    fn admitted(arrivals: &[i64], l: &Limit) -> Vec<i64> {
+        let mut state = None;
+        let mut out = Vec::new();
+        for &now in arrivals {
+            if let Decision::Admit(next) = gcra(state, now, l) {
+                assert!(state.is_none_or(|s: BucketState| next.tat_us > s.tat_us), "TAT moves forward");
+                state = Some(next);
+                out.push(now);
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// Never more than `burst + rate · t` admissions in any span `t`, for sorted arrivals.
+        #[test]
+        fn never_over_burst_plus_rate_times_t(
+            per_second in 0.01f64..2000.0,
+            burst in 1u32..60,
+            gaps in proptest::collection::vec(0i64..400_000, 1..400),
+        ) {
+            let l = limit(per_second, burst);
+            let mut now = 1_700_000_000_000_000i64;
+            let arrivals: Vec<i64> = gaps.iter().map(|g| { now += g; now }).collect();
+            let got = admitted(&arrivals, &l);
+            for (i, start) in got.iter().enumerate() {
+                for (j, end) in got.iter().enumerate().skip(i) {
+                    let n = (j - i + 1) as f64;
+                    let span_s = (end - start) as f64 / 1e6;
+                    prop_assert!(n <= f64::from(burst) + per_second * span_s + 1e-9,
+                        "{n} sends in {span_s} s at {per_second}/s burst {burst}");
+                }
+            }
+        }
+
+        /// A bucket left alone refills exactly: `k` intervals after draining, exactly `k` tokens
+        /// (up to the burst), and a full bucket admits exactly `burst` at one instant.
+        #[test]
+        fn refill_is_exact(per_second in 0.01f64..5000.0, burst in 1u32..200, k in 0u32..250) {
+            let l = limit(per_second, burst);
+            let t0 = 1_700_000_000_000_000i64;
+            let drained = admitted(&vec![t0; burst as usize + 5], &l);
+            prop_assert_eq!(drained.len(), burst as usize);
+            let mut state = Some(BucketState { tat_us: t0 + i64::from(burst) * l.interval_us() });
+            let later = t0 + i64::from(k) * l.interval_us();
+            let expect = k.min(burst);
+            prop_assert_eq!(tokens(state, later, &l), expect);
+            let mut n = 0;
+            while let Decision::Admit(next) = gcra(state, later, &l) {
+                state = Some(next);
+                n += 1;
+            }
+            prop_assert_eq!(n, expect);
+        }
+
+        /// Clock skew: arrivals in any order (a sender whose clock lags behind the stored TAT)
+        /// never admit more than `burst + rate · (latest − earliest)`, and an earlier `now` never
+        /// admits where a later one would not.
+        #[test]
+        fn a_lagging_clock_never_admits_extra(
+            per_second in 0.01f64..2000.0,
+            burst in 1u32..60,
+            offsets in proptest::collection::vec(0i64..5_000_000, 1..300),
+            tat_ahead in 0i64..10_000_000,
+            back in 0i64..10_000_000,
+        ) {
+            let l = limit(per_second, burst);
+            let t0 = 1_700_000_000_000_000i64;
+            let arrivals: Vec<i64> = offsets.iter().map(|o| t0 + o).collect();
+            let got = admitted(&arrivals, &l).len() as f64;
+            let span = (offsets.iter().max().unwrap() - offsets.iter().min().unwrap()) as f64 / 1e6;
+            prop_assert!(got <= f64::from(burst) + per_second * span + 1e-9);
+
+            let state = Some(BucketState { tat_us: t0 + tat_ahead });
+            let earlier = t0 - back;
+            if matches!(gcra(state, earlier, &l), Decision::Admit(_)) {
+                prop_assert!(matches!(gcra(state, t0, &l), Decision::Admit(_)));
+            }
+            prop_assert!(tokens(state, earlier, &l) <= tokens(state, t0, &l));
+        }
+    }
+
     #[tokio::test]
-    async fn memory_gate_admits_the_limit_per_window_then_defers() {
-        let limits = RateLimits::from_json(
-            r#"{"interval_secs":60,"default_per_interval":2,"domains":{"Slow.example":1}}"#,
+    async fn memory_gate_admits_the_burst_then_one_per_interval_and_defers_with_jitter() {
+        let limits = RateLimits::parse(
+            r#"{"default":{"per_second":1,"burst":2},"domains":{"Slow.example":{"per_second":0.1,"burst":1}}}"#,
         )
+        .unwrap()
         .unwrap();
-        let gate = MemoryRateGate::new(limits);
+        let gate = BucketGate::in_memory(limits);
         let t = at("2026-12-02T12:00:10Z");
         assert_eq!(gate.admit("a.example", t).await.unwrap(), Admission::Admitted);
         assert_eq!(gate.admit("a.example", t).await.unwrap(), Admission::Admitted);
         let Admission::Limited { retry_at } = gate.admit("a.example", t).await.unwrap() else { panic!() };
-        assert!(retry_at >= at("2026-12-02T12:01:00Z") && retry_at <= at("2026-12-02T12:01:15Z"));
+        // The next token is due one interval later; jitter spreads over at most the whole bucket's
+        // refill (burst 2 × 1 s).
+        assert!(
+            retry_at >= at("2026-12-02T12:00:11Z") && retry_at <= at("2026-12-02T12:00:13Z"),
+            "{retry_at}"
+        );
         assert_eq!(gate.admit("slow.example", t).await.unwrap(), Admission::Admitted);
         assert!(matches!(gate.admit("slow.example", t).await.unwrap(), Admission::Limited { .. }));
-        assert_eq!(gate.admit("a.example", at("2026-12-02T12:01:00Z")).await.unwrap(), Admission::Admitted);
+        assert_eq!(gate.admit("a.example", at("2026-12-02T12:00:11Z")).await.unwrap(), Admission::Admitted);
+        assert!(matches!(
+            gate.admit("a.example", at("2026-12-02T12:00:11Z")).await.unwrap(),
+            Admission::Limited { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn two_gates_on_one_store_share_the_bucket() {
+        let store = Arc::new(MemoryBuckets::default());
+        let limits = RateLimits::parse(r#"{"default":{"per_second":1,"burst":3}}"#).unwrap().unwrap();
+        let a = BucketGate::new(store.clone(), limits.clone());
+        let b = BucketGate::new(store, limits);
+        let t = at("2026-12-02T12:00:00Z");
+        let mut admitted = 0;
+        for _ in 0..5 {
+            for gate in [&a, &b] {
+                if gate.admit("x.example", t).await.unwrap() == Admission::Admitted {
+                    admitted += 1;
+                }
+            }
+        }
+        assert_eq!(admitted, 3, "one burst between both gates");
     }
 
     #[test]
-    fn bad_limits_are_configuration_errors() {
-        assert!(RateLimits::from_json(r#"{"interval_secs":0,"default_per_interval":1}"#).is_err());
-        assert!(RateLimits::from_json(r#"{"interval_secs":60}"#).is_err());
+    fn configuration_defaults_off_switches_and_errors_name_the_variable() {
+        assert_eq!(RateLimits::builtin().limit_for("gmail.com"), Some(Limit::DEFAULT));
+        for off in ["{}", "off", "\"off\"", " off ", r#"{"domains":{}}"#] {
+            assert_eq!(RateLimits::parse(off).unwrap(), None, "{off}");
+        }
+        let only =
+            RateLimits::parse(r#"{"domains":{"Example.ORG":{"per_second":2,"burst":4}}}"#).unwrap().unwrap();
+        assert_eq!(only.limit_for("example.org"), Some(limit(2.0, 4)));
+        assert_eq!(only.limit_for("gmail.com"), None, "only listed domains are limited");
+        for bad in [
+            r#"{"interval_secs":60,"default_per_interval":600}"#,
+            r#"{"default":{"per_second":0,"burst":5}}"#,
+            r#"{"default":{"per_second":-1,"burst":5}}"#,
+            r#"{"default":{"per_second":1,"burst":0}}"#,
+            r#"{"default":{"per_second":1}}"#,
+            r#"{"domains":{"a@b":{"per_second":1,"burst":1}}}"#,
+            r#"{"domains":{"x.org":{"per_second":1,"burst":1}},"dmains":{}}"#,
+            "on",
+        ] {
+            let err = RateLimits::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(RATE_LIMITS_VAR), "{bad}: {err}");
+        }
+        let old = RateLimits::parse(r#"{"interval_secs":60,"default_per_interval":600}"#).unwrap_err();
+        assert!(old.to_string().contains("token bucket"), "{old}");
+    }
+
+    #[test]
+    fn the_interval_rounds_up_so_the_rate_is_never_exceeded() {
+        assert_eq!(limit(3.0, 1).interval_us(), 333_334);
+        assert_eq!(limit(10.0, 50).tolerance_us(), 49 * 100_000);
+        assert_eq!(limit(0.5, 1).interval_us(), 2_000_000);
     }
 }

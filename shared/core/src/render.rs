@@ -87,8 +87,7 @@ impl Renderer {
                 .render(&ctx)
                 .map_err(|e| RenderError { template: template.name().to_owned(), reason: e.to_string() })
         };
-        // A subject is one header line: fold anything a template or data put on other lines.
-        let subject = part("subject.txt")?.split_whitespace().collect::<Vec<_>>().join(" ");
+        let subject = clean_subject(&part("subject.txt")?);
         Ok(OutgoingMail {
             key: key.clone(),
             kind: kind.to_owned(),
@@ -116,6 +115,30 @@ impl Renderer {
         }
         Value::Object(ctx)
     }
+}
+
+/// Longest subject sent, in characters. Mail clients show ~60–80; beyond a few hundred a subject is
+/// data gone wrong, and every header line must stay within RFC 5322's 998 octets once encoded.
+pub const MAX_SUBJECT_CHARS: usize = 250;
+
+/// A subject is one header line of text: control characters (NUL, ESC, DEL, CR/LF …) and
+/// direction overrides are dropped, runs of whitespace become one space, and the result is capped
+/// at [`MAX_SUBJECT_CHARS`] (ending in `…` when cut). Applied before any provider sees it, so SES
+/// and the outbox send the same subject.
+pub fn clean_subject(raw: &str) -> String {
+    let visible: String = raw
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .filter(|c| !c.is_control() && !matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
+        .collect();
+    let words = visible.split_whitespace().collect::<Vec<_>>().join(" ");
+    if words.chars().count() <= MAX_SUBJECT_CHARS {
+        return words;
+    }
+    let mut cut: String = words.chars().take(MAX_SUBJECT_CHARS - 1).collect();
+    cut.truncate(cut.trim_end().len());
+    cut.push('…');
+    cut
 }
 
 #[cfg(test)]
@@ -166,5 +189,18 @@ mod tests {
         std::fs::write(dir.path().join("body.txt"), "{% if %}").unwrap();
         let links = ManageLinks::new("https://x.example", NoticeSecret::new("l").unwrap());
         assert!(Renderer::with_dir(links, dir.path()).is_err());
+    }
+
+    #[test]
+    fn subjects_lose_control_characters_and_are_capped() {
+        assert_eq!(clean_subject("Your\0 plan\x1b[31m\x7f renews\r\nBcc: x"), "Your plan[31m renews Bcc: x");
+        assert_eq!(clean_subject("a\u{202E}b"), "ab");
+        let long = clean_subject(&"Überraschung ".repeat(100));
+        assert_eq!(long.chars().count(), MAX_SUBJECT_CHARS);
+        assert!(long.ends_with('…'));
+        let j = job(serde_json::json!({"plan_name": format!("Tea\u{1b}\u{0}{}", "x".repeat(400))}));
+        let mail = renderer().render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap();
+        assert!(mail.subject.chars().count() <= MAX_SUBJECT_CHARS);
+        assert!(!mail.subject.chars().any(char::is_control));
     }
 }

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, TimeZone, Utc};
-use notice_ledger::ledger::{ClaimToken, LedgerRow, RowState};
+use notice_ledger::ledger::rules::expires;
+use notice_ledger::ledger::{ClaimToken, LedgerRow};
 use notice_ledger::{LedgerError, NoticeKey};
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -69,12 +70,12 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
             item.insert(name.to_owned(), value);
         }
     }
-    if row.state == RowState::Claimed {
+    if expires(row.state) {
+        item.insert(attr::EXPIRES_AT.to_owned(), n(expires_at));
+    } else {
         let since = row.claimed_at.unwrap_or(row.updated_at);
         item.insert(attr::OPEN_SHARD.to_owned(), s(open_shard(&row.key)));
         item.insert(attr::OPEN_SINCE.to_owned(), n(since.timestamp_millis()));
-    } else {
-        item.insert(attr::EXPIRES_AT.to_owned(), n(expires_at));
     }
     item
 }

@@ -1,5 +1,5 @@
 //! The DynamoDB adapters: the production ledger ([`ledger`]) and the shared per-domain send
-//! rate ([`rate`]), both kept in the ledger table.
+//! rate buckets ([`rate`]), both kept in the ledger table.
 
 mod expr;
 mod item;
@@ -7,4 +7,4 @@ pub mod ledger;
 pub mod rate;
 
 pub use ledger::DynamoLedger;
-pub use rate::DynamoRateGate;
+pub use rate::DynamoBuckets;

@@ -40,8 +40,11 @@ use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
 
 mod connect;
+pub mod rate;
 mod rows;
 mod sql;
+
+pub use rate::PostgresBuckets;
 
 pub use connect::{is_postgres_url, redacted};
 pub use sql::{MIGRATION, QUARANTINE_QUERY};

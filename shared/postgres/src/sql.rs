@@ -26,6 +26,13 @@ CREATE TABLE IF NOT EXISTS notices (
 );
 -- The quarantine view reads only open claims, oldest first (like the DynamoDB sparse GSI).
 CREATE INDEX IF NOT EXISTS notices_open_claims ON notices (claimed_at, notice_key) WHERE state = 'claimed';
+-- Per-recipient-domain send rate shared by every sender (GCRA: theoretical arrival time of the
+-- next send, microseconds since the epoch); one conditional write per admitted send.
+CREATE TABLE IF NOT EXISTS rate_buckets (
+    domain     text PRIMARY KEY CHECK (domain <> ''),
+    tat_us     bigint NOT NULL,
+    updated_at timestamptz NOT NULL
+);
 ";
 
 /// Advisory lock key that serialises concurrent [`PostgresLedger::migrate`] runs

@@ -120,12 +120,15 @@ fn parse_ses_event(event: &Value, detail_type: Option<&str>) -> Result<SesNotifi
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
         .ok_or_else(|| malformed(format!("{kind} event without mail.messageId")))?;
+    let received_at = Utc::now();
     let at = mail
         .get("timestamp")
         .and_then(Value::as_str)
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map_or_else(Utc::now, |t| t.with_timezone(&Utc));
-    Ok(SesNotification::Evidence(ProviderEvidence { key, message_id: message_id.to_owned(), status, at }))
+        .map_or(received_at, |t| t.with_timezone(&Utc));
+    ProviderEvidence::bounded(key, message_id, status, at, received_at)
+        .map(SesNotification::Evidence)
+        .map_err(|e| malformed(format!("{kind} event: {e}")))
 }
 
 #[cfg(test)]
@@ -136,7 +139,7 @@ mod tests {
     const KEY: &str = "439cd4564d72ee966ff47dffecf8bdbbd67b3b4e01b23211daafb0ea4ce4dacc";
 
     fn ses(event_type: &str) -> Value {
-        json!({"eventType": event_type, "mail": {"timestamp": "2026-12-02T12:00:00.000Z", "messageId": "0100-abc",
+        json!({"eventType": event_type, "mail": {"timestamp": "2026-11-02T12:00:00.000Z", "messageId": "0100-abc",
             "source": "billing@example.com", "destination": ["a@example.com"],
             "tags": {"notice_key": [KEY], "kind": ["renewal_notice_t72"]}}})
     }
@@ -155,6 +158,22 @@ mod tests {
         assert_eq!(ev.key.as_str(), KEY);
         assert_eq!(ev.message_id, "0100-abc");
         assert_eq!(ev.status, DeliveryStatus::Accepted);
+    }
+
+    #[test]
+    fn far_future_timestamps_are_clamped_and_oversized_ids_refused() {
+        let mut event = ses("Delivery");
+        event["mail"]["timestamp"] = json!("2999-01-01T00:00:00Z");
+        let SesNotification::Evidence(ev) = parse_value(&event).unwrap() else { panic!() };
+        assert!(ev.at <= Utc::now() + chrono::Duration::minutes(6), "{}", ev.at);
+        let past = parse_value(&ses("Delivery")).unwrap();
+        let SesNotification::Evidence(past) = past else { panic!() };
+        assert_eq!(past.at.to_rfc3339(), "2026-11-02T12:00:00+00:00", "a past time is kept");
+        for id in ["x".repeat(200 * 1024), "id with space".into(), "id\u{1b}".into()] {
+            let mut event = ses("Send");
+            event["mail"]["messageId"] = json!(id);
+            assert!(parse_value(&event).is_err(), "{:.40}", id);
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use notice_ledger::links::ManageLinks;
-use notice_ledger::rate::RateLimits;
+use notice_ledger::rate::{RateLimits, RATE_LIMITS_VAR};
 use notice_ledger::render::Renderer;
 use notice_ledger::ConfigError;
 use notice_ledger::Mode;
@@ -41,12 +41,9 @@ pub fn secs_from_env(name: &'static str, default: u64) -> Result<Duration, Confi
 
 /// Reads the notice key secret from `var`; a process must refuse to start without it.
 pub fn secret_from_env(var: &'static str) -> Result<NoticeSecret, ConfigError> {
-    let value = std::env::var(var).map_err(|_| ConfigError::Missing(var))?;
-    if value.trim().is_empty() {
-        // A failed secret fetch often leaves a blank value: never run (or derive keys) with it.
-        return Err(ConfigError::Invalid { name: var, reason: "is blank".into() });
-    }
-    NoticeSecret::new(value).map_err(|e| ConfigError::Invalid { name: var, reason: e.to_string() })
+    let value = std::env::var_os(var).ok_or(ConfigError::Missing(var))?;
+    // A failed secret fetch often leaves a blank value: never run (or derive keys) with it.
+    crate::secret::checked(var, value.into_encoded_bytes())
 }
 
 /// `NOTICE_WINDOWS` (inline JSON) or `NOTICE_WINDOWS_FILE` (path); the default window otherwise.
@@ -64,9 +61,18 @@ pub fn windows_from_env() -> Result<WindowPolicy, ConfigError> {
     Ok(WindowPolicy::default())
 }
 
-/// `NOTICE_RATE_LIMITS`, or `None` (no limit) when unset.
+/// `NOTICE_RATE_LIMITS`: unset (or empty) means the built-in default ([`RateLimits::builtin`]),
+/// so a deployment is paced unless it says otherwise; `off` or `{}` is `None` (no limit); anything
+/// invalid is a start-up error naming the variable.
 pub fn rate_limits_from_env() -> Result<Option<RateLimits>, ConfigError> {
-    optional("NOTICE_RATE_LIMITS").map(|t| RateLimits::from_json(&t)).transpose()
+    match std::env::var(RATE_LIMITS_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(Some(RateLimits::builtin())),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(ConfigError::Invalid { name: RATE_LIMITS_VAR, reason: "is not UTF-8".into() })
+        }
+        Ok(v) if v.trim().is_empty() => Ok(Some(RateLimits::builtin())),
+        Ok(v) => RateLimits::parse(&v),
+    }
 }
 
 /// Required, non-empty variable.
@@ -87,8 +93,7 @@ pub fn optional(name: &str) -> Option<String> {
 pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigError> {
     let base = optional("NOTICE_MANAGE_URL").unwrap_or_else(|| DEFAULT_MANAGE_URL.to_owned());
     let secret = match optional("NOTICE_LINK_SECRET") {
-        Some(v) => NoticeSecret::new(v)
-            .map_err(|e| ConfigError::Invalid { name: "NOTICE_LINK_SECRET", reason: e.to_string() })?,
+        Some(v) => crate::secret::checked("NOTICE_LINK_SECRET", v)?,
         None => key_secret.derive_subkey("notice-ledger/manage-link/v1"),
     };
     Ok(ManageLinks::new(base, secret))

@@ -9,8 +9,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use notice_dynamodb::DynamoLedger;
+use notice_dynamodb::{DynamoBuckets, DynamoLedger};
 use notice_ledger::ledger::Ledger;
+use notice_ledger::rate::BucketStore;
 use notice_ledger::{ConfigError, WindowPolicy};
 
 use crate::config;
@@ -81,6 +82,17 @@ impl LedgerUrl {
         sdk: Option<&aws_config::SdkConfig>,
         retention_days: u32,
     ) -> Result<Arc<dyn Ledger>, ConfigError> {
+        Ok(self.open_with_buckets(sdk, retention_days).await?.ledger)
+    }
+
+    /// [`LedgerUrl::open`], with the per-domain rate buckets kept in the same store (the
+    /// DynamoDB table, the PostgreSQL database, the SQLite file): whichever ledger a sender uses,
+    /// its rate is shared with every other sender on that ledger.
+    pub async fn open_with_buckets(
+        &self,
+        sdk: Option<&aws_config::SdkConfig>,
+        retention_days: u32,
+    ) -> Result<Opened, ConfigError> {
         match self {
             Self::DynamoDb(table) => {
                 if retention_days < MIN_RETENTION_DAYS {
@@ -95,12 +107,23 @@ impl LedgerUrl {
                     }
                 };
                 let client = crate::aws::dynamodb_client(sdk);
-                Ok(Arc::new(DynamoLedger::new(client, table.clone()).with_retention(retention_days)))
+                Ok(Opened {
+                    ledger: Arc::new(
+                        DynamoLedger::new(client.clone(), table.clone()).with_retention(retention_days),
+                    ),
+                    buckets: Arc::new(DynamoBuckets::new(client, table.clone())),
+                })
             }
             Self::Postgres(url) => postgres_from_url(url).await,
             Self::Sqlite(path) => sqlite_at(path),
         }
     }
+}
+
+/// An open ledger and the rate buckets beside it.
+pub struct Opened {
+    pub ledger: Arc<dyn Ledger>,
+    pub buckets: Arc<dyn BucketStore>,
 }
 
 /// The ledger the environment names: `NOTICE_LEDGER_URL` in the one grammar, else the DynamoDB
@@ -168,17 +191,17 @@ fn retention_too_short() -> ConfigError {
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres_from_url(url: &str) -> Result<Arc<dyn Ledger>, ConfigError> {
+async fn postgres_from_url(url: &str) -> Result<Opened, ConfigError> {
     use notice_postgres::PostgresLedger;
     let ledger = PostgresLedger::connect(url)
         .await
         .map_err(|e| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() })?;
     tracing::info!(target = ledger.target(), "ledger: PostgreSQL");
-    Ok(Arc::new(ledger))
+    Ok(Opened { buckets: Arc::new(ledger.buckets()), ledger: Arc::new(ledger) })
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres_from_url(_url: &str) -> Result<Arc<dyn Ledger>, ConfigError> {
+async fn postgres_from_url(_url: &str) -> Result<Opened, ConfigError> {
     Err(not_built("PostgreSQL", "postgres"))
 }
 
@@ -194,20 +217,22 @@ fn redacted(url: &str) -> String {
 }
 
 #[cfg(feature = "sqlite")]
-fn sqlite_at(path: &std::path::Path) -> Result<Arc<dyn Ledger>, ConfigError> {
+fn sqlite_at(path: &std::path::Path) -> Result<Opened, ConfigError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| ConfigError::Invalid {
             name: LEDGER_URL_VAR,
             reason: format!("{}: {e}", parent.display()),
         })?;
     }
-    let ledger = notice_sqlite::SqliteLedger::open(path)
-        .map_err(|e| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() })?;
-    Ok(Arc::new(ledger))
+    let invalid =
+        |e: notice_ledger::LedgerError| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() };
+    let ledger = notice_sqlite::SqliteLedger::open(path).map_err(invalid)?;
+    let buckets = ledger.buckets().map_err(invalid)?;
+    Ok(Opened { ledger: Arc::new(ledger), buckets: Arc::new(buckets) })
 }
 
 #[cfg(not(feature = "sqlite"))]
-fn sqlite_at(_path: &std::path::Path) -> Result<Arc<dyn Ledger>, ConfigError> {
+fn sqlite_at(_path: &std::path::Path) -> Result<Opened, ConfigError> {
     Err(not_built("SQLite", "sqlite"))
 }
 

@@ -6,5 +6,6 @@ pub mod aws;
 pub mod config;
 #[cfg(feature = "dynamodb")]
 pub mod ledger_url;
+pub mod secret;
 #[cfg(feature = "dynamodb")]
 pub mod settings;

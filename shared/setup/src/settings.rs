@@ -9,6 +9,7 @@ use notice_ledger::{ConfigError, Mode, NoticeSecret, WindowPolicy};
 
 use crate::config;
 use crate::ledger_url::{self, LedgerUrl};
+use crate::secret;
 
 /// EventBridge Scheduler parking (`NOTICE_SCHEDULE_GROUP`, `NOTICE_SCHEDULER_ROLE_ARN`).
 #[derive(Clone, Debug)]
@@ -40,7 +41,7 @@ impl ParkingSettings {
 
 /// Configuration of the sender, read once at start-up.
 pub struct SenderSettings {
-    /// DynamoDB ledger table (also holds the rate gate's counters).
+    /// DynamoDB ledger table.
     pub table: String,
     /// `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`, `sqlite:PATH`): the ledger, when not
     /// the table above.
@@ -56,7 +57,9 @@ pub struct SenderSettings {
     pub concurrency: usize,
     pub queue_url: Option<String>,
     pub dead_letter_queue_url: Option<String>,
-    /// Shared per-domain send rate (`NOTICE_RATE_LIMITS`), kept in the ledger table.
+    /// Shared per-domain send rate (`NOTICE_RATE_LIMITS`; the built-in default when unset, `None`
+    /// when switched off), kept beside the ledger: in its DynamoDB table, PostgreSQL database or
+    /// SQLite file.
     pub rate_limits: Option<RateLimits>,
     /// Parking for far-future jobs; `None` only where no job is enqueued more than ~9 days ahead.
     pub parking: Option<ParkingSettings>,
@@ -66,12 +69,24 @@ impl SenderSettings {
     /// Reads the environment and fails — before the first message — when a required setting is
     /// missing or invalid.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let secret = config::secret_from_env("NOTICE_KEY_SECRET")?;
+        Self::from_env_with_secret(secret::from_env()?)
+    }
+
+    /// [`SenderSettings::from_env`], reading the secret from Secrets Manager when
+    /// `NOTICE_KEY_SECRET_ARN` names it (once, at cold start).
+    #[cfg(feature = "secretsmanager")]
+    pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
+        let secret = secret::resolve(sdk).await?.ok_or(ConfigError::Missing(secret::SECRET_VAR))?;
+        Self::from_env_with_secret(secret)
+    }
+
+    /// Every other setting from the environment, with the secret already resolved.
+    pub fn from_env_with_secret(secret: NoticeSecret) -> Result<Self, ConfigError> {
         let renderer = config::renderer_from_env(&secret)?;
         let url =
             config::optional(ledger_url::LEDGER_URL_VAR).as_deref().map(LedgerUrl::parse).transpose()?;
-        // The table is required unless NOTICE_LEDGER_URL names the ledger (the rate gate keeps
-        // its buckets in NOTICE_TABLE, or in the ledger's own table when that is DynamoDB).
+        // The table is required unless NOTICE_LEDGER_URL names the ledger (whose store also
+        // keeps the rate buckets).
         let table = match &url {
             Some(LedgerUrl::DynamoDb(t)) => {
                 config::optional(ledger_url::TABLE_VAR).unwrap_or_else(|| t.clone())
@@ -85,14 +100,11 @@ impl SenderSettings {
             ledger_url::check_retention(retention_days, &policy)?;
         }
         let rate_limits = config::rate_limits_from_env()?;
-        if rate_limits.is_some() && table.is_empty() {
-            return Err(ConfigError::Missing(ledger_url::TABLE_VAR));
-        }
         Ok(Self {
             table,
             ledger_url: url,
             secret,
-            from: config::required("NOTICE_FROM")?,
+            from: sender_from_env()?,
             configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
             mode: config::mode_from_env()?,
             policy,
@@ -107,4 +119,13 @@ impl SenderSettings {
             parking: ParkingSettings::from_env()?,
         })
     }
+}
+
+/// `NOTICE_FROM`: an address, optionally with a display name, checked like a recipient so a
+/// line break or a second address cannot ride along into every message.
+pub fn sender_from_env() -> Result<String, ConfigError> {
+    let from = config::required("NOTICE_FROM")?;
+    notice_ledger::address::parse_sender(&from)
+        .map_err(|e| ConfigError::Invalid { name: "NOTICE_FROM", reason: e.to_string() })?;
+    Ok(from.trim().to_owned())
 }

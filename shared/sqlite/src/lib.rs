@@ -21,6 +21,10 @@ use notice_ledger::ledger::{
 use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
 
+pub mod rate;
+
+pub use rate::SqliteBuckets;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS notices (
     notice_key      TEXT PRIMARY KEY,
@@ -48,6 +52,26 @@ const COLUMNS: &str =
     "notice_key, state, origin, claim_token, subscription_id, period_start, kind, revision, \
                        content_digest, claimed_at_ms, updated_at_ms, message_id, detail, delivery_status, duplicate_message_ids";
 
+/// Creates `path` (if missing) and sets it to 0600 exactly: a creation mode alone is filtered by the
+/// umask. An in-memory or special path (`:memory:`) is left alone.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    if path.as_os_str() == ":memory:" {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        options.open(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    #[cfg(not(unix))]
+    options.open(path)?;
+    Ok(())
+}
+
 #[derive(Clone)]
 pub struct SqliteLedger {
     conn: Arc<Mutex<Connection>>,
@@ -55,9 +79,12 @@ pub struct SqliteLedger {
 }
 
 impl SqliteLedger {
-    /// Opens (creating if needed) the ledger file.
+    /// Opens (creating if needed) the ledger file. The file holds subscription ids and states:
+    /// it is made 0600 before SQLite opens it (its -wal and -shm files take the same mode), so
+    /// other local users cannot read it whatever the umask.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
         let path = path.as_ref().to_path_buf();
+        private_file(&path).map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
         let conn = Connection::open(&path)
             .map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(sql)?;

@@ -284,6 +284,40 @@ pub struct ProviderEvidence {
     pub at: DateTime<Utc>,
 }
 
+/// Duplicate message ids a row keeps. Each one is a real second send (and is counted in
+/// `DuplicateSendsDetected` as it is seen); a few prove it, and a forged or flooded event stream
+/// cannot grow a row towards DynamoDB's 400 KB item limit.
+pub const MAX_DUPLICATE_IDS: usize = 5;
+/// Longest provider message id accepted from an event (SES ids are about 60 characters).
+pub const MAX_MESSAGE_ID_LEN: usize = 256;
+/// How far past its receive time an event's own timestamp may lie. Clocks differ a little; an event
+/// dated further ahead is clamped, so it cannot push `updated_at` (and the row's expiry) out.
+pub const EVENT_CLOCK_SKEW_SECS: i64 = 300;
+
+impl ProviderEvidence {
+    /// Evidence as the ledger may store it: the message id checked (printable ASCII, bounded) and
+    /// the event time clamped to `received_at` plus [`EVENT_CLOCK_SKEW_SECS`].
+    pub fn bounded(
+        key: NoticeKey,
+        message_id: &str,
+        status: DeliveryStatus,
+        at: DateTime<Utc>,
+        received_at: DateTime<Utc>,
+    ) -> Result<Self, String> {
+        if message_id.is_empty() || message_id.len() > MAX_MESSAGE_ID_LEN {
+            return Err(format!(
+                "message id must be 1 to {MAX_MESSAGE_ID_LEN} bytes, got {}",
+                message_id.len()
+            ));
+        }
+        if !message_id.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("message id must be printable ASCII without spaces".into());
+        }
+        let latest = received_at + chrono::Duration::seconds(EVENT_CLOCK_SKEW_SECS);
+        Ok(Self { key, message_id: message_id.to_owned(), status, at: at.min(latest) })
+    }
+}
+
 /// What applying provider evidence did to the row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EvidenceEffect {
@@ -419,12 +453,31 @@ impl<T: ClaimLedger + QuarantineView + EvidenceLedger + OperatorLedger + ?Sized>
 
 /// The audit text an operator release leaves on the row.
 pub fn release_detail(who: &str, reason: &str, at: DateTime<Utc>) -> String {
-    format!("released by {who} at {}: {reason}", at.to_rfc3339())
+    format!(
+        "released by {} at {}: {}",
+        bounded_text(who, 64),
+        at.to_rfc3339(),
+        bounded_text(reason, MAX_REASON_CHARS)
+    )
 }
 
 /// The audit text an operator resolution leaves on the row.
 pub fn resolve_detail(who: &str, at: DateTime<Utc>) -> String {
-    format!("resolved as sent by {who} at {}", at.to_rfc3339())
+    format!("resolved as sent by {} at {}", bounded_text(who, 64), at.to_rfc3339())
+}
+
+/// Longest reason stored on a row (operator reasons, provider refusals).
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// `text` on one line, without control characters, at most `max` characters: what a row stores of
+/// free text it was handed.
+pub fn bounded_text(text: &str, max: usize) -> String {
+    let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let mut out: String = clean.trim().chars().take(max).collect();
+    if clean.trim().chars().count() > max {
+        out.push('…');
+    }
+    out
 }
 
 /// A `sent` row for a key the ledger had never seen (e.g. restored from an older backup).
@@ -454,7 +507,9 @@ pub fn apply_to_row(row: &mut LedgerRow, ev: &ProviderEvidence) -> EvidenceEffec
     let effect = match row.message_id.as_deref() {
         Some(first) if first != ev.message_id => {
             let first = first.to_owned();
-            if !row.duplicate_message_ids.contains(&ev.message_id) {
+            if row.duplicate_message_ids.len() < MAX_DUPLICATE_IDS
+                && !row.duplicate_message_ids.contains(&ev.message_id)
+            {
                 row.duplicate_message_ids.push(ev.message_id.clone());
             }
             return EvidenceEffect::DuplicateSend { first, second: ev.message_id.clone() };
@@ -565,5 +620,48 @@ impl<T: OperatorLedger + ?Sized> OperatorLedger for std::sync::Arc<T> {
     }
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
         (**self).backfill(row).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{Identity, NoticeSecret};
+
+    #[test]
+    fn a_flood_of_duplicate_ids_keeps_a_bounded_row() {
+        let key =
+            Identity::new("s", "2026-10-01", "k", 0).unwrap().derive_key(&NoticeSecret::new("x").unwrap());
+        let now = Utc::now();
+        let ev = |id: &str| {
+            ProviderEvidence::bounded(key.clone(), id, DeliveryStatus::Accepted, now, now).unwrap()
+        };
+        let mut row = learned_row(&ev("first"));
+        for i in 0..1000 {
+            let effect = apply_to_row(&mut row, &ev(&format!("dup-{i}")));
+            assert!(matches!(effect, EvidenceEffect::DuplicateSend { .. }));
+        }
+        assert_eq!(row.duplicate_message_ids.len(), MAX_DUPLICATE_IDS);
+        assert_eq!(row.message_id.as_deref(), Some("first"));
+        let far = ProviderEvidence::bounded(
+            key.clone(),
+            "first",
+            DeliveryStatus::Delivered,
+            now + chrono::Duration::days(9000),
+            now,
+        )
+        .unwrap();
+        apply_to_row(&mut row, &far);
+        assert!(row.updated_at <= now + chrono::Duration::seconds(EVENT_CLOCK_SKEW_SECS));
+        assert!(ProviderEvidence::bounded(
+            key,
+            &"x".repeat(MAX_MESSAGE_ID_LEN + 1),
+            DeliveryStatus::Accepted,
+            now,
+            now
+        )
+        .is_err());
+        let long = release_detail("ops\nBcc", &"r".repeat(5000), now);
+        assert!(long.len() < MAX_REASON_CHARS + 200 && !long.contains('\n'), "{long}");
     }
 }

@@ -13,7 +13,8 @@
 //! | backfill | no row |
 //!
 //! Nothing ever moves a decided row (`sent`, `rejected`, `missed`) back; only provider evidence
-//! moves a row forward to `sent` ([`super::apply_to_row`]).
+//! moves a row forward to `sent` ([`super::apply_to_row`]). Ledgers with a TTL let it delete only
+//! rows [`expires`] allows.
 
 use super::{ClaimToken, LedgerRow, RowState};
 
@@ -64,6 +65,13 @@ pub fn permits(existing: Option<&LedgerRow>, write: Write<'_>) -> Verdict {
             Some(_) => Verdict::Refuse,
         },
     }
+}
+
+/// Whether a row in `state` may carry a TTL expiry (DynamoDB's `expires_at`). An open claim never
+/// expires: deleting a claim nobody resolved would reopen the key under a message that may have
+/// gone out, and take the claim off the quarantine view.
+pub fn expires(state: RowState) -> bool {
+    state != RowState::Claimed
 }
 
 #[cfg(test)]
@@ -118,5 +126,7 @@ mod tests {
         assert_eq!(permits(Some(&row(Released, "x")), Write::Operator), Refuse);
         assert_eq!(permits(None, Write::Backfill), Apply);
         assert_eq!(permits(Some(&row(Released, "x")), Write::Backfill), Refuse, "backfill never overwrites");
+        assert!(!expires(Claimed), "an open claim never expires");
+        assert!([Sent, Rejected, Missed, Released].into_iter().all(expires));
     }
 }

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use crate::identity::NoticeKey;
 
+#[cfg(feature = "outbox")]
 pub mod outbox;
 
 /// A rendered message ready for the provider. Correlation travels as the `notice_key` tag and the

@@ -1,24 +1,36 @@
 //! File outbox: one RFC 5322 `.eml` per accepted send, for local runs without a provider.
+//!
+//! Messages are built by `mail-builder` (encoded words for non-ASCII, folded header lines, no raw
+//! control characters), so every file opens in a mail client and parses strictly. Files hold
+//! addresses and subscription ids: the outbox directory is 0700 and each message 0600, whatever
+//! the umask.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use base64::Engine;
 use chrono::Utc;
+use mail_builder::headers::address::Address;
+use mail_builder::headers::raw::Raw;
+use mail_builder::MessageBuilder;
 
 use super::{Mailer, OutgoingMail, SendResult};
+use crate::address::{parse_sender, Sender};
 
 pub struct FileOutbox {
     dir: PathBuf,
-    from: String,
+    from: Sender,
 }
 
 impl FileOutbox {
-    pub fn new(dir: impl Into<PathBuf>, from: impl Into<String>) -> std::io::Result<Self> {
+    /// `from` is checked like `NOTICE_FROM` (an address, optionally with a display name).
+    pub fn new(dir: impl Into<PathBuf>, from: &str) -> std::io::Result<Self> {
+        let from = parse_sender(from)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("from: {e}")))?;
         let dir = dir.into();
         std::fs::create_dir_all(&dir)?;
-        Ok(Self { dir, from: from.into() })
+        private(&dir, 0o700)?;
+        Ok(Self { dir, from })
     }
 
     pub fn dir(&self) -> &Path {
@@ -37,18 +49,35 @@ impl FileOutbox {
 
     fn write(&self, mail: &OutgoingMail) -> std::io::Result<String> {
         let message_id = format!("{}.{}@outbox.notice-ledger.invalid", mail.key.prefix(), random_hex(8));
-        let eml = render_eml(mail, &self.from, &message_id);
+        let eml = render_eml(mail, &self.from, &message_id)?;
         let name = format!("{}-{}.eml", Utc::now().format("%Y%m%dT%H%M%S%.6fZ"), mail.key.prefix());
         // Write then rename, so a reader (or a crash) never sees half a message.
         let tmp = self.dir.join(format!(".{name}.tmp"));
         {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(eml.as_bytes())?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut f = options.open(&tmp)?;
+            private(&tmp, 0o600)?;
+            f.write_all(&eml)?;
             f.sync_all()?;
         }
         std::fs::rename(&tmp, self.dir.join(name))?;
         Ok(message_id)
     }
+}
+
+/// Sets `mode` exactly: a creation mode is filtered by the umask, this is not.
+pub fn private(path: &Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+    Ok(())
 }
 
 #[async_trait]
@@ -72,49 +101,25 @@ fn random_hex(bytes: usize) -> String {
     hex::encode(buf)
 }
 
-/// RFC 2047 encoded-word for non-ASCII header text.
-fn encode_header(text: &str) -> String {
-    if text.is_ascii() {
-        text.to_owned()
-    } else {
-        format!("=?UTF-8?B?{}?=", base64::engine::general_purpose::STANDARD.encode(text))
-    }
-}
-
-/// Base64 body folded at 76 columns (RFC 2045).
-fn base64_body(text: &str) -> String {
-    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
-    encoded
-        .as_bytes()
-        .chunks(76)
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect::<Vec<_>>()
-        .join("\r\n")
-}
-
-pub(crate) fn render_eml(mail: &OutgoingMail, from: &str, message_id: &str) -> String {
-    let boundary = format!("=_notice_{}", mail.key.prefix());
-    let headers = [
-        format!("From: {from}"),
-        format!("To: {}", mail.to),
-        format!("Subject: {}", encode_header(&mail.subject)),
-        format!("Date: {}", Utc::now().to_rfc2822()),
-        format!("Message-ID: <{message_id}>"),
-        format!("X-Notice-Key: {}", mail.key),
-        format!("X-Notice-Kind: {}", mail.kind),
-        "MIME-Version: 1.0".to_owned(),
-        format!("Content-Type: multipart/alternative; boundary=\"{boundary}\""),
-    ];
-    let mut out = headers.join("\r\n");
-    out.push_str("\r\n\r\n");
-    for (ctype, body) in [("text/plain", &mail.text), ("text/html", &mail.html)] {
-        out.push_str(&format!(
-            "--{boundary}\r\nContent-Type: {ctype}; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n{}\r\n",
-            base64_body(body)
-        ));
-    }
-    out.push_str(&format!("--{boundary}--\r\n"));
-    out
+/// The message as RFC 5322 bytes: multipart/alternative (text + HTML) with the correlation headers.
+pub(crate) fn render_eml(mail: &OutgoingMail, from: &Sender, message_id: &str) -> std::io::Result<Vec<u8>> {
+    let from = match &from.name {
+        Some(name) => Address::new_address(Some(name.as_str()), from.address.as_str()),
+        None => Address::new_address(None::<&str>, from.address.as_str()),
+    };
+    // The recipient and the subject were checked and cleaned before rendering; the builder still
+    // encodes and folds them, so nothing a template produced can start a header of its own.
+    MessageBuilder::new()
+        .from(from)
+        .to(Address::new_address(None::<&str>, mail.to.as_str()))
+        .subject(crate::render::clean_subject(&mail.subject))
+        .date(Utc::now().timestamp())
+        .message_id(message_id)
+        .header("X-Notice-Key", Raw::new(mail.key.to_string()))
+        .header("X-Notice-Kind", Raw::new(mail.kind.as_str()))
+        .text_body(mail.text.as_str())
+        .html_body(mail.html.as_str())
+        .write_to_vec()
 }
 
 #[cfg(test)]
@@ -123,7 +128,7 @@ mod tests {
     use crate::identity::{Identity, NoticeSecret};
 
     #[tokio::test]
-    async fn writes_one_eml_with_notice_key_header() {
+    async fn writes_one_private_eml_with_notice_key_header() {
         let dir = tempfile::tempdir().unwrap();
         let outbox = FileOutbox::new(dir.path().join("outbox"), "Billing <billing@example.com>").unwrap();
         let key = Identity::new("sub_1", "2026-10-01", "k", 0)
@@ -141,9 +146,23 @@ mod tests {
         let files = outbox.messages().unwrap();
         assert_eq!(files.len(), 1);
         let eml = std::fs::read_to_string(&files[0]).unwrap();
-        assert!(eml.contains(&format!("X-Notice-Key: {key}\r\n")));
-        assert!(eml.contains(&format!("Message-ID: <{message_id}>")));
-        assert!(eml.contains("Subject: =?UTF-8?B?"));
-        assert!(eml.contains("Content-Type: text/html; charset=utf-8"));
+        assert!(eml.contains(&format!("X-Notice-Key: {key}\r\n")), "{eml}");
+        assert!(eml.contains(&format!("Message-ID: <{message_id}>")), "{eml}");
+        assert!(eml.contains("Subject: =?utf-8?"), "{eml}");
+        assert!(eml.contains("text/html"), "{eml}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&files[0]), 0o600);
+            assert_eq!(mode(outbox.dir()), 0o700);
+        }
+    }
+
+    #[test]
+    fn a_from_with_a_line_break_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = FileOutbox::new(dir.path(), "billing@example.com\r\nBcc: x@evil.example").err().unwrap();
+        assert!(err.to_string().contains("from"), "{err}");
     }
 }

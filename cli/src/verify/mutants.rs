@@ -1,0 +1,116 @@
+//! Mutants: one switch each that perturbs how the model uses the project's real rules, so the
+//! checker has something it must catch. None is a separate model: each wraps a real rule
+//! ([`permits`], [`expires`]), the provider's answer the real sender sees, the key the real sender
+//! derives, or when the queue acks.
+
+use notice_ledger::ledger::rules::{self, Verdict, Write};
+use notice_ledger::ledger::{LedgerRow, RowState};
+use serde::Serialize;
+
+/// A deliberate bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Mutant {
+    /// The queue deletes the message as soon as the send returns, before the commit / release.
+    AckBeforeCommit,
+    /// An unknown outcome (5xx, timeout) is treated as "not accepted": the claim is released.
+    ReleaseUnknown,
+    /// The SDK's retry policy stays on: an unknown outcome is silently sent a second time.
+    SdkRetry,
+    /// The key includes the delivery (SQS message id / attempt), not just the business fact.
+    KeyPerDelivery,
+    /// The claim is an unconditional put: it overwrites whatever row is there.
+    UnconditionalClaim,
+    /// The ledger's TTL covers open claims too.
+    TtlExpiresOpenClaim,
+}
+
+impl Mutant {
+    pub(crate) const ALL: [Mutant; 6] = [
+        Mutant::AckBeforeCommit,
+        Mutant::ReleaseUnknown,
+        Mutant::SdkRetry,
+        Mutant::KeyPerDelivery,
+        Mutant::UnconditionalClaim,
+        Mutant::TtlExpiresOpenClaim,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mutant::AckBeforeCommit => "ack-before-commit",
+            Mutant::ReleaseUnknown => "release-unknown-outcome",
+            Mutant::SdkRetry => "sdk-retry-second-send",
+            Mutant::KeyPerDelivery => "key-includes-delivery",
+            Mutant::UnconditionalClaim => "unconditional-claim-write",
+            Mutant::TtlExpiresOpenClaim => "ttl-expires-open-claim",
+        }
+    }
+
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            Mutant::AckBeforeCommit => "the message is acked when the send returns, before the commit",
+            Mutant::ReleaseUnknown => "an unknown send outcome releases the claim",
+            Mutant::SdkRetry => "the SDK retries an unknown SendEmail: two attempts per claim",
+            Mutant::KeyPerDelivery => "the notice key includes the delivery (message id / attempt)",
+            Mutant::UnconditionalClaim => "the claim write ignores the existing row",
+            Mutant::TtlExpiresOpenClaim => "TTL may delete an open claim",
+        }
+    }
+}
+
+/// The rules one run of the model uses: the project's own, or with one mutant switched on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Rules {
+    pub(crate) mutant: Option<Mutant>,
+}
+
+impl Rules {
+    pub(crate) fn real() -> Self {
+        Self { mutant: None }
+    }
+
+    pub(crate) fn with(mutant: Mutant) -> Self {
+        Self { mutant: Some(mutant) }
+    }
+
+    fn is(self, m: Mutant) -> bool {
+        self.mutant == Some(m)
+    }
+
+    /// [`rules::permits`], the ledger's transition rule.
+    pub(crate) fn permits(self, existing: Option<&LedgerRow>, write: Write<'_>) -> Verdict {
+        match write {
+            Write::Claim { .. } if self.is(Mutant::UnconditionalClaim) => Verdict::Apply,
+            _ => rules::permits(existing, write),
+        }
+    }
+
+    /// [`rules::expires`], which rows the ledger's TTL may delete.
+    pub(crate) fn expires(self, state: RowState) -> bool {
+        self.is(Mutant::TtlExpiresOpenClaim) || rules::expires(state)
+    }
+
+    /// Whether the queue acks a job as soon as its send returns.
+    pub(crate) fn acks_before_commit(self) -> bool {
+        self.is(Mutant::AckBeforeCommit)
+    }
+
+    /// Whether the sender sees an unknown outcome as "not accepted".
+    pub(crate) fn unknown_reads_as_not_accepted(self) -> bool {
+        self.is(Mutant::ReleaseUnknown)
+    }
+
+    /// SendEmail attempts per send call: one, or two when the SDK retries an unknown outcome.
+    pub(crate) fn attempts_per_send(self) -> usize {
+        if self.is(Mutant::SdkRetry) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Whether each delivery derives its own key.
+    pub(crate) fn key_per_delivery(self) -> bool {
+        self.is(Mutant::KeyPerDelivery)
+    }
+}

@@ -1,0 +1,147 @@
+//! Dedupe decides before the rate: the ledger is read first, a duplicate is suppressed even when
+//! its domain's bucket is empty and spends no token, and a job that finds no token claims nothing
+//! and is claimed when a token is due. Over a real SQLite ledger and SQLite buckets.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use notice_ledger::faults::{FaultyLedger, LedgerFault, RecordingMailer};
+use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, RowReader, RowState};
+use notice_ledger::links::ManageLinks;
+use notice_ledger::metrics::Metrics;
+use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
+use notice_ledger::render::Renderer;
+use notice_ledger::{Disposition, Job, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_sqlite::SqliteLedger;
+
+const SECRET: &str = "rate-path-secret";
+
+fn job(sub: &str, domain: &str) -> String {
+    serde_json::json!({"subscription_id": sub, "period_start": "2026-10-01", "kind": "renewal_notice_t72",
+        "email": format!("{sub}@{domain}"), "charge_at": "2026-10-04T09:00:00Z"})
+    .to_string()
+}
+
+fn now() -> DateTime<Utc> {
+    "2026-10-02T00:00:00Z".parse().unwrap()
+}
+
+struct World {
+    _dir: tempfile::TempDir,
+    ledger: Arc<FaultyLedger<SqliteLedger>>,
+    buckets: Arc<dyn BucketStore>,
+    mailer: Arc<RecordingMailer>,
+    sender: NoticeSender,
+}
+
+/// One token per 100 s for `slow.example`, burst 1; other domains are not limited.
+fn world(mode: Mode) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
+    let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets().unwrap());
+    let ledger = Arc::new(FaultyLedger::new(sqlite, None));
+    let limits =
+        RateLimits::parse(r#"{"domains":{"slow.example":{"per_second":0.01,"burst":1}}}"#).unwrap().unwrap();
+    let mailer = Arc::new(RecordingMailer::default());
+    let sender = NoticeSender {
+        ledger: ledger.clone(),
+        mailer: mailer.clone(),
+        renderer: Arc::new(Renderer::new(ManageLinks::new(
+            "https://billing.example.com/manage",
+            NoticeSecret::new("links").unwrap(),
+        ))),
+        policy: WindowPolicy::default(),
+        secret: NoticeSecret::new(SECRET).unwrap(),
+        mode,
+        budget: SendBudget {
+            send_timeout: Duration::from_millis(500),
+            min_time_left: Duration::from_secs(1),
+        },
+        metrics: Arc::new(Metrics::default()),
+        rate_gate: Some(Arc::new(BucketGate::new(buckets.clone(), limits))),
+    };
+    World { _dir: dir, ledger, buckets, mailer, sender }
+}
+
+impl World {
+    async fn deliver(&self, body: &str, at: DateTime<Utc>) -> Outcome {
+        self.sender.deliver_body(body, at, None).await.outcome
+    }
+
+    async fn state(&self, body: &str) -> Option<RowState> {
+        let key = Job::parse(body).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+        self.ledger.inner().get(&key).await.unwrap().map(|r| r.state)
+    }
+}
+
+#[tokio::test]
+async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
+    let w = world(Mode::Enforce);
+    let a = job("sub_a", "slow.example");
+    assert!(matches!(w.deliver(&a, now()).await, Outcome::Sent { .. }), "the one token");
+    let spent = w.buckets.load("slow.example").await.unwrap();
+    assert!(spent.is_some());
+
+    // The bucket is empty now; every copy of the sent notice is still suppressed and acked.
+    for _ in 0..5 {
+        let outcome = w.deliver(&a, now()).await;
+        assert_eq!(outcome, Outcome::Suppressed { state: RowState::Sent });
+        assert_eq!(outcome.disposition(), Disposition::Ack);
+    }
+    // An in-flight claim (another worker's) is suppressed too, without a token.
+    let b = job("sub_b", "slow.example");
+    let parsed = Job::parse(&b).unwrap();
+    let theirs = ClaimRequest::for_job(&parsed, parsed.key(&NoticeSecret::new(SECRET).unwrap()), now());
+    assert!(matches!(w.ledger.inner().claim(&theirs).await.unwrap(), ClaimOutcome::Minted(_)));
+    assert_eq!(w.deliver(&b, now()).await, Outcome::Suppressed { state: RowState::Claimed });
+
+    assert_eq!(w.buckets.load("slow.example").await.unwrap(), spent, "no token spent on duplicates");
+    assert_eq!(w.mailer.sent().len(), 1);
+    let m = w.sender.metrics.drain();
+    assert_eq!((m.claims_minted, m.duplicates_suppressed, m.rate_limited), (1, 6, 0));
+}
+
+#[tokio::test]
+async fn a_job_without_a_token_claims_nothing_and_is_claimed_when_one_is_due() {
+    let w = world(Mode::Enforce);
+    assert!(matches!(w.deliver(&job("sub_a", "slow.example"), now()).await, Outcome::Sent { .. }));
+    let c = job("sub_c", "slow.example");
+    let Outcome::RateLimited { until } = w.deliver(&c, now()).await else { panic!("expected rate_limited") };
+    // The next token is due 100 s later; the jitter spreads over the refill (here capped at 60 s).
+    assert!(until >= now() + chrono::Duration::seconds(100), "{until}");
+    assert!(until <= now() + chrono::Duration::seconds(160), "{until}");
+    assert_eq!(w.state(&c).await, None, "no claim written, so none to hand back");
+    assert_eq!(w.mailer.sent().len(), 1);
+
+    // Other domains are not held up by slow.example's bucket.
+    assert!(matches!(w.deliver(&job("sub_d", "fast.example"), now()).await, Outcome::Sent { .. }));
+
+    // When the token is due the same job claims and sends.
+    assert!(matches!(w.deliver(&c, until).await, Outcome::Sent { .. }));
+    assert_eq!(w.state(&c).await, Some(RowState::Sent));
+    let m = w.sender.metrics.drain();
+    assert_eq!((m.claims_minted, m.sent, m.rate_limited, m.released), (3, 3, 1, 0));
+}
+
+#[tokio::test]
+async fn a_ledger_that_cannot_be_read_spends_no_token() {
+    let w = world(Mode::Enforce);
+    let e = job("sub_e", "slow.example");
+    w.ledger.set_fault(Some(LedgerFault::Down));
+    assert!(matches!(w.deliver(&e, now()).await, Outcome::LedgerUnavailable(_)));
+    w.ledger.set_fault(None);
+    assert_eq!(w.buckets.load("slow.example").await.unwrap(), None, "no token taken");
+    assert!(matches!(w.deliver(&e, now()).await, Outcome::Sent { .. }));
+}
+
+#[tokio::test]
+async fn shadow_mode_paces_sends_too() {
+    let w = world(Mode::Shadow);
+    let a = job("sub_a", "slow.example");
+    assert!(matches!(w.deliver(&a, now()).await, Outcome::Sent { .. }));
+    // A would-be duplicate in shadow is still sent, so it needs a token like any send.
+    let second = w.deliver(&a, now()).await;
+    assert!(matches!(second, Outcome::RateLimited { .. }), "{second:?}");
+    assert_eq!(w.mailer.sent().len(), 1);
+}

@@ -1,0 +1,115 @@
+//! The notice key secret, one way for every entry point.
+//!
+//! It comes from `NOTICE_KEY_SECRET` (the value) or `NOTICE_KEY_SECRET_ARN` (an AWS Secrets
+//! Manager secret, read once at start-up). A variable that is present but empty or blank is an
+//! error, never "unset": a failed secret fetch in a deploy script often leaves exactly that, and
+//! falling back to another secret would derive keys the deployment never derives — every notice
+//! would look new and be sent again. A value under 16 bytes is refused too
+//! ([`notice_ledger::identity::MIN_SECRET_BYTES`]).
+
+use notice_ledger::{ConfigError, NoticeSecret};
+
+/// The secret's value.
+pub const SECRET_VAR: &str = "NOTICE_KEY_SECRET";
+/// A Secrets Manager secret (ARN or name) holding the value as its `SecretString`.
+pub const SECRET_ARN_VAR: &str = "NOTICE_KEY_SECRET_ARN";
+
+/// Where the secret comes from, as the environment says.
+#[derive(Debug)]
+pub enum SecretSource {
+    Value(NoticeSecret),
+    SecretsManager(String),
+}
+
+/// `None` when neither variable is present; a present variable is always checked.
+pub fn source_from_env() -> Result<Option<SecretSource>, ConfigError> {
+    let value = std::env::var_os(SECRET_VAR);
+    let arn = std::env::var_os(SECRET_ARN_VAR);
+    match (value, arn) {
+        (Some(_), Some(_)) => Err(ConfigError::Invalid {
+            name: SECRET_VAR,
+            reason: format!("set only one of {SECRET_VAR} and {SECRET_ARN_VAR}"),
+        }),
+        (Some(value), None) => {
+            let value = value
+                .into_string()
+                .map_err(|_| ConfigError::Invalid { name: SECRET_VAR, reason: "is not UTF-8".into() })?;
+            Ok(Some(SecretSource::Value(checked(SECRET_VAR, value)?)))
+        }
+        (None, Some(arn)) => {
+            let arn = arn.into_string().unwrap_or_default();
+            if arn.trim().is_empty() {
+                return Err(ConfigError::Invalid {
+                    name: SECRET_ARN_VAR,
+                    reason: "is empty or blank".into(),
+                });
+            }
+            Ok(Some(SecretSource::SecretsManager(arn.trim().to_owned())))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// A configured secret value, checked (blank or short values are refused by `name`).
+pub fn checked(name: &'static str, value: impl Into<Vec<u8>>) -> Result<NoticeSecret, ConfigError> {
+    NoticeSecret::configured(value).map_err(|e| ConfigError::Invalid { name, reason: e.to_string() })
+}
+
+/// The secret from `NOTICE_KEY_SECRET` only (no network): for entry points and tests that never
+/// read a secret store. With only `NOTICE_KEY_SECRET_ARN` set it says to use [`resolve`].
+pub fn from_env() -> Result<NoticeSecret, ConfigError> {
+    match source_from_env()? {
+        Some(SecretSource::Value(secret)) => Ok(secret),
+        Some(SecretSource::SecretsManager(_)) => Err(ConfigError::Invalid {
+            name: SECRET_ARN_VAR,
+            reason: "is only read by entry points built with Secrets Manager support".into(),
+        }),
+        None => Err(ConfigError::Missing(SECRET_VAR)),
+    }
+}
+
+/// The secret from either variable, fetching from Secrets Manager when the ARN is given; `None`
+/// when neither is set (the caller decides whether that is an error).
+#[cfg(feature = "secretsmanager")]
+pub async fn resolve(sdk: &aws_config::SdkConfig) -> Result<Option<NoticeSecret>, ConfigError> {
+    match source_from_env()? {
+        Some(SecretSource::Value(secret)) => Ok(Some(secret)),
+        Some(SecretSource::SecretsManager(id)) => fetch(sdk, &id).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads the secret's current value once. The error names the variable and the AWS error, never
+/// the value.
+#[cfg(feature = "secretsmanager")]
+pub async fn fetch(sdk: &aws_config::SdkConfig, secret_id: &str) -> Result<NoticeSecret, ConfigError> {
+    let client = aws_sdk_secretsmanager::Client::new(sdk);
+    let out =
+        client.get_secret_value().secret_id(secret_id).send().await.map_err(|e| ConfigError::Invalid {
+            name: SECRET_ARN_VAR,
+            reason: format!(
+                "cannot read {secret_id}: {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+            ),
+        })?;
+    let bytes = match (out.secret_string(), out.secret_binary()) {
+        (Some(text), _) => text.as_bytes().to_vec(),
+        (None, Some(blob)) => blob.as_ref().to_vec(),
+        (None, None) => Vec::new(),
+    };
+    checked(SECRET_ARN_VAR, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_values_are_checked() {
+        assert!(checked(SECRET_VAR, "0123456789abcdef").is_ok());
+        for (value, words) in [("", "empty"), ("  \t ", "blank"), ("short-secret", "12 bytes")] {
+            let err = checked(SECRET_VAR, value).unwrap_err().to_string();
+            assert!(err.contains(SECRET_VAR) && err.contains(words), "{value:?}: {err}");
+        }
+    }
+}

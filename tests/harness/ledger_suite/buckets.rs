@@ -1,0 +1,125 @@
+//! The per-domain rate buckets every ledger store keeps beside its rows: compare-and-set only,
+//! one bucket per domain, and the same token arithmetic through [`BucketGate`] whatever the store
+//! — including many gates racing on one bucket.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use notice_ledger::rate::{
+    tokens, Admission, BucketGate, BucketState, BucketStore, RateGate, RateLimits, Swap,
+};
+
+fn at(secs: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_790_000_000 + secs, 0).single().unwrap_or_else(|| panic!("time {secs}"))
+}
+
+/// A domain no other case (or earlier run on a shared store) uses.
+fn domain(case: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{case}-{}-{}.example", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Writes are conditional on the state they were computed from; a lost race answers with what the
+/// bucket holds and writes nothing.
+pub async fn bucket_writes_are_compare_and_set(store: Arc<dyn BucketStore>) {
+    let d = domain("cas");
+    let s = |tat_us| BucketState { tat_us };
+    assert_eq!(store.load(&d).await.unwrap_or_else(|e| panic!("load: {e}")), None, "no bucket yet");
+    assert_eq!(store.swap(&d, None, s(100)).await.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
+    assert_eq!(
+        store.swap(&d, None, s(200)).await.unwrap_or_else(|e| panic!("{e}")),
+        Swap::Conflict(Some(s(100)))
+    );
+    assert_eq!(store.swap(&d, Some(s(100)), s(300)).await.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
+    assert_eq!(
+        store.swap(&d, Some(s(100)), s(400)).await.unwrap_or_else(|e| panic!("{e}")),
+        Swap::Conflict(Some(s(300))),
+        "a stale expected value loses"
+    );
+    assert_eq!(store.load(&d).await.unwrap_or_else(|e| panic!("{e}")), Some(s(300)));
+    let other = domain("cas-other");
+    assert_eq!(
+        store.swap(&other, Some(s(300)), s(500)).await.unwrap_or_else(|e| panic!("{e}")),
+        Swap::Conflict(None),
+        "domains are separate buckets"
+    );
+    assert_eq!(store.load(&other).await.unwrap_or_else(|e| panic!("{e}")), None);
+}
+
+/// Through the gate: a burst, then one token per interval, exactly, on every store.
+pub async fn buckets_admit_the_burst_then_refill_at_the_rate(store: Arc<dyn BucketStore>) {
+    let d = domain("refill");
+    let limits = RateLimits::parse(&format!(r#"{{"domains":{{"{d}":{{"per_second":0.5,"burst":3}}}}}}"#))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("limits"));
+    let gate = BucketGate::new(store.clone(), limits);
+    let admitted =
+        |n: usize, answers: &[Admission]| answers.iter().filter(|a| **a == Admission::Admitted).count() == n;
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(gate.admit(&d, at(0)).await.unwrap_or_else(|e| panic!("{e}")));
+    }
+    assert!(admitted(3, &answers), "burst 3: {answers:?}");
+    let Some(Admission::Limited { retry_at }) = answers.last().copied() else { panic!("limited") };
+    assert!(retry_at >= at(2) && retry_at <= at(2) + Duration::seconds(6), "next token at +2 s: {retry_at}");
+    assert!(matches!(gate.admit(&d, at(1)).await, Ok(Admission::Limited { .. })), "not yet at +1 s");
+    assert_eq!(gate.admit(&d, at(2)).await.unwrap_or_else(|e| panic!("{e}")), Admission::Admitted);
+    // A fresh gate (another process) reads the stored bucket: it shares it.
+    let limits = RateLimits::parse(&format!(r#"{{"domains":{{"{d}":{{"per_second":0.5,"burst":3}}}}}}"#))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("limits"));
+    let other = BucketGate::new(store.clone(), limits);
+    assert!(matches!(other.admit(&d, at(2)).await, Ok(Admission::Limited { .. })));
+    let stored = store.load(&d).await.unwrap_or_else(|e| panic!("{e}"));
+    let limit = notice_ledger::rate::Limit { per_second: 0.5, burst: 3 };
+    assert_eq!(tokens(stored, at(2).timestamp_micros(), &limit), 0);
+    assert_eq!(tokens(stored, at(8).timestamp_micros(), &limit), 3, "refilled after burst intervals");
+    // A lagging clock (before the stored TAT) finds no extra room.
+    assert!(matches!(other.admit(&d, at(-100)).await, Ok(Admission::Limited { .. })));
+}
+
+/// Many gates (senders) at the same instant on one bucket: exactly the burst is admitted.
+pub async fn racing_gates_never_admit_more_than_the_burst(store: Arc<dyn BucketStore>) {
+    let d = domain("race");
+    let json = format!(r#"{{"domains":{{"{d}":{{"per_second":0.001,"burst":4}}}}}}"#);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        let gate = BucketGate::new(
+            store.clone(),
+            RateLimits::parse(&json).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("limits")),
+        );
+        let d = d.clone();
+        tasks.spawn(async move {
+            let mut admitted = 0;
+            let mut errors = 0;
+            for _ in 0..4 {
+                match gate.admit(&d, at(0)).await {
+                    Ok(Admission::Admitted) => admitted += 1,
+                    Ok(Admission::Limited { .. }) => {}
+                    Err(_) => errors += 1,
+                }
+            }
+            (admitted, errors)
+        });
+    }
+    let (mut admitted, mut errors) = (0, 0);
+    while let Some(joined) = tasks.join_next().await {
+        let (a, e) = joined.unwrap_or_else(|e| panic!("task: {e}"));
+        admitted += a;
+        errors += e;
+    }
+    assert_eq!(errors, 0);
+    // Contended gates may defer rather than admit, but can never admit more than the burst.
+    assert!(admitted <= 4, "{admitted} admitted from a burst of 4");
+    assert!(admitted >= 1, "somebody wins");
+    let gate = BucketGate::new(
+        store,
+        RateLimits::parse(&json).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("limits")),
+    );
+    let mut rest = 0;
+    while matches!(gate.admit(&d, at(0)).await, Ok(Admission::Admitted)) {
+        rest += 1;
+    }
+    assert_eq!(admitted + rest, 4, "the bucket held exactly the burst");
+}
