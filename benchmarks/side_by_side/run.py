@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cost  # noqa: E402
 from emulator import Moto, Proxy, dynamodb_item_bytes  # noqa: E402
 from lambda_rig import Function  # noqa: E402
 
@@ -99,6 +100,9 @@ def python_function(args, endpoint: str, workdir: Path, rate_gate: bool) -> Func
     return Function("notice-sender-powertools", argv, env, workdir / "powertools.log", cwd=HERE / "powertools_sender")
 
 
+DOMAINS = 1
+
+
 def jobs(tag: str, count: int) -> list[str]:
     charge_at = (datetime.now(timezone.utc) + timedelta(hours=48)).replace(microsecond=0)
     out = []
@@ -109,7 +113,7 @@ def jobs(tag: str, count: int) -> list[str]:
             "period_start": "2026-12-01",
             "kind": "renewal_notice_t72",
             "revision": 0,
-            "email": f"{sub}@example.com",
+            "email": f"{sub}@example.com" if DOMAINS == 1 else f"{sub}@d{i % DOMAINS}.example.com",
             "charge_at": charge_at.isoformat().replace("+00:00", "Z"),
             "jurisdiction": "US-CA",
             "template_data": {"plan_name": "Coffee Box", "amount": "29.00 USD"},
@@ -148,7 +152,8 @@ def failures(inv) -> list:
 def start_rust(args, endpoint: str, workdir: Path) -> tuple[Function, str | None]:
     """Starts notice-sender with the first NOTICE_RATE_LIMITS form this build accepts."""
     last = None
-    for limits in (RATE_LIMITS if args.rate_gate else [None]):
+    # Without --rate-gate: `off` (builds whose gate is on by default), then unset (older builds).
+    for limits in (RATE_LIMITS if args.rate_gate else ["off", None]):
         fn = rust_function(args, endpoint, workdir, limits)
         try:
             fn.start()
@@ -222,7 +227,7 @@ def side_by_side(args, run: int) -> dict:
             raise RuntimeError(f"run {run}: batch failures {bad[:3]}, SES accepted {sent} of {expected}; logs in {workdir}")
         return {
             "run": run,
-            "rate_limits": limits,
+            "rate_limits": limits if args.rate_gate else None,
             "notices": notices,
             "cold_start_ms": {k: median(v) * 1e3 for k, v in cold.items()},
             "cold_start_all_ms": {k: [round(x * 1e3, 1) for x in v] for k, v in cold.items()},
@@ -271,7 +276,7 @@ def throughput(args) -> dict:
         for who in ("rust", "python"):
             if who == "rust":
                 fn, limits = start_rust(args, proxy.endpoint, workdir)
-                result["rate_limits"] = limits
+                result["rate_limits"] = limits if args.rate_gate else None
             else:
                 fn = python_function(args, proxy.endpoint, workdir, rate_gate=result["rate_limits"] is not None)
                 fn.start()
@@ -340,6 +345,7 @@ def main() -> int:
     p.add_argument("--cold-starts", type=int, default=5, help="spawns per sender per run")
     p.add_argument("--rate-gate", action="store_true",
                    help="both senders also do a per-domain rate-gate write per send (default: the issue's work only)")
+    p.add_argument("--domains", type=int, default=1, help="recipient domains the notices spread over")
     p.add_argument("--direct", action="store_true",
                    help="senders talk to moto itself, which closes every connection (default: through a keep-alive front)")
     p.add_argument("--no-throughput", dest="throughput", action="store_false", help="skip part 2")
@@ -349,6 +355,8 @@ def main() -> int:
     p.add_argument("--json", help="write every number to this file")
     p.add_argument("--keep-logs", action="store_true", help="keep each run's directory (sender and moto logs)")
     args = p.parse_args()
+    global DOMAINS
+    DOMAINS = max(1, args.domains)
     if not Path(args.rust_bin).is_file():
         print(f"{args.rust_bin} not found: cargo build --release -p notice-sender", file=sys.stderr)
         return 2
@@ -386,6 +394,8 @@ def main() -> int:
                     print(f"      {per:6.3f} x {call}")
         print(f"  ledger item bytes: {t['ledger_item_bytes']}")
         print(f"  idempotency item bytes: {t['idempotency_item_bytes']}")
+        print()
+        print(cost.table(out))
 
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))

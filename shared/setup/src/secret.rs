@@ -13,6 +13,8 @@ use notice_ledger::{ConfigError, NoticeSecret};
 pub const SECRET_VAR: &str = "NOTICE_KEY_SECRET";
 /// A Secrets Manager secret (ARN or name) holding the value as its `SecretString`.
 pub const SECRET_ARN_VAR: &str = "NOTICE_KEY_SECRET_ARN";
+/// How a missing secret is named in errors: either variable will do.
+pub const EITHER_VAR: &str = "NOTICE_KEY_SECRET (or NOTICE_KEY_SECRET_ARN)";
 
 /// Where the secret comes from, as the environment says.
 #[derive(Debug)]
@@ -64,7 +66,7 @@ pub fn from_env() -> Result<NoticeSecret, ConfigError> {
             name: SECRET_ARN_VAR,
             reason: "is only read by entry points built with Secrets Manager support".into(),
         }),
-        None => Err(ConfigError::Missing(SECRET_VAR)),
+        None => Err(ConfigError::Missing(EITHER_VAR)),
     }
 }
 

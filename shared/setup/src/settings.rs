@@ -76,7 +76,7 @@ impl SenderSettings {
     /// `NOTICE_KEY_SECRET_ARN` names it (once, at cold start).
     #[cfg(feature = "secretsmanager")]
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
-        let secret = secret::resolve(sdk).await?.ok_or(ConfigError::Missing(secret::SECRET_VAR))?;
+        let secret = secret::resolve(sdk).await?.ok_or(ConfigError::Missing(secret::EITHER_VAR))?;
         Self::from_env_with_secret(secret)
     }
 
