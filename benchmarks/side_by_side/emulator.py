@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -217,6 +218,11 @@ class Proxy(ThreadingHTTPServer):
     def close(self) -> None:
         self.shutdown()
         self.server_close()
+
+    def handle_error(self, request, client_address) -> None:
+        # A sender killed at the end of a run resets its idle keep-alive connections.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 def _operation(method: str, path: str, headers) -> tuple[str, str]:

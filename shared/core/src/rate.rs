@@ -283,12 +283,21 @@ pub struct BucketGate {
     store: Arc<dyn BucketStore>,
     limits: RateLimits,
     seen: Mutex<HashMap<String, BucketState>>,
+    /// One admission per domain at a time in this process: records of one batch to one domain
+    /// would otherwise race each other's conditional writes and defer for contention, not rate.
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     wall_clock: bool,
 }
 
 impl BucketGate {
     pub fn new(store: Arc<dyn BucketStore>, limits: RateLimits) -> Self {
-        Self { store, limits, seen: Mutex::new(HashMap::new()), wall_clock: false }
+        Self {
+            store,
+            limits,
+            seen: Mutex::new(HashMap::new()),
+            turns: Mutex::new(HashMap::new()),
+            wall_clock: false,
+        }
     }
 
     /// A gate over buckets in this process only (tests, simulations).
@@ -328,6 +337,11 @@ impl RateGate for BucketGate {
         let Some(limit) = self.limits.limit_for(domain) else {
             return Ok(Admission::Admitted);
         };
+        let turn = {
+            let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(turns.entry(domain.to_owned()).or_default())
+        };
+        let _turn = turn.lock().await;
         let now = if self.wall_clock { Utc::now() } else { now };
         let now_us = micros(now);
         let mut known = match self.remembered(domain) {
@@ -524,6 +538,37 @@ mod tests {
             }
         }
         assert_eq!(admitted, 3, "one burst between both gates");
+    }
+
+    /// A store whose calls take a turn of the runtime, like a network round trip.
+    struct SlowStore(MemoryBuckets);
+
+    #[async_trait]
+    impl BucketStore for SlowStore {
+        async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
+            tokio::task::yield_now().await;
+            self.0.load(domain).await
+        }
+        async fn swap(
+            &self,
+            domain: &str,
+            expected: Option<BucketState>,
+            new: BucketState,
+        ) -> Result<Swap, LedgerError> {
+            tokio::task::yield_now().await;
+            let out = self.0.swap(domain, expected, new).await;
+            tokio::task::yield_now().await;
+            out
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_to_one_domain_is_limited_by_rate_not_by_its_own_contention() {
+        let limits = RateLimits::parse(r#"{"default":{"per_second":100000,"burst":50}}"#).unwrap().unwrap();
+        let gate = BucketGate::new(Arc::new(SlowStore(MemoryBuckets::default())), limits).on_wall_clock();
+        let t = Utc::now();
+        let admitted = futures::future::join_all((0..10).map(|_| gate.admit("gmail.com", t))).await;
+        assert!(admitted.iter().all(|a| matches!(a, Ok(Admission::Admitted))), "{admitted:?}");
     }
 
     #[test]
