@@ -37,12 +37,6 @@ fn the_real_rules_hold_over_a_small_world() {
 }
 
 #[test]
-fn the_real_rules_hold_with_duplicates_a_revision_bump_and_a_second_notice() {
-    clean(&run(Bounds { deliveries: 3, releases: 0, ..small() }, Rules::real()));
-    clean(&run(Bounds { workers: 1, notices: 3, releases: 0, ..small() }, Rules::real()));
-}
-
-#[test]
 fn every_mutant_is_caught_by_the_invariant_it_breaks() {
     use Invariant::*;
     for (mutant, expected) in [
