@@ -8,9 +8,11 @@
 //!
 //! Transitions, any of them enabled in any order:
 //! * the clock moves on; a further message is enqueued; an idle worker receives a visible message;
-//! * a message's visibility expires (mid-job too: another worker may receive it);
+//! * a dead worker's message becomes visible again (with `in_flight_redelivery`, a live worker's
+//!   too: another worker may receive it while the first still runs it);
 //! * a worker takes its next step — the real sender's next port call, answered every way the
-//!   ledger (applied, refused, error with or without the write applied) or the provider (accepted,
+//!   ledger (applied, refused, an error — with the write applied too under `Faults::Ambiguous`) or
+//!   the provider (accepted,
 //!   not accepted, rejected, unknown with or without the message out) can answer it — or, once the
 //!   sender has finished, acks or retries by [`Outcome::disposition`](notice_ledger::Outcome);
 //! * a worker crashes (before any step, or after its last and before the ack);
