@@ -92,24 +92,28 @@ fn two_processes_on_one_ledger_file_share_the_domains_bucket() {
     let dir = tempfile::tempdir().unwrap();
     let lines: Vec<String> = (0..30).map(|i| job(&format!("sub_{i}"), 0, "2026-12-04T09:00:00Z")).collect();
     std::fs::write(dir.path().join("jobs.jsonl"), lines.join("\n")).unwrap();
+    // Each process its own half: two processes that both find a key free may both take a token
+    // for it (one claim wins), which would make the count below depend on timing.
+    std::fs::write(dir.path().join("a.jsonl"), lines[..15].join("\n")).unwrap();
+    std::fs::write(dir.path().join("b.jsonl"), lines[15..].join("\n")).unwrap();
     assert!(noticectl(
         dir.path(),
         &["key", "--subscription-id", "x", "--period-start", "2026-12-01", "--kind", "k"]
     )
     .status
     .success());
-    let spawn = || {
+    let spawn = |file: &str| {
         Command::new(env!("CARGO_BIN_EXE_noticectl"))
             .current_dir(dir.path())
             .env_remove("NOTICE_KEY_SECRET")
             .env("NOTICE_RATE_LIMITS", r#"{"default":{"per_second":0.001,"burst":5}}"#)
-            .args(["send", "jobs.jsonl", "--now", NOW, "--concurrency", "8"])
+            .args(["send", file, "--now", NOW, "--concurrency", "8"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap()
     };
-    let (a, b) = (spawn(), spawn());
+    let (a, b) = (spawn("a.jsonl"), spawn("b.jsonl"));
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     assert!(a.status.success() && b.status.success(), "{:?}\n{:?}", text(&a), text(&b));
     let count = |o: &Output, what: &str| {
@@ -118,7 +122,7 @@ fn two_processes_on_one_ledger_file_share_the_domains_bucket() {
     assert_eq!(count(&a, " sent ") + count(&b, " sent "), 5, "one burst between both processes");
     assert_eq!(eml_count(dir.path()), 5);
     assert!(text(&a).1.contains("rate every domain 0.001/s burst 5"), "{}", text(&a).1);
-    let again = spawn().wait_with_output().unwrap();
+    let again = spawn("jobs.jsonl").wait_with_output().unwrap();
     assert_eq!(count(&again, "already sent"), 5, "sent notices are suppressed with an empty bucket");
     assert_eq!(count(&again, "rate_limited"), 25);
 }

@@ -55,6 +55,7 @@ pub fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
         mode: Mode::Enforce,
         policy: WindowPolicy::default(),
         send_timeout: Duration::from_secs(3),
+        claim_lifetime: Duration::from_secs(60),
         retention_days: 400,
         concurrency: 10,
         queue_url: Some(env.queue_url.clone()),
@@ -164,6 +165,13 @@ pub async fn invoke(app: &SenderApp, event: SqsEvent) -> SqsBatchResponse {
 
 pub fn failed_ids(resp: &SqsBatchResponse) -> Vec<String> {
     resp.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect()
+}
+
+/// The records of `event` whose ids are in `ids`: what SQS hands out again after a retry.
+pub fn only(event: &SqsEvent, ids: &[String]) -> SqsEvent {
+    let mut again = event.clone();
+    again.records.retain(|r| r.message_id.as_ref().is_some_and(|id| ids.contains(id)));
+    again
 }
 
 pub fn ids(event: &SqsEvent) -> Vec<String> {

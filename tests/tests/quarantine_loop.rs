@@ -90,6 +90,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
         mode: Mode::Enforce,
         policy: WindowPolicy::default(),
         send_timeout: Duration::from_secs(3),
+        claim_lifetime: Duration::from_secs(60),
         retention_days: 400,
         concurrency: 4,
         queue_url: None,

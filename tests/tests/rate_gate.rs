@@ -146,7 +146,12 @@ async fn many_senders_never_exceed_a_domains_bucket_and_send_everything_once() {
                 Outcome::Sent { .. } => {
                     done.insert(i / senders_n);
                 }
+                // Copies that met a claim still in flight come back with the next round.
                 Outcome::Suppressed { .. } => suppressed += 1,
+                Outcome::InFlight { until } => {
+                    assert!(*until > now);
+                    suppressed += 1;
+                }
                 Outcome::RateLimited { until } => {
                     assert!(*until > now);
                     rate_limited += 1;

@@ -51,6 +51,13 @@ async fn configured_only_through_the_environment_and_refusing_to_start_without_i
     let err = SenderApp::from_env().await.err().expect("refuses an empty window");
     assert!(err.to_string().contains("empty"), "{err}");
     std::env::remove_var("NOTICE_WINDOWS");
+    // A claim lifetime shorter than a send, or past the quarantine cut-off, would misjudge claims.
+    for (lifetime, words) in [("5", "NOTICE_SEND_TIMEOUT_SECS"), ("1000", "NOTICE_STALE_AFTER_SECS")] {
+        std::env::set_var("NOTICE_CLAIM_LIFETIME_SECS", lifetime);
+        let err = SenderApp::from_env().await.err().expect("refuses a bad claim lifetime").to_string();
+        assert!(err.contains("NOTICE_CLAIM_LIFETIME_SECS") && err.contains(words), "{lifetime}: {err}");
+    }
+    std::env::remove_var("NOTICE_CLAIM_LIFETIME_SECS");
 
     // A secret that a failed fetch left empty, blank or short is refused, never used.
     let saved = std::env::var("NOTICE_KEY_SECRET").unwrap();

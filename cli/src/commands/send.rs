@@ -59,7 +59,12 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
         policy,
         secret,
         mode: args.mode,
-        budget: SendBudget { send_timeout: Duration::from_secs(30), ..SendBudget::default() },
+        budget: SendBudget {
+            send_timeout: Duration::from_secs(30),
+            min_time_left: SendBudget::default().min_time_left,
+            claim_lifetime: notice_setup::settings::claim_lifetime_from_env(Duration::from_secs(30))
+                .map_err(|e| e.to_string())?,
+        },
         metrics: Arc::new(Metrics::default()),
         // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
         // the real clock, since --now only pins the send windows.
@@ -133,9 +138,15 @@ fn detail(item: &InputItem, outcome: &Outcome) -> String {
     let text = match outcome {
         Outcome::Sent { message_id } => format!("message {message_id}"),
         Outcome::Suppressed { state } => match state {
-            notice_ledger::ledger::RowState::Claimed => "claimed elsewhere (in flight or quarantined)".into(),
+            notice_ledger::ledger::RowState::Claimed => "claimed elsewhere and stale: quarantined".into(),
             other => format!("already {other}"),
         },
+        Outcome::InFlight { until } => {
+            format!(
+                "held by a claim still in flight here or elsewhere; send it again after {}",
+                until.to_rfc3339()
+            )
+        }
         Outcome::Deferred { until } => format!("window opens {}", until.to_rfc3339()),
         Outcome::RateLimited { until } => {
             format!("recipient domain over its send rate; back at {}", until.to_rfc3339())

@@ -45,7 +45,7 @@ pub(crate) struct VerifyArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=3))]
     workers: u8,
     /// Messages of notice A: the original plus broker duplicates / re-enqueues, enqueued whenever.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=4))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=4))]
     deliveries: u8,
     /// Notices: 1 = A; 2 adds A' (A's revision bump); 3 adds B (another subscriber, same domain).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
@@ -56,12 +56,11 @@ pub(crate) struct VerifyArgs {
     /// How ledger calls may fail: `off`; `clean` (a failed write was not applied — the adapters
     /// recognise a write of their own retried after a lost response); `ambiguous` (a write may be
     /// applied and still answer an error).
-    #[arg(long, value_enum, default_value = "clean")]
+    #[arg(long, value_enum, default_value = "ambiguous")]
     ledger_faults: Faults,
     /// A message may also come back while its worker still runs it (visibility expiring mid-job, a
-    /// standard queue's duplicate receive). Off: it comes back only after its worker died — the
-    /// deployed queue's visibility timeout (180 s) is six times the sender's timeout (30 s).
-    #[arg(long)]
+    /// standard queue's duplicate receive). `false`: it comes back only after its worker died.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     in_flight_redelivery: bool,
     /// A delete with a stale receipt may still delete the message (SQS: "might not be deleted").
     #[arg(long)]

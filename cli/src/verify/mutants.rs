@@ -23,16 +23,22 @@ pub(crate) enum Mutant {
     UnconditionalClaim,
     /// The ledger's TTL covers open claims too.
     TtlExpiresOpenClaim,
+    /// A delivery held by a claim whose sender may still run is acked (as if suppressed).
+    AckHeldInFlight,
+    /// A release that failed is taken for "the claim stays": quarantined and acked.
+    AckFailedRelease,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 6] = [
+    pub(crate) const ALL: [Mutant; 8] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
         Mutant::KeyPerDelivery,
         Mutant::UnconditionalClaim,
         Mutant::TtlExpiresOpenClaim,
+        Mutant::AckHeldInFlight,
+        Mutant::AckFailedRelease,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -43,6 +49,8 @@ impl Mutant {
             Mutant::KeyPerDelivery => "key-includes-delivery",
             Mutant::UnconditionalClaim => "unconditional-claim-write",
             Mutant::TtlExpiresOpenClaim => "ttl-expires-open-claim",
+            Mutant::AckHeldInFlight => "ack-held-in-flight",
+            Mutant::AckFailedRelease => "ack-failed-release",
         }
     }
 
@@ -54,6 +62,8 @@ impl Mutant {
             Mutant::KeyPerDelivery => "the notice key includes the delivery (message id / attempt)",
             Mutant::UnconditionalClaim => "the claim write ignores the existing row",
             Mutant::TtlExpiresOpenClaim => "TTL may delete an open claim",
+            Mutant::AckHeldInFlight => "a delivery held by a claim still in flight is acked",
+            Mutant::AckFailedRelease => "a failed release is taken for a kept claim: quarantined and acked",
         }
     }
 }
@@ -107,6 +117,16 @@ impl Rules {
         } else {
             1
         }
+    }
+
+    /// Whether a job that ended `in_flight` is acked instead of retried.
+    pub(crate) fn acks_held_in_flight(self) -> bool {
+        self.is(Mutant::AckHeldInFlight)
+    }
+
+    /// Whether a job whose release failed is acked instead of retried.
+    pub(crate) fn acks_failed_release(self) -> bool {
+        self.is(Mutant::AckFailedRelease)
     }
 
     /// Whether each delivery derives its own key.

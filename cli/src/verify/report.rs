@@ -96,7 +96,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "world: {}, {} of notice A, {}, {} (each with a replay), ledger faults {}, stale-receipt deletes {}",
+            "world: {}, {} of notice A, {}, {} (each with a replay), ledger faults {}, in-flight redelivery {}, stale-receipt deletes {}",
             plural(b.notices, "notice"),
             plural(b.deliveries, "delivery").replace("deliverys", "deliveries"),
             plural(b.workers, "worker"),
@@ -106,6 +106,7 @@ impl Report {
                 Faults::Clean => "clean",
                 Faults::Ambiguous => "ambiguous",
             },
+            if b.in_flight_redelivery { "on" } else { "off" },
             if b.stale_deletes { "on" } else { "off" },
         );
         let _ = writeln!(out, "invariants, checked in every state:");

@@ -86,8 +86,9 @@ pub(super) enum Answer {
     /// claim: this attempt owns the key.
     Minted,
     /// claim / record missed: the key is held; the sender reads the row's state and content digest
-    /// (`digest`: whose notice's content, `None` for a row learned from provider events).
-    Held { state: RowState, digest: Option<u8> },
+    /// (`digest`: whose notice's content, `None` for a row learned from provider events) and, for
+    /// an open claim, its age: `young` — younger than the stale cut-off (its claimer may still run).
+    Held { state: RowState, digest: Option<u8>, young: bool },
     /// record missed: the missed row was written.
     Recorded,
     /// Any ledger call: an error (the write may or may not have been applied).
@@ -110,6 +111,8 @@ impl Answer {
     pub(super) fn describe(self) -> String {
         match self {
             Answer::Minted => "minted".into(),
+            Answer::Held { state: RowState::Claimed, young: true, .. } => "held (claimed, young)".into(),
+            Answer::Held { state: RowState::Claimed, young: false, .. } => "held (claimed, stale)".into(),
             Answer::Held { state, .. } => format!("held ({state})"),
             Answer::Recorded => "recorded".into(),
             Answer::Failed => "ledger error".into(),
@@ -246,7 +249,11 @@ struct ScriptedLedger {
 }
 
 impl ScriptedLedger {
-    fn held(&self, key: &NoticeKey, state: RowState, digest: Option<u8>) -> LedgerRow {
+    fn held(&self, key: &NoticeKey, state: RowState, digest: Option<u8>, young: bool) -> LedgerRow {
+        // The sender judges a claim's age against the `now` it read: a claim stamped at the latest
+        // instant of the model's clock is young at every phase, one from long before it stale.
+        let claimed_at =
+            if young { Phase::Closed.at() } else { Phase::Early.at() - chrono::Duration::days(30) };
         LedgerRow {
             key: key.clone(),
             state,
@@ -257,7 +264,7 @@ impl ScriptedLedger {
             kind: String::new(),
             revision: 0,
             content_digest: digest.and_then(|n| self.facts.digests.get(usize::from(n)).cloned()),
-            claimed_at: None,
+            claimed_at: (state == RowState::Claimed).then_some(claimed_at),
             updated_at: epoch(),
             message_id: None,
             detail: None,
@@ -294,8 +301,8 @@ impl ClaimLedger for ScriptedLedger {
                 token: req.token.clone(),
                 claimed_at: req.at,
             })),
-            Some(Answer::Held { state, digest }) => {
-                Ok(ClaimOutcome::Held(self.held(&req.key, state, digest)))
+            Some(Answer::Held { state, digest, young }) => {
+                Ok(ClaimOutcome::Held(self.held(&req.key, state, digest, young)))
             }
             Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
             Some(other) => unexpected(&self.script, format!("claim answered {other:?}")).await,
@@ -323,7 +330,9 @@ impl ClaimLedger for ScriptedLedger {
         match take(&self.script, Call::RecordMissed(req.key.clone())) {
             None => std::future::pending().await,
             Some(Answer::Recorded) => Ok(None),
-            Some(Answer::Held { state, digest }) => Ok(Some(self.held(&req.key, state, digest))),
+            Some(Answer::Held { state, digest, young }) => {
+                Ok(Some(self.held(&req.key, state, digest, young)))
+            }
             Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
             Some(other) => unexpected(&self.script, format!("record missed answered {other:?}")).await,
         }

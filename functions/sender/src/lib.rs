@@ -124,6 +124,7 @@ impl SenderApp {
             budget: SendBudget {
                 send_timeout: settings.send_timeout,
                 min_time_left: settings.send_timeout * 2,
+                claim_lifetime: settings.claim_lifetime,
             },
             metrics: Arc::new(Metrics::default()),
             rate_gate,

@@ -19,6 +19,12 @@
 //!
 //! From inside the worker 2 and 3 look the same, so an uncommitted claim is never released here —
 //! except when the provider itself said "not accepted".
+//!
+//! A claim younger than [`SendBudget::claim_lifetime`] may still be running (a duplicate receive,
+//! a visibility timeout expiring mid-send), and its claimer may yet release it: a delivery held by
+//! it is not acked but comes back once the claimer has finished or died (`in_flight`). Acking it
+//! could leave a released row and no message to send it. Likewise a release that failed is
+//! retried, not acked: it may have landed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,8 +68,14 @@ impl std::str::FromStr for Mode {
 pub enum Outcome {
     /// Claimed, accepted by the provider, committed.
     Sent { message_id: String },
-    /// Already sent, in flight elsewhere, or decided (rejected, missed): nothing sent.
+    /// Already sent, decided (rejected, missed), or held by a claim whose sender is gone (it stays
+    /// open: quarantined, on the reporter's view once older than `NOTICE_STALE_AFTER_SECS`):
+    /// nothing sent.
     Suppressed { state: RowState },
+    /// Held by another delivery's claim whose sender may still be running (younger than
+    /// [`SendBudget::claim_lifetime`]): nothing sent; back at `until`, when that sender has
+    /// finished or died — never acked while it may still release the claim.
+    InFlight { until: DateTime<Utc> },
     /// Window not open yet: not claimed, not sent.
     Deferred { until: DateTime<Utc> },
     /// The recipient domain's shared send rate is used up: nothing claimed, nothing sent; back at
@@ -85,7 +97,8 @@ pub enum Outcome {
     Invalid(InvalidJob),
     /// A template could not be rendered: nothing claimed.
     RenderFailed(String),
-    /// The ledger could not be read or written before the send: nothing sent.
+    /// The ledger could not be read or written, and nothing was sent (before the send, or a
+    /// release after "not accepted" that failed — it may have landed): retried.
     LedgerUnavailable(String),
     /// Too little invocation time left to start a send safely: nothing claimed.
     NoTimeLeft,
@@ -114,7 +127,9 @@ impl Outcome {
             | Outcome::Quarantined { .. }
             | Outcome::Rejected { .. }
             | Outcome::ShadowSent { .. } => Disposition::Ack,
-            Outcome::Deferred { until } | Outcome::RateLimited { until } => Disposition::RetryAt(*until),
+            Outcome::Deferred { until } | Outcome::RateLimited { until } | Outcome::InFlight { until } => {
+                Disposition::RetryAt(*until)
+            }
             Outcome::Released { .. } | Outcome::LedgerUnavailable(_) | Outcome::NoTimeLeft => {
                 Disposition::Retry
             }
@@ -129,6 +144,7 @@ impl Outcome {
         match self {
             Outcome::Sent { .. } => "sent",
             Outcome::Suppressed { .. } => "suppressed",
+            Outcome::InFlight { .. } => "in_flight",
             Outcome::Deferred { .. } => "deferred",
             Outcome::RateLimited { .. } => "rate_limited",
             Outcome::Missed { .. } => "missed",
@@ -159,11 +175,18 @@ pub struct SendBudget {
     pub send_timeout: Duration,
     /// No claim is made unless at least this much time is left before the deadline.
     pub min_time_left: Duration,
+    /// The longest a live sender holds a claim (its invocation timeout, with margin): a younger
+    /// claim may still be in flight, and its claimer may still release it.
+    pub claim_lifetime: Duration,
 }
 
 impl Default for SendBudget {
     fn default() -> Self {
-        Self { send_timeout: Duration::from_secs(10), min_time_left: Duration::from_secs(15) }
+        Self {
+            send_timeout: Duration::from_secs(10),
+            min_time_left: Duration::from_secs(15),
+            claim_lifetime: Duration::from_secs(60),
+        }
     }
 }
 
@@ -384,8 +407,16 @@ impl NoticeSender {
                         Metrics::incr(&m.released);
                         Outcome::Released { class, reason }
                     }
-                    // The claim stays: quarantine is the safe side, the message never went out.
-                    Err(e) => self.quarantine(format!("not accepted ({reason}) but release failed: {e}"), m),
+                    // Nothing went out, but the release may have landed: acking could leave a
+                    // released row and no message. Retried: the redelivery finds the row released
+                    // (and sends) or still claimed (in flight, then quarantined).
+                    Err(e) => {
+                        Metrics::incr(&m.ledger_errors);
+                        error!(%reason, error = %e, "not accepted and the release failed: retried");
+                        Outcome::LedgerUnavailable(format!(
+                            "not accepted ({reason}) and the release failed: {e}"
+                        ))
+                    }
                 }
             }
             SendResult::Rejected { reason } => {
@@ -431,9 +462,29 @@ impl NoticeSender {
         if conflict {
             return Some(Outcome::PayloadConflict { state: row.state });
         }
+        Some(self.held(row, req.at, m))
+    }
+
+    /// A delivery the ledger turned away: acked, unless the claim holding it may still be running.
+    fn held(&self, row: &LedgerRow, now: DateTime<Utc>, m: &Metrics) -> Outcome {
         Metrics::incr(&m.duplicates_suppressed);
+        if let Some(until) = self.in_flight_until(row, now) {
+            info!(until = %until, "held by a claim that may still be in flight: back when its sender is done");
+            return Outcome::InFlight { until };
+        }
         info!(state = %row.state, "duplicate suppressed");
-        Some(Outcome::Suppressed { state: row.state })
+        Outcome::Suppressed { state: row.state }
+    }
+
+    /// When the sender of an open claim younger than `claim_lifetime` is surely gone (a claim
+    /// stamped in the future by a skewed clock counts as young). `None`: decided, older, or no
+    /// claim time to judge by.
+    fn in_flight_until(&self, row: &LedgerRow, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if row.state != RowState::Claimed {
+            return None;
+        }
+        let gone_at = row.claimed_at? + chrono::Duration::from_std(self.budget.claim_lifetime).ok()?;
+        (now < gone_at).then(|| gone_at + chrono::Duration::seconds(1))
     }
 
     async fn shadow_result(&self, result: SendResult, req: &ClaimRequest) -> Outcome {
@@ -459,10 +510,7 @@ impl NoticeSender {
                 error!(closed_at = %closed_at, "missed the send window: recorded, not sent");
                 Outcome::Missed { closed_at }
             }
-            Ok(Some(row)) => {
-                Metrics::incr(&m.duplicates_suppressed);
-                Outcome::Suppressed { state: row.state }
-            }
+            Ok(Some(row)) => self.held(&row, req.at, m),
             Err(e) => {
                 Metrics::incr(&m.ledger_errors);
                 error!(error = %e, "could not record missed window");

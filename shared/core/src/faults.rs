@@ -104,6 +104,8 @@ pub enum LedgerFault {
     CommitFails,
     /// The claim commits, then the caller never hears back: the worker dies right after claiming.
     HangAfterClaim,
+    /// A release is written but its answer is lost; the caller sees an error.
+    ReleaseAnswerLost,
 }
 
 /// A ledger that injects one kind of fault (switchable at run time) and counts calls.
@@ -227,7 +229,11 @@ impl<L: Ledger> ClaimLedger for FaultyLedger<L> {
     }
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.commit_gate()?;
-        self.inner.release(claim, reason, at).await
+        self.inner.release(claim, reason, at).await?;
+        if self.fault() == Some(LedgerFault::ReleaseAnswerLost) {
+            return Err(LedgerError::Unavailable("injected: release answer lost".into()));
+        }
+        Ok(())
     }
     async fn record_missed(
         &self,

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use notice_ledger::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
 use notice_ledger::ledger::QuarantineView;
 use notice_ledger::ledger::RowReader;
-use notice_ledger::ledger::{Ledger, RowState};
+use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
@@ -48,7 +48,23 @@ impl World {
     }
 
     async fn deliver(&self, body: &str) -> Outcome {
-        self.sender.deliver_body(body, now(), None).await.outcome
+        self.deliver_at(body, now()).await
+    }
+
+    async fn deliver_at(&self, body: &str, at: DateTime<Utc>) -> Outcome {
+        self.sender.deliver_body(body, at, None).await.outcome
+    }
+
+    /// A redelivery while the claim may still be in flight is not acked: it comes back just after
+    /// the claim turns stale, and is then acked with the claim left on the quarantine view.
+    async fn redelivery_waits_then_finds_the_claim_quarantined(&self) {
+        let held = self.deliver(JOB).await;
+        let until = now() + chrono::Duration::seconds(61);
+        assert_eq!(held, Outcome::InFlight { until });
+        assert_eq!(held.disposition(), Disposition::RetryAt(until));
+        let later = self.deliver_at(JOB, until).await;
+        assert_eq!(later, Outcome::Suppressed { state: RowState::Claimed });
+        assert_eq!(later.disposition(), Disposition::Ack);
     }
 
     /// Runs a delivery that never finishes (a hung adapter) and drops it: the worker died there.
@@ -84,6 +100,7 @@ fn sender_over(ledger: Arc<dyn Ledger>, mailer: Arc<dyn Mailer>, mode: Mode) -> 
         budget: SendBudget {
             send_timeout: Duration::from_millis(500),
             min_time_left: Duration::from_secs(2),
+            ..SendBudget::default()
         },
         metrics: Arc::new(Metrics::default()),
         rate_gate: None,
@@ -101,7 +118,7 @@ async fn worker_dies_after_claim_before_send_then_redelivery_sends_nothing_and_c
     let w = World::new(vec![MailFault::HangBeforeSend]);
     w.deliver_and_crash(JOB).await;
     assert_eq!(w.outbox_len(), 0);
-    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.outbox_len(), 0);
     assert_eq!(w.mailer.attempts(), 1);
     let open = w.ledger.inner().open_claims(now() + chrono::Duration::minutes(15), 10).await.unwrap();
@@ -113,7 +130,7 @@ async fn worker_dies_after_send_before_commit_then_redelivery_is_suppressed() {
     let w = World::new(vec![MailFault::HangAfterSend]);
     w.deliver_and_crash(JOB).await;
     assert_eq!(w.outbox_len(), 1);
-    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.outbox_len(), 1, "exactly one message went out");
     assert_eq!(w.state().await, Some(RowState::Claimed), "outcome unknown to the worker: quarantined");
 }
@@ -123,7 +140,7 @@ async fn worker_dies_after_claim_is_written_but_before_it_hears_back() {
     let w = World::with(vec![], Some(LedgerFault::HangAfterClaim), Mode::Enforce);
     w.deliver_and_crash(JOB).await;
     w.ledger.set_fault(None);
-    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.outbox_len(), 0);
     assert_eq!(w.mailer.attempts(), 0);
 }
@@ -183,7 +200,7 @@ async fn provider_outcome_unknown_quarantines_and_redelivery_sends_nothing() {
     let first = w.deliver(JOB).await;
     assert!(matches!(first, Outcome::Quarantined { .. }), "{first:?}");
     assert_eq!(first.disposition(), Disposition::Ack);
-    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.mailer.attempts(), 1, "one attempt per claim");
     assert_eq!(w.outbox_len(), 1);
     assert_eq!(w.sender.metrics.drain().quarantined, 1);
@@ -212,8 +229,56 @@ async fn commit_failing_after_send_leaves_the_claim_for_the_reconciler() {
     let outcome = w.deliver(JOB).await;
     let Outcome::Quarantined { message_id: Some(_), .. } = outcome else { panic!("{outcome:?}") };
     w.ledger.set_fault(None);
-    assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Claimed });
+    w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.outbox_len(), 1);
+}
+
+#[tokio::test]
+async fn a_duplicate_held_by_a_claim_in_flight_waits_and_sends_once_the_claimer_releases() {
+    // Another delivery of the same job claimed and is still sending (a duplicate receive).
+    let w = World::new(vec![]);
+    let job = Job::parse(JOB).unwrap();
+    let req = ClaimRequest::for_job(&job, job.key(&w.sender.secret), now());
+    let ClaimOutcome::Minted(claim) = w.ledger.inner().claim(&req).await.unwrap() else {
+        panic!("not minted")
+    };
+    let held = w.deliver(JOB).await;
+    let Outcome::InFlight { until } = held else { panic!("{held:?}") };
+    assert!(matches!(held.disposition(), Disposition::RetryAt(_)), "not acked while the claimer may release");
+    // The claimer's send was throttled: it releases, and its own retry may be lost (stale receipt).
+    w.ledger.inner().release(&claim, "throttled", now()).await.unwrap();
+    assert!(matches!(w.deliver_at(JOB, until).await, Outcome::Sent { .. }));
+    assert_eq!(w.outbox_len(), 1);
+}
+
+#[tokio::test]
+async fn a_release_that_landed_but_answered_an_error_is_retried_and_then_sent() {
+    let w = World::with(
+        vec![MailFault::NotAccepted(NotAccepted::Throttled)],
+        Some(LedgerFault::ReleaseAnswerLost),
+        Mode::Enforce,
+    );
+    let first = w.deliver(JOB).await;
+    assert!(matches!(first, Outcome::LedgerUnavailable(_)), "{first:?}");
+    assert_eq!(first.disposition(), Disposition::Retry, "not acked: the release may have landed");
+    assert_eq!(w.state().await, Some(RowState::Released));
+    w.ledger.set_fault(None);
+    assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
+    assert_eq!(w.outbox_len(), 1);
+}
+
+#[tokio::test]
+async fn a_release_that_failed_is_retried_and_the_claim_ends_on_the_quarantine_view() {
+    let w = World::with(
+        vec![MailFault::NotAccepted(NotAccepted::Throttled)],
+        Some(LedgerFault::CommitFails),
+        Mode::Enforce,
+    );
+    let first = w.deliver(JOB).await;
+    assert_eq!(first.disposition(), Disposition::Retry, "{first:?}");
+    w.ledger.set_fault(None);
+    w.redelivery_waits_then_finds_the_claim_quarantined().await;
+    assert_eq!(w.outbox_len(), 0);
 }
 
 #[tokio::test]
@@ -223,7 +288,11 @@ async fn many_workers_on_one_job_send_once() {
     let outcomes = futures::future::join_all(runs).await;
     let sent = outcomes.iter().filter(|o| matches!(o, Outcome::Sent { .. })).count();
     assert_eq!(sent, 1, "{outcomes:?}");
-    assert!(outcomes.iter().all(|o| matches!(o, Outcome::Sent { .. } | Outcome::Suppressed { .. })));
+    let waiting = outcomes.iter().filter(|o| matches!(o, Outcome::InFlight { .. })).count();
+    assert!(waiting > 0, "duplicates during the send wait for it: {outcomes:?}");
+    assert!(outcomes
+        .iter()
+        .all(|o| matches!(o, Outcome::Sent { .. } | Outcome::Suppressed { .. } | Outcome::InFlight { .. })));
     assert_eq!(w.outbox_len(), 1);
 }
 

@@ -53,6 +53,9 @@ pub struct SenderSettings {
     pub policy: WindowPolicy,
     pub renderer: Renderer,
     pub send_timeout: Duration,
+    /// `NOTICE_CLAIM_LIFETIME_SECS` (default 60, twice the template's 30 s function timeout): the
+    /// longest a live sender holds a claim; a delivery held by a younger claim comes back after it.
+    pub claim_lifetime: Duration,
     pub retention_days: u32,
     pub concurrency: usize,
     pub queue_url: Option<String>,
@@ -100,6 +103,7 @@ impl SenderSettings {
             ledger_url::check_retention(retention_days, &policy)?;
         }
         let rate_limits = config::rate_limits_from_env()?;
+        let send_timeout = config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?;
         Ok(Self {
             table,
             ledger_url: url,
@@ -109,7 +113,8 @@ impl SenderSettings {
             mode: config::mode_from_env()?,
             policy,
             renderer,
-            send_timeout: config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?,
+            send_timeout,
+            claim_lifetime: claim_lifetime_from_env(send_timeout)?,
             retention_days,
             concurrency: config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100)
                 as usize,
@@ -119,6 +124,31 @@ impl SenderSettings {
             parking: ParkingSettings::from_env()?,
         })
     }
+}
+
+/// `NOTICE_CLAIM_LIFETIME_SECS`: longer than a send (a claim outlives its send), and not past
+/// `NOTICE_STALE_AFTER_SECS` (a live sender's claim must not look quarantined).
+pub fn claim_lifetime_from_env(send_timeout: Duration) -> Result<Duration, ConfigError> {
+    const NAME: &str = "NOTICE_CLAIM_LIFETIME_SECS";
+    let lifetime = config::secs_from_env(NAME, 60)?;
+    let stale_after = config::stale_after_from_env()?;
+    if lifetime <= send_timeout {
+        let reason = format!(
+            "{} s must exceed NOTICE_SEND_TIMEOUT_SECS ({} s): a claim outlives its send",
+            lifetime.as_secs(),
+            send_timeout.as_secs()
+        );
+        return Err(ConfigError::Invalid { name: NAME, reason });
+    }
+    if lifetime > stale_after {
+        let reason = format!(
+            "{} s must not exceed NOTICE_STALE_AFTER_SECS ({} s): a live sender's claim would look quarantined",
+            lifetime.as_secs(),
+            stale_after.as_secs()
+        );
+        return Err(ConfigError::Invalid { name: NAME, reason });
+    }
+    Ok(lifetime)
 }
 
 /// `NOTICE_FROM`: an address, optionally with a display name, checked like a recipient so a

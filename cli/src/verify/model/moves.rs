@@ -85,7 +85,18 @@ impl Model {
             }
             self.push(out, s, Label::Crash { worker: w as u8, before: step.name() }, n, None, false);
             match step {
-                Step::Done { outcome, queue } => self.finish(out, s, w, job, outcome, queue),
+                Step::Done { outcome, queue } => {
+                    // A job holding a claim ends `ledger_unavailable` only when its release failed.
+                    let failed_release = outcome == "ledger_unavailable" && job.token.is_some();
+                    let queue = if (outcome == "in_flight" && self.rules.acks_held_in_flight())
+                        || (failed_release && self.rules.acks_failed_release())
+                    {
+                        QueueAction::Ack
+                    } else {
+                        queue
+                    };
+                    self.finish(out, s, w, job, outcome, queue)
+                }
                 _ => {
                     if self.rules.acks_before_commit() && step.is_post_send_write() && !job.acked {
                         self.early_ack(out, s, w, job);
@@ -201,7 +212,7 @@ impl Model {
                 let t = self.fresh_token(s)?;
                 let verdict = self.verdict(key, s.rows[usize::from(key)], Probe::Claim(t))?;
                 let row = s.rows[usize::from(key)];
-                let held = row.map(|r| Answer::Held { state: r.state, digest: r.notice });
+                let held = row.map(|r| Answer::Held { state: r.state, digest: r.notice, young: false });
                 let missed = matches!(step, Step::RecordMissed { .. });
                 let refused = match (verdict, held) {
                     // The memory ledger's reading: a refused claim reports the row; its own token
@@ -224,7 +235,13 @@ impl Model {
                     }
                 };
                 if let Some(h) = refused {
-                    branches.push((h, None, false));
+                    for &age in self.claim_ages(s, row) {
+                        let h = match h {
+                            Answer::Held { state, digest, .. } => Answer::Held { state, digest, young: age },
+                            other => other,
+                        };
+                        branches.push((h, None, false));
+                    }
                 }
                 if faults {
                     branches.push((Answer::Failed, None, false));
@@ -332,6 +349,19 @@ impl Model {
             Step::Done { .. } => {}
         }
         Ok(())
+    }
+
+    /// How old an open claim can look to a job that finds it: young while its claimer still runs
+    /// (the stale cut-off outlasts any invocation: `NOTICE_STALE_AFTER_SECS` > the function
+    /// timeout), young or stale once it is dead; decided rows have no age that matters.
+    fn claim_ages(&self, s: &State, row: Option<Row>) -> &'static [bool] {
+        let Some(row) = row.filter(|r| r.state == RowState::Claimed) else { return &[false] };
+        let claimer_runs = row.token.is_some_and(|t| s.workers.iter().flatten().any(|j| j.token == Some(t)));
+        if claimer_runs {
+            &[true]
+        } else {
+            &[true, false]
+        }
     }
 
     /// Everything the provider can do with one send call: one attempt, or two when the SDK retries
