@@ -506,6 +506,109 @@ mod tests {
         assert!(text.contains("AccessDeniedException"), "{text}");
     }
 
+    /// A server answering each request (one per connection, as moto does) with the next reply;
+    /// returns its address and the request count.
+    async fn scripted(
+        replies: Vec<&'static str>,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let count = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            for reply in replies {
+                let Ok((mut socket, _)) = listener.accept().await else { return };
+                let mut buf = vec![0u8; 65536];
+                let mut got = Vec::new();
+                // Headers, then the Content-Length body.
+                loop {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text
+                            .lines()
+                            .find_map(|l| {
+                                l.strip_prefix("content-length: ")
+                                    .and_then(|v| v.trim().parse::<usize>().ok())
+                            })
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let head = format!(
+                    "HTTP/1.1 {}\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    reply.split_once('|').map_or("200 OK", |(h, _)| h),
+                    reply.split_once('|').map_or(reply, |(_, b)| b).len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(reply.split_once('|').map_or(reply, |(_, b)| b).as_bytes()).await;
+            }
+        });
+        (format!("http://{addr}"), count)
+    }
+
+    fn hot_at(endpoint: &str, attempts: u32) -> HotWrites {
+        let creds =
+            aws_credential_types::Credentials::new("AKID", "secret", Some("token".into()), None, "test");
+        let http = AwsHttp::new(
+            Some(aws_credential_types::provider::SharedCredentialsProvider::new(creds)),
+            Duration::from_secs(3),
+        );
+        HotWrites::new(http, Some("us-east-1"), false, false, Some(endpoint))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_retries(attempts, Duration::from_millis(5))
+    }
+
+    fn one_item() -> Item {
+        HashMap::from([("notice_key".to_owned(), AttributeValue::S("ab".into()))])
+    }
+
+    #[tokio::test]
+    async fn server_errors_are_retried_until_one_applies() {
+        let (endpoint, count) = scripted(vec![
+            "500 Internal Server Error|{\"__type\":\"com.amazon.coral.service#InternalFailure\"}",
+            "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ThrottlingException\"}",
+            "200 OK|{}",
+        ])
+        .await;
+        let hot = hot_at(&endpoint, 3);
+        let result = hot
+            .put_item("t", &one_item(), "attribute_not_exists(#k)", &HashMap::new(), &HashMap::new())
+            .await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_max_attempts_and_a_failed_condition_is_final() {
+        let (endpoint, count) =
+            scripted(vec!["503 Service Unavailable|{}", "503 Service Unavailable|{}", "200 OK|{}"]).await;
+        let result = hot_at(&endpoint, 2)
+            .update_item("t", &one_item(), "SET a = :a", "b", &HashMap::new(), &HashMap::new())
+            .await;
+        assert!(matches!(result, Err(HotFailure::Other(ref t)) if t.contains("503")), "{result:?}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+        let ccf = "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException\",\"Item\":{\"notice_key\":{\"S\":\"ab\"}}}";
+        let (endpoint, count) = scripted(vec![ccf, "200 OK|{}"]).await;
+        let result =
+            hot_at(&endpoint, 3).put_item("t", &one_item(), "c", &HashMap::new(), &HashMap::new()).await;
+        assert!(
+            matches!(result, Err(HotFailure::Condition(Some(ref item))) if item == &one_item()),
+            "{result:?}"
+        );
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
     #[test]
     fn backoff_is_bounded_and_grows() {
         let http = AwsHttp::new(None, Duration::from_secs(3));
