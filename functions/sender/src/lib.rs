@@ -30,7 +30,7 @@ use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::retry::{self, Deferral};
 use notice_ledger::{ConfigError, Disposition, Job, NoticeKey, NoticeSender, Outcome, SendBudget};
 use notice_scheduler::SchedulerParker;
-use notice_ses::mailer::SesMailer;
+use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
 pub use notice_setup::settings::{ParkingSettings, SenderSettings};
@@ -86,8 +86,8 @@ impl SenderApp {
     /// [`aws::sesv2_client`]: one attempt per send, never an SDK retry.
     pub fn new(
         settings: SenderSettings,
-        dynamodb: aws_sdk_dynamodb::Client,
-        sesv2: aws_sdk_sesv2::Client,
+        dynamodb: notice_dynamodb::DynamoClient,
+        sesv2: SesClient,
         sqs: aws_sdk_sqs::Client,
     ) -> Self {
         let ledger = DynamoLedger::new(dynamodb.clone(), settings.table.clone())
@@ -103,7 +103,7 @@ impl SenderApp {
         settings: SenderSettings,
         ledger: Arc<dyn Ledger>,
         buckets: Arc<dyn BucketStore>,
-        sesv2: aws_sdk_sesv2::Client,
+        sesv2: SesClient,
         sqs: aws_sdk_sqs::Client,
     ) -> Self {
         match &settings.rate_limits {

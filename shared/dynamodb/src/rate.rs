@@ -29,8 +29,9 @@ pub struct DynamoBuckets {
 }
 
 impl DynamoBuckets {
-    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into() }
+    /// Buckets go through the SDK client (they are off the claim, send, commit path by default).
+    pub fn new(client: impl Into<crate::DynamoClient>, table: impl Into<String>) -> Self {
+        Self { client: client.into().sdk, table: table.into() }
     }
 
     fn key(domain: &str) -> AttributeValue {

@@ -1,17 +1,24 @@
-//! SES v2 mailer: one `SendEmail` call per attempt, classified into what SES established.
+//! SES v2 mailer: one `SendEmail` HTTP request per attempt, classified into what SES established.
+//!
+//! The request goes through [`notice_awshttp`] (SigV4 + one connection pool), not the SDK: the
+//! SDK's per-call machinery cost more CPU than the whole notice path (BENCHMARKS.md). That client
+//! never retries, so one call is one attempt: a retried `SendEmail` could put a second copy in
+//! the recipient's inbox before our code sees anything.
 //!
 //! SES replaces any Message-ID we could set, so correlation travels as the `notice_key` email tag
-//! (echoed as `mail.tags.notice_key` in every event) and the `X-Notice-Key` header. The client must
-//! be built with `notice_setup::aws::sesv2_client`: retries disabled, so one call is one attempt.
+//! (echoed as `mail.tags.notice_key` in every event) and the `X-Notice-Key` header.
 //!
 //! Nothing logged or returned here contains the recipient address: SES error messages can quote
 //! it, so reasons are scrubbed before they leave this module.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
-use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_sesv2::operation::send_email::{SendEmailError, SendEmailOutput};
-use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageHeader, MessageTag};
-use aws_smithy_runtime_api::http::Response as HttpResponse;
+use aws_sdk_sesv2::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
+use futures::FutureExt;
+use notice_awshttp::{error_code, AwsHttp, CallError, Response, Target};
+use serde::Serialize;
+use serde_json::Value;
 use tracing::{debug, warn};
 
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
@@ -25,11 +32,73 @@ pub const KIND_TAG: &str = "kind";
 
 const CHARSET: &str = "UTF-8";
 const MAX_TAG_VALUE_LEN: usize = 255;
+const SEND_EMAIL_PATH: &str = "/v2/email/outbound-emails";
+
+/// The `SendEmail` endpoint and its bound: every attempt, connect to last byte, ends within
+/// `timeout`, and an unanswered attempt is reported as unknown, never repeated.
+#[derive(Clone, Debug)]
+pub struct SesClient {
+    http: AwsHttp,
+    /// The resolved endpoint, or why there is none (then every send is a configuration error,
+    /// as the SDK reports a request it cannot construct).
+    target: Result<Target, String>,
+    timeout: Duration,
+}
+
+impl SesClient {
+    /// Resolves the endpoint the way the SDK client does: the SDK's own endpoint rules over
+    /// `region`, FIPS, dual-stack and the endpoint override (`AWS_ENDPOINT_URL_SESV2` or
+    /// `AWS_ENDPOINT_URL`).
+    pub fn new(
+        http: AwsHttp,
+        region: Option<&str>,
+        use_fips: bool,
+        use_dual_stack: bool,
+        endpoint_override: Option<&str>,
+        timeout: Duration,
+    ) -> Self {
+        let target = (|| {
+            let region = region.ok_or("no region configured")?;
+            let params = Params::builder()
+                .region(region)
+                .use_fips(use_fips)
+                .use_dual_stack(use_dual_stack)
+                .set_endpoint(endpoint_override.map(str::to_owned))
+                .build()
+                .map_err(|e| e.to_string())?;
+            let endpoint = DefaultResolver::new()
+                .resolve_endpoint(&params)
+                .now_or_never()
+                .ok_or("the endpoint resolver did not answer at once")?
+                .map_err(|e| e.to_string())?;
+            Target::new(endpoint.url(), SEND_EMAIL_PATH, region, "ses").map_err(|e| e.to_string())
+        })();
+        if let Err(e) = &target {
+            warn!(error = %e, "no SES endpoint: every send will fail as a configuration error");
+        }
+        Self { http, target, timeout }
+    }
+
+    /// Bounds each attempt as a whole.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The connect bound of the pool.
+    pub fn connect_timeout(&self) -> Duration {
+        self.http.connect_timeout()
+    }
+
+    /// The resolved `SendEmail` URI.
+    pub fn endpoint(&self) -> Option<&http::Uri> {
+        self.target.as_ref().ok().map(Target::uri)
+    }
+}
 
 /// Sends through SES v2 `SendEmail` with simple (subject/text/html) content.
 #[derive(Clone, Debug)]
 pub struct SesMailer {
-    client: aws_sdk_sesv2::Client,
+    client: SesClient,
     from: String,
     configuration_set: Option<String>,
 }
@@ -37,39 +106,83 @@ pub struct SesMailer {
 impl SesMailer {
     /// `configuration_set` names the SES configuration set whose event destination feeds the
     /// reconciler; without it no provider evidence comes back.
-    pub fn new(
-        client: aws_sdk_sesv2::Client,
-        from: impl Into<String>,
-        configuration_set: Option<String>,
-    ) -> Self {
+    pub fn new(client: SesClient, from: impl Into<String>, configuration_set: Option<String>) -> Self {
         Self { client, from: from.into(), configuration_set }
     }
 
-    /// Builds the request's content and tags; an error here means nothing was sent.
-    fn content(mail: &OutgoingMail) -> Result<(EmailContent, Vec<MessageTag>), String> {
-        let text = |data: &str| Content::builder().data(data).charset(CHARSET).build();
-        let message = Message::builder()
-            .subject(text(&mail.subject).map_err(|e| e.to_string())?)
-            .body(
-                Body::builder()
-                    .text(text(&mail.text).map_err(|e| e.to_string())?)
-                    .html(text(&mail.html).map_err(|e| e.to_string())?)
-                    .build(),
-            )
-            .headers(
-                MessageHeader::builder()
-                    .name(NOTICE_KEY_HEADER)
-                    .value(mail.key.as_str())
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-            .build();
-        let tag = |name: &str, value: &str| {
-            MessageTag::builder().name(name).value(value).build().map_err(|e| e.to_string())
+    /// The request body (SES v2 `SendEmail`, REST-JSON).
+    fn body(&self, mail: &OutgoingMail) -> Result<Vec<u8>, String> {
+        let text = |data| Text { data, charset: CHARSET };
+        let request = SendEmailRequest {
+            from_email_address: &self.from,
+            destination: Destination { to_addresses: [&mail.to] },
+            content: EmailContent {
+                simple: Message {
+                    subject: text(&mail.subject),
+                    body: Body { text: text(&mail.text), html: text(&mail.html) },
+                    headers: [NameValue { name: NOTICE_KEY_HEADER, value: mail.key.as_str() }],
+                },
+            },
+            email_tags: [
+                NameValue { name: NOTICE_KEY_TAG, value: mail.key.as_str() },
+                NameValue { name: KIND_TAG, value: &mail.kind },
+            ],
+            configuration_set_name: self.configuration_set.as_deref(),
         };
-        let tags = vec![tag(NOTICE_KEY_TAG, mail.key.as_str())?, tag(KIND_TAG, &mail.kind)?];
-        Ok((EmailContent::builder().simple(message).build(), tags))
+        serde_json::to_vec(&request).map_err(|e| e.to_string())
     }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct SendEmailRequest<'a> {
+    from_email_address: &'a str,
+    destination: Destination<'a>,
+    content: EmailContent<'a>,
+    email_tags: [NameValue<'a>; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    configuration_set_name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Destination<'a> {
+    to_addresses: [&'a str; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct EmailContent<'a> {
+    simple: Message<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Message<'a> {
+    subject: Text<'a>,
+    body: Body<'a>,
+    headers: [NameValue<'a>; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Body<'a> {
+    text: Text<'a>,
+    html: Text<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Text<'a> {
+    data: &'a str,
+    charset: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct NameValue<'a> {
+    name: &'a str,
+    value: &'a str,
 }
 
 #[async_trait]
@@ -83,28 +196,22 @@ impl Mailer for SesMailer {
                 };
             }
         }
-        let (content, tags) = match Self::content(mail) {
-            Ok(parts) => parts,
-            Err(e) => {
-                return SendResult::NotAccepted {
-                    class: NotAccepted::Configuration,
-                    reason: format!("could not build the SendEmail request: {}", redact(&e)),
+        let unbuilt = |e: &str| SendResult::NotAccepted {
+            class: NotAccepted::Configuration,
+            reason: format!("could not build the SendEmail request: {}", redact(e)),
+        };
+        let outcome = match (&self.client.target, self.body(mail)) {
+            (Err(e), _) => unbuilt(e),
+            (_, Err(e)) => unbuilt(&e),
+            (Ok(target), Ok(body)) => {
+                // Exactly one attempt: `post` never retries.
+                let result =
+                    self.client.http.post(target, "application/json", &[], body, self.client.timeout).await;
+                match &result {
+                    Ok(response) => classify(response),
+                    Err(err) => classify_call_error(err),
                 }
             }
-        };
-        let result = self
-            .client
-            .send_email()
-            .from_email_address(&self.from)
-            .destination(Destination::builder().to_addresses(&mail.to).build())
-            .content(content)
-            .set_email_tags(Some(tags))
-            .set_configuration_set_name(self.configuration_set.clone())
-            .send()
-            .await;
-        let outcome = match &result {
-            Ok(out) => classify_output(out),
-            Err(err) => classify(err),
         };
         match &outcome {
             SendResult::Accepted { message_id } => {
@@ -116,53 +223,51 @@ impl Mailer for SesMailer {
     }
 }
 
-/// A successful `SendEmail` answer: accepted, named by its MessageId. Without the id we cannot
-/// correlate events or commit, so the outcome counts as unknown.
-pub fn classify_output(out: &SendEmailOutput) -> SendResult {
-    match out.message_id() {
-        Some(id) if !id.is_empty() => SendResult::Accepted { message_id: id.to_owned() },
-        _ => SendResult::Unknown { reason: "SES answered without a MessageId".into() },
-    }
-}
-
-/// What a failed `SendEmail` call established. Pure, so every branch is unit-tested.
+/// What a `SendEmail` HTTP answer established. Pure, so every branch is unit-tested.
 ///
-/// Only an answer SES *modeled* (or a 4xx it sent) proves nothing went out; anything without a
-/// trustworthy answer — 5xx, timeouts, dropped connections, unreadable responses — is `Unknown`,
-/// because the message may already be on its way.
-pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendResult {
+/// A 2xx with a MessageId is accepted. Only an error SES *named* (or a 4xx it sent) proves
+/// nothing went out; a 5xx, or a 2xx we cannot read, is `Unknown`, because the message may
+/// already be on its way.
+pub fn classify(response: &Response) -> SendResult {
+    let status = response.status.as_u16();
+    let parsed: Option<Value> = serde_json::from_slice(&response.body).ok();
+    let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name)).and_then(Value::as_str);
+    if response.status.is_success() {
+        return match (&parsed, field("MessageId")) {
+            (_, Some(id)) if !id.is_empty() => SendResult::Accepted { message_id: id.to_owned() },
+            (Some(_), _) => SendResult::Unknown { reason: "SES answered without a MessageId".into() },
+            (None, _) => SendResult::Unknown {
+                reason: format!("unreadable SendEmail response (HTTP {status}): not JSON"),
+            },
+        };
+    }
+    let code = error_code(&response.headers, field("__type").or_else(|| field("code")));
+    let message = field("message").or_else(|| field("Message"));
+    classify_error(code, message, status)
+}
+
+/// What a call without an HTTP answer established: nothing, unless it never left.
+pub fn classify_call_error(err: &CallError) -> SendResult {
+    let reason = redact(&err.to_string());
     match err {
-        // The request was never built, so it was never sent.
-        SdkError::ConstructionFailure(_) => SendResult::NotAccepted {
+        // Never signed, so never sent.
+        CallError::Credentials(_) | CallError::Build(_) => SendResult::NotAccepted {
             class: NotAccepted::Configuration,
-            reason: format!("request could not be constructed: {}", source_text(err)),
+            reason: format!("request could not be constructed: {reason}"),
         },
-        SdkError::TimeoutError(_) => {
-            SendResult::Unknown { reason: format!("SendEmail timed out: {}", source_text(err)) }
+        CallError::Timeout(_) => SendResult::Unknown { reason: format!("SendEmail timed out: {reason}") },
+        CallError::Connect(_) | CallError::Transport(_) => {
+            SendResult::Unknown { reason: format!("SendEmail dispatch failed: {reason}") }
         }
-        SdkError::DispatchFailure(_) => {
-            SendResult::Unknown { reason: format!("SendEmail dispatch failed: {}", source_text(err)) }
-        }
-        SdkError::ResponseError(ctx) => SendResult::Unknown {
-            reason: format!(
-                "unreadable SendEmail response (HTTP {}): {}",
-                ctx.raw().status().as_u16(),
-                source_text(err)
-            ),
-        },
-        SdkError::ServiceError(ctx) => classify_service_error(ctx.err(), ctx.raw().status().as_u16()),
-        // `SdkError` is non-exhaustive: a kind we do not know gives no proof of anything.
-        _ => SendResult::Unknown { reason: format!("unexpected SendEmail failure: {}", source_text(err)) },
     }
 }
 
-fn classify_service_error(err: &SendEmailError, status: u16) -> SendResult {
-    let code = err.code().unwrap_or("unknown");
-    // Modeled errors display their own message; unhandled ones keep it in the metadata.
-    let shown = err.to_string();
-    let text = match err.message() {
-        Some(m) if !shown.contains(m) => format!("{shown}: {m}"),
-        _ => shown,
+fn classify_error(code: Option<&str>, message: Option<&str>, status: u16) -> SendResult {
+    let text = match (code, message) {
+        (Some(code), Some(m)) => format!("{code}: {m}"),
+        (Some(code), None) => code.to_owned(),
+        (None, Some(m)) => m.to_owned(),
+        (None, None) => "no error code".to_owned(),
     };
     let reason = redact(&text);
     let not_accepted = |class| SendResult::NotAccepted { class, reason: reason.clone() };
@@ -171,27 +276,19 @@ fn classify_service_error(err: &SendEmailError, status: u16) -> SendResult {
     if mentions_unverified_identity(&text) {
         return not_accepted(NotAccepted::Configuration);
     }
-    match err {
-        SendEmailError::TooManyRequestsException(_) | SendEmailError::LimitExceededException(_) => {
-            not_accepted(NotAccepted::Throttled)
-        }
-        SendEmailError::SendingPausedException(_) | SendEmailError::AccountSuspendedException(_) => {
-            not_accepted(NotAccepted::Paused)
-        }
-        SendEmailError::MailFromDomainNotVerifiedException(_) | SendEmailError::NotFoundException(_) => {
+    match (code.unwrap_or(""), status) {
+        ("TooManyRequestsException" | "LimitExceededException", _) => not_accepted(NotAccepted::Throttled),
+        ("SendingPausedException" | "AccountSuspendedException", _) => not_accepted(NotAccepted::Paused),
+        ("MailFromDomainNotVerifiedException" | "NotFoundException", _) => {
             not_accepted(NotAccepted::Configuration)
         }
-        SendEmailError::MessageRejected(_) | SendEmailError::BadRequestException(_) => {
-            SendResult::Rejected { reason }
-        }
-        // Unmodeled: only the HTTP status says whether SES refused the request.
-        _ => match (code, status) {
-            (_, 429) | ("Throttling" | "ThrottlingException", _) => not_accepted(NotAccepted::Throttled),
-            // A 4xx (other than a request timeout) is SES refusing the request at the door:
-            // credentials, permissions, signature. Nothing went out; a human must fix it.
-            (_, 400..=499) if status != 408 => not_accepted(NotAccepted::Configuration),
-            _ => SendResult::Unknown { reason: format!("HTTP {status} {reason}") },
-        },
+        ("MessageRejected" | "BadRequestException", _) => SendResult::Rejected { reason },
+        // Not an SES error: only the HTTP status says whether SES refused the request.
+        (_, 429) | ("Throttling" | "ThrottlingException", _) => not_accepted(NotAccepted::Throttled),
+        // A 4xx (other than a request timeout) is SES refusing the request at the door:
+        // credentials, permissions, signature. Nothing went out; a human must fix it.
+        (_, 400..=499) if status != 408 => not_accepted(NotAccepted::Configuration),
+        _ => SendResult::Unknown { reason: format!("HTTP {status} {reason}") },
     }
 }
 
@@ -205,11 +302,6 @@ pub fn valid_tag_value(value: &str) -> bool {
     !value.is_empty()
         && value.len() <= MAX_TAG_VALUE_LEN
         && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// The error with its causes, addresses scrubbed.
-fn source_text(err: &SdkError<SendEmailError, HttpResponse>) -> String {
-    redact(&aws_sdk_sesv2::error::DisplayErrorContext(err).to_string())
 }
 
 /// Replaces every word containing `@` (an email address, possibly the recipient's) with a marker.
@@ -228,22 +320,25 @@ fn redact(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use aws_sdk_sesv2::types::error as ses;
-    use aws_smithy_runtime_api::client::result::ConnectorError;
-    use aws_smithy_runtime_api::http::StatusCode;
-    use aws_smithy_types::body::SdkBody;
-    use aws_smithy_types::error::ErrorMetadata;
+    use bytes::Bytes;
+    use http::{HeaderMap, HeaderValue, StatusCode};
+
+    use notice_ledger::NoticeKey;
 
     use super::*;
 
-    type E = SdkError<SendEmailError, HttpResponse>;
-
-    fn raw(status: u16) -> HttpResponse {
-        HttpResponse::new(StatusCode::try_from(status).expect("valid status"), SdkBody::empty())
+    fn answer(status: u16, error_type: Option<&'static str>, body: &str) -> SendResult {
+        let mut headers = HeaderMap::new();
+        if let Some(t) = error_type {
+            headers.insert("x-amzn-ErrorType", HeaderValue::from_static(t));
+        }
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT);
+        classify(&Response { status, headers, body: Bytes::from(body.to_owned()) })
     }
 
-    fn service(err: SendEmailError, status: u16) -> SendResult {
-        classify(&E::service_error(err, raw(status)))
+    /// An SES error as SES v2 sends it: the code in the header, the message in the body.
+    fn error(status: u16, code: &'static str, message: &str) -> SendResult {
+        answer(status, Some(code), &serde_json::json!({ "message": message }).to_string())
     }
 
     fn class(result: SendResult) -> Option<NotAccepted> {
@@ -255,54 +350,44 @@ mod tests {
 
     #[test]
     fn accepted_with_message_id() {
-        let out = SendEmailOutput::builder().message_id("0100-abc").build();
-        assert_eq!(classify_output(&out), SendResult::Accepted { message_id: "0100-abc".into() });
+        assert_eq!(
+            answer(200, None, r#"{"MessageId":"0100-abc"}"#),
+            SendResult::Accepted { message_id: "0100-abc".into() }
+        );
     }
 
     #[test]
     fn accepted_without_message_id_is_unknown() {
-        let out = SendEmailOutput::builder().build();
-        assert!(matches!(classify_output(&out), SendResult::Unknown { .. }));
+        assert!(matches!(answer(200, None, "{}"), SendResult::Unknown { .. }));
+        assert!(matches!(answer(200, None, r#"{"MessageId":""}"#), SendResult::Unknown { .. }));
+        assert!(matches!(answer(200, None, "<html>"), SendResult::Unknown { .. }), "unreadable 200");
     }
 
     #[test]
     fn throttling_is_not_accepted() {
-        let e = SendEmailError::TooManyRequestsException(
-            ses::TooManyRequestsException::builder().message("slow down").build(),
-        );
-        assert_eq!(class(service(e, 429)), Some(NotAccepted::Throttled));
-        let e = SendEmailError::LimitExceededException(ses::LimitExceededException::builder().build());
-        assert_eq!(class(service(e, 400)), Some(NotAccepted::Throttled));
+        assert_eq!(class(error(429, "TooManyRequestsException", "slow down")), Some(NotAccepted::Throttled));
+        assert_eq!(class(error(400, "LimitExceededException", "")), Some(NotAccepted::Throttled));
     }
 
     #[test]
     fn paused_is_not_accepted() {
-        let e = SendEmailError::SendingPausedException(ses::SendingPausedException::builder().build());
-        assert_eq!(class(service(e, 400)), Some(NotAccepted::Paused));
-        let e = SendEmailError::AccountSuspendedException(ses::AccountSuspendedException::builder().build());
-        assert_eq!(class(service(e, 400)), Some(NotAccepted::Paused));
+        assert_eq!(class(error(400, "SendingPausedException", "")), Some(NotAccepted::Paused));
+        assert_eq!(class(error(400, "AccountSuspendedException", "")), Some(NotAccepted::Paused));
     }
 
     #[test]
     fn configuration_errors_are_not_accepted() {
-        let e = SendEmailError::MailFromDomainNotVerifiedException(
-            ses::MailFromDomainNotVerifiedException::builder().build(),
+        assert_eq!(
+            class(error(400, "MailFromDomainNotVerifiedException", "")),
+            Some(NotAccepted::Configuration)
         );
-        assert_eq!(class(service(e, 400)), Some(NotAccepted::Configuration));
-        let e = SendEmailError::NotFoundException(
-            ses::NotFoundException::builder().message("Configuration set <cs> does not exist").build(),
-        );
-        assert_eq!(class(service(e, 404)), Some(NotAccepted::Configuration));
+        let missing = error(404, "NotFoundException", "Configuration set <cs> does not exist");
+        assert_eq!(class(missing), Some(NotAccepted::Configuration));
     }
 
     #[test]
     fn unverified_identity_is_configuration_not_rejection() {
-        let e = SendEmailError::MessageRejected(
-            ses::MessageRejected::builder()
-                .message("Email address is not verified. The following identities failed the check in region US-EAST-1: ada@example.com")
-                .build(),
-        );
-        let result = service(e, 400);
+        let result = error(400, "MessageRejected", "Email address is not verified. The following identities failed the check in region US-EAST-1: ada@example.com");
         let SendResult::NotAccepted { class, reason } = result else { panic!("{result:?}") };
         assert_eq!(class, NotAccepted::Configuration);
         assert!(!reason.contains("ada@example.com"), "{reason}");
@@ -311,48 +396,103 @@ mod tests {
 
     #[test]
     fn content_rejection_is_permanent() {
-        let e = SendEmailError::MessageRejected(
-            ses::MessageRejected::builder().message("Illegal address").build(),
-        );
-        assert!(matches!(service(e, 400), SendResult::Rejected { .. }));
-        let e = SendEmailError::BadRequestException(ses::BadRequestException::builder().build());
-        assert!(matches!(service(e, 400), SendResult::Rejected { .. }));
+        assert!(matches!(error(400, "MessageRejected", "Illegal address"), SendResult::Rejected { .. }));
+        assert!(matches!(error(400, "BadRequestException", ""), SendResult::Rejected { .. }));
+    }
+
+    #[test]
+    fn the_code_may_come_in_the_body() {
+        let body = r#"{"__type":"com.amazonaws.sesv2#MessageRejected","message":"Illegal address"}"#;
+        assert!(matches!(answer(400, None, body), SendResult::Rejected { .. }));
+        let body = r#"{"code":"SendingPausedException","message":"paused"}"#;
+        assert_eq!(class(answer(400, None, body)), Some(NotAccepted::Paused));
     }
 
     #[test]
     fn unmodeled_server_error_is_unknown() {
-        let e = SendEmailError::generic(ErrorMetadata::builder().code("InternalFailure").build());
-        assert!(matches!(service(e, 500), SendResult::Unknown { .. }));
-        let e = SendEmailError::generic(ErrorMetadata::builder().build());
-        assert!(matches!(service(e, 503), SendResult::Unknown { .. }));
+        assert!(matches!(error(500, "InternalFailure", "oops"), SendResult::Unknown { .. }));
+        assert!(matches!(answer(503, None, ""), SendResult::Unknown { .. }));
+        assert!(matches!(answer(500, None, "<html>"), SendResult::Unknown { .. }), "unparseable 500");
     }
 
     #[test]
     fn unmodeled_client_errors() {
-        let e = SendEmailError::generic(ErrorMetadata::builder().code("AccessDeniedException").build());
-        assert_eq!(class(service(e, 403)), Some(NotAccepted::Configuration));
-        let e = SendEmailError::generic(ErrorMetadata::builder().code("ThrottlingException").build());
-        assert_eq!(class(service(e, 400)), Some(NotAccepted::Throttled));
-        let e = SendEmailError::generic(ErrorMetadata::builder().build());
-        assert!(matches!(service(e, 408), SendResult::Unknown { .. }));
+        assert_eq!(class(error(403, "AccessDeniedException", "")), Some(NotAccepted::Configuration));
+        assert_eq!(class(answer(403, None, "not json")), Some(NotAccepted::Configuration));
+        assert_eq!(class(error(400, "ThrottlingException", "")), Some(NotAccepted::Throttled));
+        assert!(matches!(answer(408, None, "{}"), SendResult::Unknown { .. }));
     }
 
     #[test]
     fn no_trustworthy_answer_is_unknown() {
-        let timeout = E::timeout_error("operation timed out");
-        assert!(matches!(classify(&timeout), SendResult::Unknown { .. }));
-        let reset = E::dispatch_failure(ConnectorError::io("connection reset".into()));
-        assert!(matches!(classify(&reset), SendResult::Unknown { .. }));
-        let slow = E::dispatch_failure(ConnectorError::timeout("read timed out".into()));
-        assert!(matches!(classify(&slow), SendResult::Unknown { .. }));
-        let garbled = E::response_error("invalid JSON", raw(200));
-        assert!(matches!(classify(&garbled), SendResult::Unknown { .. }));
+        let timeout = CallError::Timeout(Duration::from_secs(3));
+        assert!(matches!(classify_call_error(&timeout), SendResult::Unknown { .. }));
+        let reset = CallError::Transport("connection reset".into());
+        assert!(matches!(classify_call_error(&reset), SendResult::Unknown { .. }));
+        let refused = CallError::Connect("connection refused".into());
+        assert!(matches!(classify_call_error(&refused), SendResult::Unknown { .. }));
     }
 
     #[test]
-    fn construction_failure_sent_nothing() {
-        let e = E::construction_failure("missing region");
-        assert_eq!(class(classify(&e)), Some(NotAccepted::Configuration));
+    fn a_request_never_signed_sent_nothing() {
+        let e = CallError::Credentials("no provider".into());
+        assert_eq!(class(classify_call_error(&e)), Some(NotAccepted::Configuration));
+        let e = CallError::Build("bad header".into());
+        assert_eq!(class(classify_call_error(&e)), Some(NotAccepted::Configuration));
+    }
+
+    #[test]
+    fn request_body_is_the_protocol_shape() {
+        let client = SesClient::new(
+            AwsHttp::new(None, Duration::from_secs(3)),
+            Some("eu-west-1"),
+            false,
+            false,
+            None,
+            Duration::from_secs(8),
+        );
+        assert_eq!(
+            client.endpoint().map(ToString::to_string).as_deref(),
+            Some("https://email.eu-west-1.amazonaws.com/v2/email/outbound-emails")
+        );
+        let mailer = SesMailer::new(client, "Billing <billing@example.com>", Some("cs".into()));
+        let mail = OutgoingMail {
+            key: NoticeKey::parse(&"ab".repeat(32)).unwrap_or_else(|e| panic!("{e}")),
+            to: "ada@example.com".into(),
+            subject: "Renewal".into(),
+            text: "plain".into(),
+            html: "<p>html</p>".into(),
+            kind: "renewal_notice_t72".into(),
+        };
+        let body: Value = serde_json::from_slice(&mailer.body(&mail).unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let key = "ab".repeat(32);
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "FromEmailAddress": "Billing <billing@example.com>",
+                "Destination": {"ToAddresses": ["ada@example.com"]},
+                "Content": {"Simple": {
+                    "Subject": {"Data": "Renewal", "Charset": "UTF-8"},
+                    "Body": {"Text": {"Data": "plain", "Charset": "UTF-8"}, "Html": {"Data": "<p>html</p>", "Charset": "UTF-8"}},
+                    "Headers": [{"Name": "X-Notice-Key", "Value": key}]}},
+                "EmailTags": [{"Name": "notice_key", "Value": key}, {"Name": "kind", "Value": "renewal_notice_t72"}],
+                "ConfigurationSetName": "cs"
+            })
+        );
+    }
+
+    #[test]
+    fn without_a_region_every_send_is_a_configuration_error() {
+        let client = SesClient::new(
+            AwsHttp::new(None, Duration::from_secs(3)),
+            None,
+            false,
+            false,
+            None,
+            Duration::from_secs(8),
+        );
+        assert!(client.endpoint().is_none());
     }
 
     #[test]

@@ -4,19 +4,20 @@
 //! `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SESV2`, profiles, …) and are
 //! never overridden here: that is how the emulator and real AWS are reached with the same binary.
 
-#[cfg(feature = "ses")]
+#[cfg(any(feature = "dynamodb", feature = "ses"))]
 use std::time::Duration;
 
-#[cfg(any(feature = "dynamodb", feature = "ses"))]
+#[cfg(feature = "dynamodb")]
 use aws_config::retry::RetryConfig;
-#[cfg(feature = "ses")]
-use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
+#[cfg(any(feature = "dynamodb", feature = "ses"))]
+use notice_awshttp::AwsHttp;
 
-#[cfg(feature = "ses")]
-/// Longest a connection attempt to SES may take. Short: connecting sends nothing, and a stuck
-/// connect would otherwise eat the whole send budget.
-const SES_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+#[cfg(any(feature = "dynamodb", feature = "ses"))]
+/// Longest a connection attempt of the lean client (SES, and the ledger's hot writes) may take.
+/// Short: connecting sends nothing, and a stuck connect would otherwise eat the whole send
+/// budget. (The SDK's DynamoDB client defaults to 3.1 s.)
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Loads the SDK configuration from the environment (region, credentials, endpoint overrides).
 pub async fn load_sdk_config() -> SdkConfig {
@@ -24,36 +25,65 @@ pub async fn load_sdk_config() -> SdkConfig {
 }
 
 #[cfg(feature = "dynamodb")]
-/// The ledger's DynamoDB client. SDK retries stay on: every ledger write is conditional, so a
-/// retried write either applies once or fails its condition, and the ledger recognises its own
-/// retried writes.
-pub fn dynamodb_client(cfg: &SdkConfig) -> aws_sdk_dynamodb::Client {
+/// The ledger's DynamoDB clients: the SDK client (reads, queries, rate buckets) and the lean
+/// client for its conditional writes (claim, commit, transitions). Retries stay on for both:
+/// every ledger write is conditional, so a retried write either applies once or fails its
+/// condition, and the ledger recognises its own retried writes.
+pub fn dynamodb_client(cfg: &SdkConfig) -> notice_dynamodb::DynamoClient {
     let retry = cfg.retry_config().cloned().unwrap_or_else(RetryConfig::standard);
-    let conf = aws_sdk_dynamodb::config::Builder::from(cfg).retry_config(retry).build();
-    aws_sdk_dynamodb::Client::from_conf(conf)
+    let conf = aws_sdk_dynamodb::config::Builder::from(cfg).retry_config(retry.clone()).build();
+    let hot = notice_dynamodb::hot::HotWrites::new(
+        AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT),
+        cfg.region().map(|r| r.as_ref()),
+        cfg.use_fips().unwrap_or(false),
+        cfg.use_dual_stack().unwrap_or(false),
+        endpoint_override(cfg, "DynamoDB").as_deref(),
+    )
+    .map(|hot| hot.with_retries(retry.max_attempts(), retry.initial_backoff()));
+    let hot = match hot {
+        Ok(hot) => Some(hot),
+        Err(e) => {
+            // The SDK client reports the same problem on its first call.
+            tracing::warn!(error = %e, "no lean DynamoDB client; ledger writes go through the SDK");
+            None
+        }
+    };
+    notice_dynamodb::DynamoClient { sdk: aws_sdk_dynamodb::Client::from_conf(conf), hot }
 }
 
 #[cfg(feature = "ses")]
-/// The SES v2 client for `SendEmail`: retries disabled and every attempt bounded by `timeout`.
+/// The SES v2 client for `SendEmail`: one HTTP attempt per call, bounded by `timeout` as a
+/// whole (connect within 3 s, or `timeout` if shorter).
 ///
-/// The SDK's default policy silently retries 5xx responses and timeouts, and a retried
-/// `SendEmail` can put a second copy in the recipient's inbox before our code sees anything.
-/// One attempt per claim; an unanswered attempt is reported as unknown, never repeated.
-pub fn sesv2_client(cfg: &SdkConfig, timeout: Duration) -> aws_sdk_sesv2::Client {
-    let conf = aws_sdk_sesv2::config::Builder::from(cfg)
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(ses_timeouts(timeout))
-        .build();
-    aws_sdk_sesv2::Client::from_conf(conf)
+/// A retried `SendEmail` can put a second copy in the recipient's inbox before our code sees
+/// anything: one attempt per claim; an unanswered attempt is reported as unknown, never repeated.
+pub fn sesv2_client(cfg: &SdkConfig, timeout: Duration) -> notice_ses::mailer::SesClient {
+    notice_ses::mailer::SesClient::new(
+        AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT.min(timeout)),
+        cfg.region().map(|r| r.as_ref()),
+        cfg.use_fips().unwrap_or(false),
+        cfg.use_dual_stack().unwrap_or(false),
+        endpoint_override(cfg, "SESv2").as_deref(),
+        timeout,
+    )
 }
 
-#[cfg(feature = "ses")]
-fn ses_timeouts(timeout: Duration) -> TimeoutConfig {
-    TimeoutConfig::builder()
-        .connect_timeout(SES_CONNECT_TIMEOUT.min(timeout))
-        .operation_timeout(timeout)
-        .operation_attempt_timeout(timeout)
+#[cfg(any(feature = "dynamodb", feature = "ses"))]
+/// The endpoint override an SDK client for `service_id` would use (its generated
+/// `From<&SdkConfig>`): one set in code wins; else `AWS_ENDPOINT_URL_<SERVICE>` (or the
+/// profile's service section), else `AWS_ENDPOINT_URL`.
+fn endpoint_override(cfg: &SdkConfig, service_id: &str) -> Option<String> {
+    if cfg.get_origin("endpoint_url").is_client_config() {
+        return cfg.endpoint_url().map(str::to_owned);
+    }
+    let key = aws_types::service_config::ServiceConfigKey::builder()
+        .service_id(service_id)
+        .env("AWS_ENDPOINT_URL")
+        .profile("endpoint_url")
         .build()
+        .ok();
+    key.and_then(|key| cfg.service_config().and_then(|conf| conf.load_config(key)))
+        .or_else(|| cfg.endpoint_url().map(str::to_owned))
 }
 
 #[cfg(test)]
@@ -69,28 +99,39 @@ mod tests {
 
     #[cfg(feature = "ses")]
     #[test]
-    fn ses_client_never_retries_and_is_bounded() {
+    fn ses_client_is_bounded() {
         let client = sesv2_client(&offline_config(), Duration::from_secs(7));
-        let conf = client.config();
-        assert_eq!(conf.retry_config().map(RetryConfig::max_attempts), Some(1));
-        let timeouts = conf.timeout_config().cloned().unwrap_or_else(TimeoutConfig::disabled);
-        assert_eq!(timeouts.operation_timeout(), Some(Duration::from_secs(7)));
-        assert_eq!(timeouts.operation_attempt_timeout(), Some(Duration::from_secs(7)));
-        assert_eq!(timeouts.connect_timeout(), Some(SES_CONNECT_TIMEOUT));
+        assert_eq!(client.timeout(), Duration::from_secs(7));
+        assert_eq!(client.connect_timeout(), CONNECT_TIMEOUT);
+        assert_eq!(
+            client.endpoint().map(ToString::to_string).as_deref(),
+            Some("https://email.us-east-1.amazonaws.com/v2/email/outbound-emails")
+        );
     }
 
     #[cfg(feature = "ses")]
     #[test]
     fn short_send_budget_also_bounds_connect() {
-        let timeouts = ses_timeouts(Duration::from_secs(1));
-        assert_eq!(timeouts.connect_timeout(), Some(Duration::from_secs(1)));
+        let client = sesv2_client(&offline_config(), Duration::from_secs(1));
+        assert_eq!(client.connect_timeout(), Duration::from_secs(1));
+    }
+
+    #[cfg(feature = "ses")]
+    #[test]
+    fn endpoint_set_in_code_wins() {
+        let cfg = offline_config().to_builder().endpoint_url("http://127.0.0.1:4566").build();
+        let client = sesv2_client(&cfg, Duration::from_secs(7));
+        assert_eq!(client.endpoint().and_then(|u| u.port_u16()), Some(4566));
     }
 
     #[cfg(feature = "dynamodb")]
     #[test]
     fn dynamodb_client_keeps_retries() {
         let client = dynamodb_client(&offline_config());
-        let attempts = client.config().retry_config().map(RetryConfig::max_attempts);
+        let attempts = client.sdk.config().retry_config().map(RetryConfig::max_attempts);
         assert!(attempts.is_some_and(|n| n > 1), "{attempts:?}");
+        let hot = client.hot.unwrap_or_else(|| panic!("the lean client is configured"));
+        assert!(hot.max_attempts() > 1);
+        assert_eq!(hot.endpoint().host(), Some("dynamodb.us-east-1.amazonaws.com"));
     }
 }

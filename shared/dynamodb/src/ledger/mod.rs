@@ -33,7 +33,9 @@ use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
 
 use crate::expr::Expr;
+use crate::hot::{HotFailure, HotWrites};
 use crate::item::{attr, get_key, item_to_row, n, row_to_item, s, to_millis, Item};
+use crate::DynamoClient;
 
 /// The sparse GSI over open claims.
 pub const OPEN_CLAIMS_INDEX: &str = "open_claims";
@@ -56,6 +58,9 @@ const CLAIMABLE: &str = "attribute_not_exists(#notice_key) OR #state = :released
 #[derive(Clone, Debug)]
 pub struct DynamoLedger {
     client: aws_sdk_dynamodb::Client,
+    /// The lean client for the conditional writes (claim, commit, every transition), when
+    /// configured; else they go through `client` too.
+    hot: Option<HotWrites>,
     table: String,
     retention: chrono::Duration,
 }
@@ -71,8 +76,14 @@ mod reads;
 
 impl DynamoLedger {
     /// A ledger over `table`, keeping rows for 400 days after their last write.
-    pub fn new(client: aws_sdk_dynamodb::Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into(), retention: chrono::Duration::days(DEFAULT_RETENTION_DAYS.into()) }
+    pub fn new(client: impl Into<DynamoClient>, table: impl Into<String>) -> Self {
+        let DynamoClient { sdk, hot } = client.into();
+        Self {
+            client: sdk,
+            hot,
+            table: table.into(),
+            retention: chrono::Duration::days(DEFAULT_RETENTION_DAYS.into()),
+        }
     }
 
     /// How long a row outlives its last write before DynamoDB's TTL may delete it.
@@ -108,6 +119,17 @@ impl DynamoLedger {
         LedgerError::Unavailable(format!("DynamoDB {op} on {}: {}", self.table, DisplayErrorContext(err)))
     }
 
+    /// A hot write's failure as the SDK path reports it.
+    fn hot_failure(&self, op: &str, failure: HotFailure) -> WriteFailure {
+        match failure {
+            HotFailure::Condition(item) => WriteFailure::Condition(item),
+            HotFailure::Other(text) => WriteFailure::Other(LedgerError::Unavailable(format!(
+                "DynamoDB {op} on {}: {text}",
+                self.table
+            ))),
+        }
+    }
+
     fn key_item(key: &NoticeKey) -> Item {
         HashMap::from([(attr::KEY.to_owned(), s(key.as_str()))])
     }
@@ -115,6 +137,12 @@ impl DynamoLedger {
     /// Conditional `PutItem` of a whole row.
     async fn put_row(&self, row: &LedgerRow, condition: Expr) -> Result<(), WriteFailure> {
         let item = row_to_item(row, self.expires_at(row.updated_at));
+        if let Some(hot) = &self.hot {
+            return hot
+                .put_item(&self.table, &item, &condition.text, &condition.names, &condition.values)
+                .await
+                .map_err(|f| self.hot_failure("PutItem", f));
+        }
         let (names, values) = condition.parts();
         self.client
             .put_item()
@@ -232,21 +260,15 @@ impl DynamoLedger {
             condition.push_str(&format!(" AND {} = :token", e.name_of(attr::CLAIM_TOKEN)));
             e.value(":token", s(token.as_str()));
         }
-        let (names, values) = e.parts();
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::key_item(key)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result.map_err(|err| self.update_failure(err)) {
-            Ok(_) => Ok(()),
+        let result = match &self.hot {
+            Some(hot) => hot
+                .update_item(&self.table, &Self::key_item(key), &update, &condition, &e.names, &e.values)
+                .await
+                .map_err(|f| self.hot_failure("UpdateItem", f)),
+            None => self.sdk_update(key, update, condition, &e).await,
+        };
+        match result {
+            Ok(()) => Ok(()),
             Err(WriteFailure::Other(e)) => Err(e),
             Err(WriteFailure::Condition(old)) => match self.conflicting_row(key, old).await? {
                 Some(row) if replayed(&row) => {
@@ -257,6 +279,30 @@ impl DynamoLedger {
                 None => Err(LedgerError::Conflict(format!("{} has no ledger row", key.prefix()))),
             },
         }
+    }
+
+    /// `leave_claimed`'s write through the SDK client (no lean client configured).
+    async fn sdk_update(
+        &self,
+        key: &NoticeKey,
+        update: String,
+        condition: String,
+        e: &Expr,
+    ) -> Result<(), WriteFailure> {
+        let (names, values) = e.parts();
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::key_item(key)))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|err| self.update_failure(err))
     }
 
     /// A worker transition: `claimed` with this claim's token → `to`.

@@ -1,0 +1,639 @@
+//! The ledger's conditional writes (`PutItem`, `UpdateItem`) without the SDK's per-call
+//! machinery: the JSON body DynamoDB's protocol (`awsJson1_0`) defines, signed and sent by
+//! [`notice_awshttp`]. They are the sender's claim and commit, run for every notice; reads,
+//! queries and the rate buckets stay on the SDK client.
+//!
+//! Retries follow the SDK's standard policy, simplified: up to `max_attempts` attempts (the SDK
+//! configuration's, 3 by default) for throttling codes, HTTP 5xx and answers that never came
+//! (connect failures, transport errors, the per-attempt timeout), with full-jitter exponential
+//! backoff from `initial_backoff` (1 s by default) capped at 20 s. No retry quota (token bucket).
+//! A retried write whose first attempt landed comes back as a failed condition with the item it
+//! wrote, which the ledger recognises as its own (see `ledger`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::FutureExt;
+use http::header::HeaderName;
+use notice_awshttp::{error_code, AwsHttp, CallError, EndpointError, Response, Target};
+use rand::Rng;
+use serde::ser::{Error as _, SerializeMap};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+use tracing::debug;
+
+use crate::item::Item;
+
+const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
+const PUT_ITEM: &str = "DynamoDB_20120810.PutItem";
+const UPDATE_ITEM: &str = "DynamoDB_20120810.UpdateItem";
+const MAX_BACKOFF: Duration = Duration::from_secs(20);
+/// Bounds one attempt, connect to last byte. The SDK client has no operation timeout for
+/// DynamoDB, only stalled-stream protection (a response with no progress for 5 s fails); a hard
+/// bound per attempt replaces it. DynamoDB writes answer in milliseconds.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Error codes the SDK's standard retry policy treats as throttling or transient.
+const RETRYABLE_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
+    "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "InternalServerError",
+    "InternalError",
+];
+
+/// The hot writes' client: one DynamoDB endpoint, the retry policy.
+#[derive(Clone, Debug)]
+pub struct HotWrites {
+    http: AwsHttp,
+    target: Target,
+    max_attempts: u32,
+    initial_backoff: Duration,
+    attempt_timeout: Duration,
+}
+
+/// How a hot write failed.
+#[derive(Debug)]
+pub(crate) enum HotFailure {
+    /// `ConditionalCheckFailedException`, with the item when DynamoDB returned it.
+    Condition(Option<Item>),
+    /// Anything else, after the retries; the text names the cause.
+    Other(String),
+}
+
+impl HotWrites {
+    /// Resolves the endpoint the way the SDK client does: the SDK's own endpoint rules over
+    /// `region`, FIPS, dual-stack and the endpoint override (`AWS_ENDPOINT_URL_DYNAMODB` or
+    /// `AWS_ENDPOINT_URL`). Account-ID-based endpoints are not used (the regional one serves the
+    /// same table).
+    pub fn new(
+        http: AwsHttp,
+        region: Option<&str>,
+        use_fips: bool,
+        use_dual_stack: bool,
+        endpoint_override: Option<&str>,
+    ) -> Result<Self, EndpointError> {
+        let fail = |reason: String| EndpointError {
+            endpoint: endpoint_override.unwrap_or("<from region>").to_owned(),
+            reason,
+        };
+        let region = region.ok_or_else(|| fail("no region configured".into()))?;
+        let params = Params::builder()
+            .region(region)
+            .use_fips(use_fips)
+            .use_dual_stack(use_dual_stack)
+            .set_endpoint(endpoint_override.map(str::to_owned))
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let endpoint = DefaultResolver::new()
+            .resolve_endpoint(&params)
+            .now_or_never()
+            .ok_or_else(|| fail("the endpoint resolver did not answer at once".into()))?
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Self {
+            http,
+            target: Target::new(endpoint.url(), "/", region, "dynamodb")?,
+            max_attempts: 3,
+            initial_backoff: Duration::from_secs(1),
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
+        })
+    }
+
+    /// The retry policy (the SDK configuration's `RetryConfig`): at least one attempt.
+    pub fn with_retries(mut self, max_attempts: u32, initial_backoff: Duration) -> Self {
+        self.max_attempts = max_attempts.max(1);
+        self.initial_backoff = initial_backoff;
+        self
+    }
+
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
+    pub fn endpoint(&self) -> &http::Uri {
+        self.target.uri()
+    }
+
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Conditional `PutItem` of `item`; on a failed condition DynamoDB returns the item it held.
+    pub(crate) async fn put_item(
+        &self,
+        table: &str,
+        item: &Item,
+        condition: &str,
+        names: &HashMap<String, String>,
+        values: &Item,
+    ) -> Result<(), HotFailure> {
+        let body = PutItem {
+            table_name: table,
+            item: ItemJson(item),
+            condition_expression: condition,
+            expression_attribute_names: (!names.is_empty()).then_some(names),
+            expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
+            return_values_on_condition_check_failure: "ALL_OLD",
+        };
+        self.call(PUT_ITEM, &body).await
+    }
+
+    /// Conditional `UpdateItem` of the item at `key`; on a failed condition DynamoDB returns the
+    /// item it held.
+    pub(crate) async fn update_item(
+        &self,
+        table: &str,
+        key: &Item,
+        update: &str,
+        condition: &str,
+        names: &HashMap<String, String>,
+        values: &Item,
+    ) -> Result<(), HotFailure> {
+        let body = UpdateItem {
+            table_name: table,
+            key: ItemJson(key),
+            update_expression: update,
+            condition_expression: condition,
+            expression_attribute_names: (!names.is_empty()).then_some(names),
+            expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
+            return_values_on_condition_check_failure: "ALL_OLD",
+        };
+        self.call(UPDATE_ITEM, &body).await
+    }
+
+    async fn call(&self, operation: &'static str, body: &impl Serialize) -> Result<(), HotFailure> {
+        let body = serde_json::to_vec(body).map_err(|e| HotFailure::Other(format!("request body: {e}")))?;
+        let target_header = [(HeaderName::from_static("x-amz-target"), operation)];
+        let mut attempt = 1;
+        loop {
+            let result = self
+                .http
+                .post(&self.target, CONTENT_TYPE, &target_header, body.clone(), self.attempt_timeout)
+                .await;
+            let verdict = match result {
+                Ok(response) => classify(&response),
+                Err(e) => Verdict { retry: !e.nothing_sent(), throttled: false, failure: transport(&e) },
+            };
+            let Some(failure) = verdict.failure else { return Ok(()) };
+            if !verdict.retry || attempt >= self.max_attempts {
+                return Err(failure);
+            }
+            let delay = self.backoff(attempt);
+            debug!(operation, attempt, ?delay, throttled = verdict.throttled, "retrying DynamoDB write");
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    /// Full jitter: uniform in [0, min(20 s, initial × 2^(attempt − 1))].
+    fn backoff(&self, attempt: u32) -> Duration {
+        let ceiling = self.initial_backoff.saturating_mul(1 << (attempt - 1).min(16)).min(MAX_BACKOFF);
+        ceiling.mul_f64(rand::thread_rng().gen_range(0.0..=1.0))
+    }
+}
+
+/// What an attempt established: `failure` none means the write applied.
+#[derive(Debug)]
+struct Verdict {
+    retry: bool,
+    throttled: bool,
+    failure: Option<HotFailure>,
+}
+
+fn transport(e: &CallError) -> Option<HotFailure> {
+    Some(HotFailure::Other(e.to_string()))
+}
+
+/// An HTTP answer to a write. Pure, so every branch is unit-tested.
+fn classify(response: &Response) -> Verdict {
+    let status = response.status.as_u16();
+    if response.status.is_success() {
+        return Verdict { retry: false, throttled: false, failure: None };
+    }
+    let parsed: Option<Value> = serde_json::from_slice(&response.body).ok();
+    let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name)).and_then(Value::as_str);
+    let code = error_code(&response.headers, field("__type").or_else(|| field("code")));
+    let message = field("message").or_else(|| field("Message")).unwrap_or("");
+    if code == Some("ConditionalCheckFailedException") {
+        let item = parsed.as_ref().and_then(|v| v.get("Item")).map(item_from_json).transpose();
+        return match item {
+            Ok(item) => {
+                Verdict { retry: false, throttled: false, failure: Some(HotFailure::Condition(item)) }
+            }
+            Err(e) => Verdict {
+                retry: false,
+                throttled: false,
+                failure: Some(HotFailure::Other(format!(
+                    "unreadable ConditionalCheckFailedException item: {e}"
+                ))),
+            },
+        };
+    }
+    let throttled =
+        status == 429 || code.is_some_and(|c| RETRYABLE_CODES.contains(&c) && c != "RequestTimeout");
+    let retry = throttled || status >= 500 || code.is_some_and(|c| RETRYABLE_CODES.contains(&c));
+    let failure =
+        HotFailure::Other(format!("HTTP {status} {}: {message}", code.unwrap_or("(no error code)")));
+    Verdict { retry, throttled, failure: Some(failure) }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct PutItem<'a> {
+    table_name: &'a str,
+    item: ItemJson<'a>,
+    condition_expression: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expression_attribute_names: Option<&'a HashMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expression_attribute_values: Option<ItemJson<'a>>,
+    return_values_on_condition_check_failure: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct UpdateItem<'a> {
+    table_name: &'a str,
+    key: ItemJson<'a>,
+    update_expression: &'a str,
+    condition_expression: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expression_attribute_names: Option<&'a HashMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expression_attribute_values: Option<ItemJson<'a>>,
+    return_values_on_condition_check_failure: &'static str,
+}
+
+/// An item as DynamoDB's JSON: `{"name": {"S": "…"}, …}`.
+struct ItemJson<'a>(&'a Item);
+
+impl Serialize for ItemJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in self.0 {
+            map.serialize_entry(name, &ValueJson(value))?;
+        }
+        map.end()
+    }
+}
+
+/// One attribute value as DynamoDB's JSON: a one-key object naming its type.
+struct ValueJson<'a>(&'a AttributeValue);
+
+impl Serialize for ValueJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let b64 = |b: &Blob| aws_smithy_types::base64::encode(b.as_ref());
+        let mut map = serializer.serialize_map(Some(1))?;
+        match self.0 {
+            AttributeValue::S(s) => map.serialize_entry("S", s)?,
+            AttributeValue::N(n) => map.serialize_entry("N", n)?,
+            AttributeValue::Bool(b) => map.serialize_entry("BOOL", b)?,
+            AttributeValue::Null(b) => map.serialize_entry("NULL", b)?,
+            AttributeValue::B(b) => map.serialize_entry("B", &b64(b))?,
+            AttributeValue::Ss(v) => map.serialize_entry("SS", v)?,
+            AttributeValue::Ns(v) => map.serialize_entry("NS", v)?,
+            AttributeValue::Bs(v) => map.serialize_entry("BS", &v.iter().map(b64).collect::<Vec<_>>())?,
+            AttributeValue::L(v) => map.serialize_entry("L", &v.iter().map(ValueJson).collect::<Vec<_>>())?,
+            AttributeValue::M(m) => map.serialize_entry("M", &ItemJson(m))?,
+            _ => return Err(S::Error::custom("an attribute value of a type this client does not know")),
+        }
+        map.end()
+    }
+}
+
+/// An item from DynamoDB's JSON.
+fn item_from_json(value: &Value) -> Result<Item, String> {
+    let object = value.as_object().ok_or("an item is not an object")?;
+    object.iter().map(|(name, v)| Ok((name.clone(), value_from_json(v)?))).collect()
+}
+
+fn value_from_json(value: &Value) -> Result<AttributeValue, String> {
+    let (kind, inner) = value
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+        .ok_or("an attribute value is not a one-key object")?;
+    let text = |v: &Value| v.as_str().map(str::to_owned).ok_or(format!("{kind} value is not a string"));
+    let texts = |v: &Value| -> Result<Vec<String>, String> {
+        v.as_array().ok_or(format!("{kind} value is not a list"))?.iter().map(text).collect()
+    };
+    let blob = |v: &Value| -> Result<Blob, String> {
+        let s = v.as_str().ok_or(format!("{kind} value is not a string"))?;
+        aws_smithy_types::base64::decode(s).map(Blob::new).map_err(|e| format!("{kind}: {e}"))
+    };
+    let flag = || inner.as_bool().ok_or(format!("{kind} value is not a boolean"));
+    Ok(match kind.as_str() {
+        "S" => AttributeValue::S(text(inner)?),
+        "N" => AttributeValue::N(text(inner)?),
+        "BOOL" => AttributeValue::Bool(flag()?),
+        "NULL" => AttributeValue::Null(flag()?),
+        "B" => AttributeValue::B(blob(inner)?),
+        "SS" => AttributeValue::Ss(texts(inner)?),
+        "NS" => AttributeValue::Ns(texts(inner)?),
+        "BS" => AttributeValue::Bs(
+            inner.as_array().ok_or("BS value is not a list")?.iter().map(blob).collect::<Result<_, _>>()?,
+        ),
+        "L" => AttributeValue::L(
+            inner
+                .as_array()
+                .ok_or("L value is not a list")?
+                .iter()
+                .map(value_from_json)
+                .collect::<Result<_, _>>()?,
+        ),
+        "M" => AttributeValue::M(item_from_json(inner)?),
+        other => return Err(format!("unknown attribute type {other:?}")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http::{HeaderMap, HeaderValue, StatusCode};
+    use serde_json::json;
+
+    use super::*;
+
+    fn response(status: u16, headers: &[(&'static str, &'static str)], body: &str) -> Response {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        Response {
+            status: StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT),
+            headers: map,
+            body: Bytes::from(body.to_owned()),
+        }
+    }
+
+    fn sample_item() -> Item {
+        HashMap::from([
+            ("notice_key".to_owned(), AttributeValue::S("ab12".into())),
+            ("revision".to_owned(), AttributeValue::N("3".into())),
+            ("dups".to_owned(), AttributeValue::L(vec![AttributeValue::S("m1".into())])),
+            ("gone".to_owned(), AttributeValue::Null(true)),
+            ("flag".to_owned(), AttributeValue::Bool(false)),
+            (
+                "nested".to_owned(),
+                AttributeValue::M(HashMap::from([("x".to_owned(), AttributeValue::Ns(vec!["1".into()]))])),
+            ),
+            ("raw".to_owned(), AttributeValue::B(Blob::new(b"hi".to_vec()))),
+            ("tags".to_owned(), AttributeValue::Ss(vec!["a".into(), "b".into()])),
+        ])
+    }
+
+    #[test]
+    fn items_round_trip_through_dynamodb_json() {
+        let item = sample_item();
+        let json = serde_json::to_value(ItemJson(&item)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(json["notice_key"], json!({"S": "ab12"}));
+        assert_eq!(json["revision"], json!({"N": "3"}));
+        assert_eq!(json["dups"], json!({"L": [{"S": "m1"}]}));
+        assert_eq!(json["gone"], json!({"NULL": true}));
+        assert_eq!(json["raw"], json!({"B": "aGk="}));
+        assert_eq!(item_from_json(&json), Ok(item));
+    }
+
+    #[test]
+    fn malformed_items_are_errors() {
+        assert!(item_from_json(&json!({"a": {"S": 1}})).is_err());
+        assert!(item_from_json(&json!({"a": {"S": "x", "N": "1"}})).is_err());
+        assert!(item_from_json(&json!({"a": {"Q": "x"}})).is_err());
+        assert!(item_from_json(&json!(["a"])).is_err());
+    }
+
+    #[test]
+    fn put_item_body_is_the_protocol_shape() {
+        let item = HashMap::from([("k".to_owned(), AttributeValue::S("v".into()))]);
+        let names = HashMap::from([("#s".to_owned(), "state".to_owned())]);
+        let values = HashMap::from([(":r".to_owned(), AttributeValue::S("released".into()))]);
+        let body = PutItem {
+            table_name: "t",
+            item: ItemJson(&item),
+            condition_expression: "#s = :r",
+            expression_attribute_names: Some(&names),
+            expression_attribute_values: Some(ItemJson(&values)),
+            return_values_on_condition_check_failure: "ALL_OLD",
+        };
+        assert_eq!(
+            serde_json::to_value(&body).unwrap_or_else(|e| panic!("{e}")),
+            json!({"TableName": "t", "Item": {"k": {"S": "v"}}, "ConditionExpression": "#s = :r",
+                "ExpressionAttributeNames": {"#s": "state"}, "ExpressionAttributeValues": {":r": {"S": "released"}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"})
+        );
+        let empty = HashMap::new();
+        let body = UpdateItem {
+            table_name: "t",
+            key: ItemJson(&item),
+            update_expression: "SET a = b",
+            condition_expression: "c",
+            expression_attribute_names: (!empty.is_empty()).then_some(&empty),
+            expression_attribute_values: None,
+            return_values_on_condition_check_failure: "ALL_OLD",
+        };
+        let json = serde_json::to_value(&body).unwrap_or_else(|e| panic!("{e}"));
+        assert!(json.get("ExpressionAttributeNames").is_none(), "DynamoDB rejects empty maps: {json}");
+        assert_eq!(json["Key"], json!({"k": {"S": "v"}}));
+    }
+
+    #[test]
+    fn success_applies() {
+        assert!(classify(&response(200, &[], "{}")).failure.is_none());
+    }
+
+    #[test]
+    fn failed_condition_returns_the_held_item() {
+        let body = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed","Item":{"notice_key":{"S":"ab12"},"state":{"S":"claimed"}}}"#;
+        let v = classify(&response(400, &[], body));
+        assert!(!v.retry);
+        let Some(HotFailure::Condition(Some(item))) = v.failure else { panic!("{v:?}") };
+        assert_eq!(item.get("state"), Some(&AttributeValue::S("claimed".into())));
+        // Without ALL_OLD honoured: the condition failed, no item.
+        let body = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}"#;
+        assert!(matches!(classify(&response(400, &[], body)).failure, Some(HotFailure::Condition(None))));
+    }
+
+    #[test]
+    fn throttling_and_server_errors_retry() {
+        let body = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow"}"#;
+        let v = classify(&response(400, &[], body));
+        assert!(v.retry && v.throttled, "{v:?}");
+        let v = classify(&response(
+            400,
+            &[],
+            r#"{"__type":"com.amazon.coral.availability#ThrottlingException"}"#,
+        ));
+        assert!(v.retry && v.throttled, "{v:?}");
+        let v = classify(&response(500, &[], r#"{"__type":"com.amazon.coral.service#InternalFailure"}"#));
+        assert!(v.retry && !v.throttled, "{v:?}");
+        let v = classify(&response(503, &[], "<html>unavailable</html>"));
+        assert!(v.retry, "an unreadable 5xx is transient: {v:?}");
+    }
+
+    #[test]
+    fn client_errors_do_not_retry() {
+        let body = r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad expression"}"#;
+        let v = classify(&response(400, &[], body));
+        assert!(!v.retry, "{v:?}");
+        let Some(HotFailure::Other(text)) = v.failure else { panic!("{v:?}") };
+        assert!(text.contains("ValidationException") && text.contains("bad expression"), "{text}");
+        let v = classify(&response(
+            400,
+            &[],
+            r#"{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException"}"#,
+        ));
+        assert!(!v.retry, "{v:?}");
+        let v = classify(&response(403, &[("x-amzn-ErrorType", "AccessDeniedException:")], "garbage"));
+        assert!(!v.retry, "{v:?}");
+        let Some(HotFailure::Other(text)) = v.failure else { panic!("{v:?}") };
+        assert!(text.contains("AccessDeniedException"), "{text}");
+    }
+
+    /// A server answering each request (one per connection, as moto does) with the next reply;
+    /// returns its address and the request count.
+    async fn scripted(
+        replies: Vec<&'static str>,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let count = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            for reply in replies {
+                let Ok((mut socket, _)) = listener.accept().await else { return };
+                let mut buf = vec![0u8; 65536];
+                let mut got = Vec::new();
+                // Headers, then the Content-Length body.
+                loop {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text
+                            .lines()
+                            .find_map(|l| {
+                                l.strip_prefix("content-length: ")
+                                    .and_then(|v| v.trim().parse::<usize>().ok())
+                            })
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let head = format!(
+                    "HTTP/1.1 {}\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    reply.split_once('|').map_or("200 OK", |(h, _)| h),
+                    reply.split_once('|').map_or(reply, |(_, b)| b).len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(reply.split_once('|').map_or(reply, |(_, b)| b).as_bytes()).await;
+            }
+        });
+        (format!("http://{addr}"), count)
+    }
+
+    fn hot_at(endpoint: &str, attempts: u32) -> HotWrites {
+        let creds =
+            aws_credential_types::Credentials::new("AKID", "secret", Some("token".into()), None, "test");
+        let http = AwsHttp::new(
+            Some(aws_credential_types::provider::SharedCredentialsProvider::new(creds)),
+            Duration::from_secs(3),
+        );
+        HotWrites::new(http, Some("us-east-1"), false, false, Some(endpoint))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_retries(attempts, Duration::from_millis(5))
+    }
+
+    fn one_item() -> Item {
+        HashMap::from([("notice_key".to_owned(), AttributeValue::S("ab".into()))])
+    }
+
+    #[tokio::test]
+    async fn server_errors_are_retried_until_one_applies() {
+        let (endpoint, count) = scripted(vec![
+            "500 Internal Server Error|{\"__type\":\"com.amazon.coral.service#InternalFailure\"}",
+            "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ThrottlingException\"}",
+            "200 OK|{}",
+        ])
+        .await;
+        let hot = hot_at(&endpoint, 3);
+        let result = hot
+            .put_item("t", &one_item(), "attribute_not_exists(#k)", &HashMap::new(), &HashMap::new())
+            .await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_max_attempts_and_a_failed_condition_is_final() {
+        let (endpoint, count) =
+            scripted(vec!["503 Service Unavailable|{}", "503 Service Unavailable|{}", "200 OK|{}"]).await;
+        let result = hot_at(&endpoint, 2)
+            .update_item("t", &one_item(), "SET a = :a", "b", &HashMap::new(), &HashMap::new())
+            .await;
+        assert!(matches!(result, Err(HotFailure::Other(ref t)) if t.contains("503")), "{result:?}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+        let ccf = "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException\",\"Item\":{\"notice_key\":{\"S\":\"ab\"}}}";
+        let (endpoint, count) = scripted(vec![ccf, "200 OK|{}"]).await;
+        let result =
+            hot_at(&endpoint, 3).put_item("t", &one_item(), "c", &HashMap::new(), &HashMap::new()).await;
+        assert!(
+            matches!(result, Err(HotFailure::Condition(Some(ref item))) if item == &one_item()),
+            "{result:?}"
+        );
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn backoff_is_bounded_and_grows() {
+        let http = AwsHttp::new(None, Duration::from_secs(3));
+        let hot = HotWrites::new(http, Some("us-east-1"), false, false, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_retries(5, Duration::from_millis(100));
+        for attempt in 1..=40 {
+            assert!(hot.backoff(attempt) <= MAX_BACKOFF);
+        }
+        assert!(hot.backoff(1) <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn endpoints_resolve_like_the_sdk() {
+        let http = AwsHttp::new(None, Duration::from_secs(3));
+        let regional = HotWrites::new(http.clone(), Some("eu-west-1"), false, false, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(regional.endpoint().to_string(), "https://dynamodb.eu-west-1.amazonaws.com/");
+        let fips = HotWrites::new(http.clone(), Some("us-east-1"), true, false, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fips.endpoint().host(), Some("dynamodb-fips.us-east-1.amazonaws.com"));
+        let local =
+            HotWrites::new(http.clone(), Some("us-east-1"), false, false, Some("http://127.0.0.1:5000"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(local.endpoint().to_string(), "http://127.0.0.1:5000/");
+        assert!(HotWrites::new(http, None, false, false, None).is_err(), "no region, no endpoint");
+    }
+}
