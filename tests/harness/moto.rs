@@ -122,6 +122,8 @@ async fn try_start_moto(binary: &Path) -> Result<Moto, String> {
         // every server started from the same directory).
         .env("MOTO_RECORDER_FILEPATH", dir.path().join("recording.jsonl"))
         .env("AWS_DEFAULT_REGION", REGION)
+        // Every signed request is checked as AWS would (moto itself does not).
+        .env("MOTO_SIGV4_SECRET", SECRET_ACCESS_KEY)
         .current_dir(dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))

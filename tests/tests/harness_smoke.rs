@@ -31,6 +31,24 @@ async fn moto_starts_and_answers_its_api() {
     assert!(workspace_root().join("template.yaml").is_file());
 }
 
+/// moto checks no signatures; the harness's front does, as AWS would (`tests/moto_serial.py`), so
+/// the sender's own signed requests are held to it. A wrong secret must be refused.
+#[tokio::test]
+async fn requests_signed_with_a_wrong_secret_are_refused() {
+    let moto = start_moto().await;
+    let good = moto.sdk_config().await;
+    moto.dynamodb().await.list_tables().send().await.expect("the right secret is accepted");
+    let wrong = good
+        .to_builder()
+        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+            aws_sdk_dynamodb::config::Credentials::new("test", "not-the-secret", None, None, "wrong"),
+        ))
+        .build();
+    let err = aws_sdk_dynamodb::Client::new(&wrong).list_tables().send().await.expect_err("refused");
+    let text = format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(&err));
+    assert!(text.contains("InvalidSignatureException"), "{text}");
+}
+
 #[tokio::test]
 async fn ledger_table_follows_template() {
     let moto = start_moto().await;
