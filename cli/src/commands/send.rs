@@ -18,6 +18,9 @@ use crate::input::{read_items, InputItem};
 use crate::ledger_target::LedgerTarget;
 use crate::local::StateDir;
 
+/// One local send's limit (writing to the file outbox); the claim lifetime is checked against it.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct SendArgs {
     /// JSON Lines of job bodies, or a Lambda SQS event JSON.
@@ -60,9 +63,9 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
         secret,
         mode: args.mode,
         budget: SendBudget {
-            send_timeout: Duration::from_secs(30),
+            send_timeout: SEND_TIMEOUT,
             min_time_left: SendBudget::default().min_time_left,
-            claim_lifetime: notice_setup::settings::claim_lifetime_from_env(Duration::from_secs(30))
+            claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)
                 .map_err(|e| e.to_string())?,
         },
         metrics: Arc::new(Metrics::default()),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use notice_ledger::rate::RateLimits;
 use notice_ledger::render::Renderer;
-use notice_ledger::{ConfigError, Mode, NoticeSecret, WindowPolicy};
+use notice_ledger::{ConfigError, Mode, NoticeSecret, SendBudget, WindowPolicy};
 
 use crate::config;
 use crate::ledger_url::{self, LedgerUrl};
@@ -130,7 +130,7 @@ impl SenderSettings {
 /// `NOTICE_STALE_AFTER_SECS` (a live sender's claim must not look quarantined).
 pub fn claim_lifetime_from_env(send_timeout: Duration) -> Result<Duration, ConfigError> {
     const NAME: &str = "NOTICE_CLAIM_LIFETIME_SECS";
-    let lifetime = config::secs_from_env(NAME, 60)?;
+    let lifetime = config::secs_from_env(NAME, SendBudget::default().claim_lifetime.as_secs())?;
     let stale_after = config::stale_after_from_env()?;
     if lifetime <= send_timeout {
         let reason = format!(
