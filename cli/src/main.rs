@@ -14,7 +14,7 @@ mod simulate;
 mod terminal;
 mod verify;
 
-use commands::{backfill, enqueue, key, ledger, parked, quarantine, replay, send, show};
+use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -55,6 +55,8 @@ enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// List or cancel jobs parked in EventBridge Scheduler until their window opens.
     Parked(parked::ParkedArgs),
+    /// Print the AWS quotas a volume needs (live schedules, request rates, SQS in-flight, SES rate): a table, no AWS calls.
+    Capacity(capacity::CapacityArgs),
     /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
     Simulate(simulate::SimulateArgs),
     /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
@@ -85,6 +87,7 @@ async fn main() -> ExitCode {
         Command::Backfill(args) => backfill::run(cli.state_dir, args).await,
         Command::Enqueue(args) => enqueue::run(args).await,
         Command::Parked(args) => parked::run(args).await,
+        Command::Capacity(args) => capacity::run(args),
         Command::Ledger(args) => ledger::run(args).await,
     };
     match result {

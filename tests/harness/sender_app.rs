@@ -62,6 +62,7 @@ pub fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
         dead_letter_queue_url: dead_letter.then(|| env.dlq_url.clone()),
         rate_limits: None,
         parking: None,
+        park_spread: Duration::ZERO,
     }
 }
 

@@ -4,12 +4,16 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use lambda_runtime::{Context, LambdaEvent};
 use notice_e2e::sender_app::*;
+use notice_e2e::{start_ses_stub, SesStub, StubReply};
 use notice_ledger::ledger::RowState;
 use notice_ledger::park::Parker;
 use notice_ledger::policy::WindowPolicy;
-use notice_ledger::retry::{deferral, Deferral};
-use notice_scheduler::{at_expression, SchedulerParker};
+use notice_ledger::rate::RateLimits;
+use notice_ledger::QueuePolicy;
+use notice_scheduler::{at_expression, parse_at_expression, SchedulerParker};
+use notice_sender::handle_batch;
 use notice_sender::SenderApp;
 use serde_json::{json, Value};
 
@@ -48,10 +52,7 @@ async fn schedule(env: &Env, name: &str) -> aws_sdk_scheduler::operation::get_sc
 fn opening(body: &Value) -> DateTime<Utc> {
     let charge =
         DateTime::parse_from_rfc3339(body["charge_at"].as_str().unwrap()).unwrap().with_timezone(&Utc);
-    match deferral(charge - Duration::hours(72), Utc::now()) {
-        Deferral::Park { at } => at,
-        other => panic!("a 30-day job must park, not {other:?}"),
-    }
+    QueuePolicy::parking().park_time(charge - Duration::hours(72), Some(charge - Duration::hours(24)), None)
 }
 
 #[tokio::test]
@@ -86,16 +87,98 @@ async fn a_job_thirty_days_ahead_is_parked_once_acked_and_touches_neither_ledger
 }
 
 #[tokio::test]
-async fn a_job_whose_window_opens_within_twelve_hours_waits_on_the_queue_not_in_the_scheduler() {
+async fn a_six_hour_wait_parks_at_the_opening_instead_of_hiding_on_the_queue() {
     let env = parking_env().await;
     let app = parking_app(&env).await;
-    let body = job_charged("sub_soon", 0, Utc::now() + Duration::hours(78)); // opens in 6 h
+    let body = job_charged("sub_six_hours", 0, Utc::now() + Duration::hours(78)); // opens in 6 h
+    let resp = invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "parked, so acked: {resp:?}");
+    let key = key_of(&body);
+    assert_eq!(schedules(&env).await, vec![key.as_str().to_owned()]);
+    let parked = schedule(&env, key.as_str()).await;
+    assert_eq!(parked.schedule_expression(), Some(at_expression(opening(&body)).as_str()));
+}
+
+#[tokio::test]
+async fn a_ten_minute_wait_hides_on_the_queue_not_in_the_scheduler() {
+    let env = parking_env().await;
+    let app = parking_app(&env).await;
+    let charge = Utc::now() + Duration::hours(72) + Duration::minutes(10); // opens in 10 min
+    let body = job_charged("sub_soon", 0, charge);
     let event = batch(&env, &[body.to_string()]).await;
     let resp = invoke(&app, event.clone()).await;
     assert_eq!(failed_ids(&resp), ids(&event), "kept on the queue, hidden until the window opens");
-    assert!(schedules(&env).await.is_empty(), "no schedule for a 6-hour wait");
+    assert!(schedules(&env).await.is_empty(), "no schedule for a 10-minute wait");
     let again = env.moto.sqs().await.receive_message().queue_url(&env.queue_url).send().await.unwrap();
     assert!(again.messages().is_empty(), "hidden, not immediately visible");
+}
+
+#[tokio::test]
+async fn a_rate_limited_job_whose_token_is_twenty_minutes_away_parks() {
+    let env = parking_env().await;
+    let mut settings = settings(&env, false);
+    // One token per 20 minutes for every domain, burst 1: the second job's token is 20 min away.
+    settings.rate_limits =
+        RateLimits::parse(r#"{"default": {"per_second": 0.000833333, "burst": 1}}"#).unwrap();
+    let app = app_with(&env, settings, None).await.with_parker(parker(env.moto.scheduler().await));
+    let first = job("sub_token_a", 0);
+    let second = job("sub_token_b", 0);
+    let resp = invoke(&app, batch(&env, &[first.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), 1, "the burst's one token");
+
+    let before = Utc::now();
+    let resp = invoke(&app, batch(&env, &[second.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "parked until its token, so acked: {resp:?}");
+    let key = key_of(&second);
+    assert_eq!(schedules(&env).await, vec![key.as_str().to_owned()], "parked under its notice key");
+    let fires =
+        parse_at_expression(schedule(&env, key.as_str()).await.schedule_expression().unwrap()).unwrap();
+    assert!(
+        fires >= before + Duration::minutes(19) && fires <= before + Duration::minutes(23),
+        "back when the token is due (20 min, plus jitter, rounded up to the minute): {fires}"
+    );
+    assert_eq!(state(&env, &key).await, None, "a rate-limited job leaves no claim");
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), 1, "and sends nothing");
+}
+
+/// A Scheduler that refuses every CreateSchedule with `error_type` (HTTP `status`): the scripted
+/// stand-in for the quotas moto does not enforce.
+async fn refusing_scheduler(env: &Env, status: u16, error_type: &str) -> (SesStub, SenderApp) {
+    let stub = start_ses_stub(vec![StubReply::Reject {
+        status,
+        error_type: error_type.into(),
+        message: "Rate exceeded".into(),
+    }])
+    .await;
+    let sdk = env.moto.sdk_config().await.to_builder().endpoint_url(stub.endpoint()).build();
+    let app = app(env).await.with_parker(parker(aws_sdk_scheduler::Client::new(&sdk)));
+    (stub, app)
+}
+
+#[tokio::test]
+async fn a_refused_park_keeps_the_message_and_counts_parking_refused_by_reason() {
+    let env = parking_env().await;
+    for (status, error_type, reason) in
+        [(429, "ThrottlingException", "throttled"), (402, "ServiceQuotaExceededException", "quota")]
+    {
+        let (stub, app) = refusing_scheduler(&env, status, error_type).await;
+        let body = thirty_days_ahead(&format!("sub_refused_{reason}"));
+        let event = batch(&env, &[body.to_string()]).await;
+        let (resp, docs) = handle_batch(&app, LambdaEvent::new(event.clone(), Context::default())).await;
+        assert_eq!(failed_ids(&resp), ids(&event), "{reason}: not parked ⇒ not acked: nothing is lost");
+        assert!(stub.requests() >= 1, "{reason}: CreateSchedule was tried");
+        let refused: Vec<&Value> = docs.iter().filter(|d| d.get("ParkingRefused").is_some()).collect();
+        assert_eq!(refused.len(), 1, "{reason}: one refusal document: {docs:?}");
+        assert_eq!(refused[0]["ParkingRefused"], 1);
+        assert_eq!(refused[0]["Reason"], reason);
+        assert_eq!(
+            refused[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function"], ["Function", "Reason"]])
+        );
+        assert_eq!(state(&env, &key_of(&body)).await, None, "{reason}: nothing claimed");
+        assert!(docs.iter().all(|d| d.get("ParkedJobs").is_none_or(|p| p == 0)), "{reason}: nothing parked");
+    }
 }
 
 #[tokio::test]
@@ -177,4 +260,39 @@ async fn the_same_notice_parked_with_different_content_is_a_payload_conflict() {
         Some(body.to_string().as_str()),
         "the first parking stands"
     );
+}
+
+#[tokio::test]
+async fn a_schedule_by_the_key_that_has_already_fired_is_no_parking() {
+    let env = parking_env().await;
+    let app = parking_app(&env).await;
+    let body = thirty_days_ahead("sub_fired_already");
+    let key = key_of(&body);
+    // The schedule that brought an earlier copy back still exists: Scheduler deletes it only
+    // after delivering. Its time has passed, so it holds nothing.
+    let window = aws_sdk_scheduler::types::FlexibleTimeWindow::builder()
+        .mode(aws_sdk_scheduler::types::FlexibleTimeWindowMode::Off)
+        .build()
+        .unwrap();
+    let target = aws_sdk_scheduler::types::Target::builder()
+        .arn(QUEUE_ARN)
+        .role_arn(ROLE)
+        .input(body.to_string())
+        .build()
+        .unwrap();
+    env.moto
+        .scheduler()
+        .await
+        .create_schedule()
+        .name(key.as_str())
+        .group_name(GROUP)
+        .schedule_expression(at_expression(Utc::now() - Duration::minutes(1)))
+        .flexible_time_window(window)
+        .target(target)
+        .send()
+        .await
+        .unwrap();
+    let event = batch(&env, &[body.to_string()]).await;
+    let resp = invoke(&app, event.clone()).await;
+    assert_eq!(failed_ids(&resp), ids(&event), "not acked: a fired schedule will not bring it back");
 }

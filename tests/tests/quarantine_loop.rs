@@ -97,6 +97,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
         dead_letter_queue_url: None,
         rate_limits: None,
         parking: None,
+        park_spread: Duration::ZERO,
     };
     let ses_sdk = sdk.to_builder().endpoint_url(stub.endpoint()).build();
     let sender = SenderApp::new(

@@ -364,6 +364,18 @@ impl Function {
         self.output.lock().expect("output lock").join("\n")
     }
 
+    /// The `Function` dimension of every EMF document (a JSON line with `_aws`) printed so far.
+    fn emf_functions(&self) -> Vec<String> {
+        self.output
+            .lock()
+            .expect("output lock")
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v.get("_aws").is_some())
+            .map(|v| v["Function"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
     /// Log lines (JSON) written since line `from`.
     fn logs_since(&self, from: usize) -> Vec<Value> {
         self.output.lock().expect("output lock")[from..]
@@ -417,6 +429,19 @@ fn failures(file: &str, response: &Value) -> Vec<String> {
     failures.iter().map(|f| f["itemIdentifier"].as_str().expect("itemIdentifier").to_owned()).collect()
 }
 
+/// The binary's EMF documents carry its deployed name (`AWS_LAMBDA_FUNCTION_NAME`, here a stack's
+/// `<stack>-sender`, not the binary's name) as `Function`: what its own stack's alarms read.
+fn assert_emf_function(function: &Function) {
+    let names = function.emf_functions();
+    assert!(
+        !names.is_empty(),
+        "{} printed no EMF document; its output:\n{}",
+        function.name,
+        function.output()
+    );
+    assert!(names.iter().all(|n| n == function.name), "{}: EMF Function dimensions {names:?}", function.name);
+}
+
 /// Every record's outcome, from the sender's `processed` log line in the record's span.
 fn outcomes(file: &str, logs: &[Value]) -> BTreeMap<String, String> {
     let mut outcomes = BTreeMap::new();
@@ -463,7 +488,7 @@ async fn every_sample_event_is_accepted_by_its_function() {
     // clock makes of the fixed sample dates); only the broken jobs are invalid, and those go to the
     // DLQ directly (acked). A record stays on the queue only when it is deferred.
     let mut sender =
-        Function::start("notice-sender", env!("CARGO_BIN_EXE_notice-e2e-sender"), &sender_env).await;
+        Function::start("notice-ledger-sender", env!("CARGO_BIN_EXE_notice-e2e-sender"), &sender_env).await;
     let refused =
         ["invalid", "payload_conflict", "render_failed", "ledger_unavailable", "no_time_left", "released"];
     for file in [
@@ -499,11 +524,13 @@ async fn every_sample_event_is_accepted_by_its_function() {
     let dead = moto.sqs().await.receive_message().queue_url(&dlq).max_number_of_messages(10).send().await;
     let dead = dead.expect("ReceiveMessage on the DLQ").messages.unwrap_or_default();
     assert_eq!(dead.len(), 2, "sender-invalid.json's two jobs are in the DLQ");
+    assert_emf_function(&sender);
 
     // Reconciler: every SES event shape (SNS→SQS envelopes, raw delivery, the topic's validation
     // message, EventBridge) is applied or skipped, never failed.
     let mut reconciler =
-        Function::start("notice-reconciler", env!("CARGO_BIN_EXE_notice-e2e-reconciler"), &common).await;
+        Function::start("notice-ledger-reconciler", env!("CARGO_BIN_EXE_notice-e2e-reconciler"), &common)
+            .await;
     for file in [
         "ses-sns-sqs-send.json",
         "ses-sns-sqs-delivery.json",
@@ -520,12 +547,14 @@ async fn every_sample_event_is_accepted_by_its_function() {
         eprintln!("{file}: {response}");
         assert!(response.get("result").is_some(), "{file}: {response}");
     }
+    assert_emf_function(&reconciler);
 
     // Reporter: the schedule's event.
     let mut reporter =
-        Function::start("notice-reporter", env!("CARGO_BIN_EXE_notice-e2e-reporter"), &common).await;
+        Function::start("notice-ledger-reporter", env!("CARGO_BIN_EXE_notice-e2e-reporter"), &common).await;
     let (response, _) = reporter.invoke("reporter-schedule.json").await;
     eprintln!("reporter-schedule.json: {response}");
+    assert_emf_function(&reporter);
 
     // Nothing in events/ was left out.
     let invoked = [sender.invocations, reconciler.invocations, reporter.invocations].iter().sum::<usize>();

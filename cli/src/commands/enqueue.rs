@@ -1,13 +1,12 @@
-//! `noticectl enqueue`: put one job on the reminder queue — or, when its window opens more than
-//! 12 h from now, straight into the same one-time schedule the sender would make (named by the
+//! `noticectl enqueue`: put one job on the reminder queue — or, when the queue policy would park
+//! it (its window opens more than 15 minutes from now), straight into the same one-time schedule the sender would make (named by the
 //! notice key, so a later park by the sender collapses into it).
 
 use std::process::ExitCode;
 
 use chrono::Utc;
 use notice_ledger::park::{ParkRequest, Parked, Parker};
-use notice_ledger::retry::{self, Deferral};
-use notice_ledger::{Job, WindowDecision};
+use notice_ledger::{Job, Outcome, QueueAction, QueuePolicy, Receive, WindowDecision};
 use notice_scheduler::SchedulerParker;
 
 use super::scheduler::{self, SchedulerArgs};
@@ -38,10 +37,20 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<ExitCode, String> {
     let body = job.to_value().to_string();
     let policy = notice_setup::config::windows_from_env().map_err(|e| e.to_string())?;
     let now = Utc::now();
-    if let WindowDecision::Defer { until } = policy.decide(&job, now) {
-        if let Deferral::Park { at } = retry::deferral(until, now) {
+    if let WindowDecision::Defer { until, closes_at } = policy.decide(&job, now) {
+        let queue = QueuePolicy {
+            parking: true,
+            park_spread: notice_setup::config::park_spread_from_env().map_err(|e| e.to_string())?,
+        };
+        let deferred = Outcome::Deferred { until, closes_at };
+        if let QueueAction::Park { .. } =
+            queue.action(&deferred, &Receive { key: None, count: 1, now, jitter: 0.0 })
+        {
             match (&args.scheduler.schedule_group, &args.scheduler_role_arn) {
-                (Some(group), Some(role)) => return park(&args, &job, &body, group, role, at).await,
+                (Some(group), Some(role)) => {
+                    let wake = Wake { queue, until, closes_at };
+                    return park(&args, &job, &body, group, role, wake).await;
+                }
                 _ => eprintln!(
                     "noticectl: the window opens {until}; enqueueing (the sender parks it). Pass \
                      --schedule-group and --scheduler-role-arn to park it here."
@@ -61,13 +70,20 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// When a parked job wakes: the sender's park time for the same key (spread included).
+struct Wake {
+    queue: QueuePolicy,
+    until: chrono::DateTime<Utc>,
+    closes_at: chrono::DateTime<Utc>,
+}
+
 async fn park(
     args: &EnqueueArgs,
     job: &Job,
     body: &str,
     group: &str,
     role: &str,
-    at: chrono::DateTime<Utc>,
+    wake: Wake,
 ) -> Result<ExitCode, String> {
     // The schedule is named by the notice key, so it must be the deployment's key: a local secret
     // would name a schedule the sender never finds, and the job would be parked twice.
@@ -78,6 +94,7 @@ async fn park(
         .map_err(|e| format!("{need}: {e}"))?
         .ok_or_else(|| format!("{need}: neither is set"))?;
     let key = job.key(&secret);
+    let at = wake.queue.park_time(wake.until, Some(wake.closes_at), Some(&key));
     let sqs = crate::queue::client().await;
     let queue_arn = sqs
         .get_queue_attributes()

@@ -2,6 +2,7 @@
 //! (`crate::simulate`): it is a model, not an operation on a ledger or a queue.
 
 pub(crate) mod backfill;
+pub(crate) mod capacity;
 pub(crate) mod enqueue;
 pub(crate) mod key;
 pub(crate) mod ledger;

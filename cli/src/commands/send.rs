@@ -11,7 +11,7 @@ use futures::StreamExt;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::{BucketGate, RateGate};
-use notice_ledger::{Disposition, Mode, NoticeSender, Outcome, SendBudget};
+use notice_ledger::{Mode, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget};
 use notice_setup::config;
 
 use crate::input::{read_items, InputItem};
@@ -130,10 +130,11 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
 
 /// Outcomes a queue would dead-letter or retry for a reason other than time.
 fn needs_attention(outcome: &Outcome) -> bool {
-    match outcome.disposition() {
-        Disposition::DeadLetter => true,
-        Disposition::Retry => !matches!(outcome, Outcome::Released { .. }),
-        Disposition::Ack | Disposition::RetryAt(_) => false,
+    let receive = Receive { key: None, count: 1, now: chrono::Utc::now(), jitter: 0.0 };
+    match QueuePolicy::parking().action(outcome, &receive) {
+        QueueAction::DeadLetter => true,
+        QueueAction::Backoff(_) => !matches!(outcome, Outcome::Released { .. }),
+        QueueAction::Delete | QueueAction::Hide(_) | QueueAction::Park { .. } => false,
     }
 }
 
@@ -150,7 +151,7 @@ fn detail(item: &InputItem, outcome: &Outcome) -> String {
                 until.to_rfc3339()
             )
         }
-        Outcome::Deferred { until } => format!("window opens {}", until.to_rfc3339()),
+        Outcome::Deferred { until, .. } => format!("window opens {}", until.to_rfc3339()),
         Outcome::RateLimited { until } => {
             format!("recipient domain over its send rate; back at {}", until.to_rfc3339())
         }

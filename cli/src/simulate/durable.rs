@@ -15,13 +15,11 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
-use notice_ledger::retry::{self, Deferral};
-use notice_ledger::{Delivery, Mode, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget};
+use notice_ledger::{Delivery, Mode, NoticeKey, NoticeSecret, NoticeSender, SendBudget};
 use notice_sqlite::SqliteLedger;
 
 use super::args::{Params, SimLedger};
 use super::run::Run;
-use super::strategies::Strategy;
 use super::trace::{Crash, Trace};
 
 /// What the simulation and the suspended mailer call tell each other.
@@ -165,16 +163,7 @@ impl Run<'_> {
         match (UntilParked { fut: &mut fut, gate: &gate }).await {
             Some(delivery) => {
                 *self.outcomes.entry(delivery.outcome.label().to_owned()).or_default() += 1;
-                // Only a window that has not opened is parked; a rate limit waits on the queue.
-                if let (Strategy::DurableLedgerParking, Outcome::Deferred { until }) =
-                    (self.strategy, &delivery.outcome)
-                {
-                    if let Deferral::Park { at } = retry::deferral(*until, self.trace.at(self.now)) {
-                        let at = self.trace.ms(at);
-                        return self.park(id, at);
-                    }
-                }
-                self.finish(id, delivery.outcome.disposition());
+                self.finish(id, &delivery.outcome, delivery.key.as_ref());
             }
             None => {
                 let issued = lock(&gate).issued.take() == Some(id);

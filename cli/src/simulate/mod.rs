@@ -13,9 +13,9 @@
 //!   every window of one charge day opens at the same instant: the queue sees a burst.
 //! * **Queue.** At-least-once, SQS-like. A receive hides the message for `--visibility-timeout`; a
 //!   message that is neither deleted nor re-hidden in time is delivered again — even while its
-//!   first worker is still waiting on a slow send. Deferred jobs are hidden until their window opens
-//!   (at most 12 h at a time), failed ones back off: both by the sender's own rule,
-//!   [`notice_ledger::retry`]. A delete or visibility change with a stale receipt (the message was
+//!   first worker is still waiting on a slow send. What a worker does with a message is the sender's
+//!   own table, [`notice_ledger::queue`]: waits of at most 15 minutes hide, longer ones park (or,
+//!   for the hop-only strategies, hide up to 12 h at a time), failed jobs back off. A delete or visibility change with a stale receipt (the message was
 //!   received again since) is ignored. With probability `--ghost-rate` a receive is followed, within
 //!   10 s, by a spurious second delivery of the same message to another consumer.
 //! * **Queue limits.** These lose long-lead jobs that only wait on the queue. The redrive policy
@@ -53,8 +53,8 @@
 //!   simulated send is in flight, keeps it suspended inside the mailer call; a crash drops the
 //!   future exactly where the worker stopped. Like the baselines, it waits for a window on the
 //!   queue, 12 h per hop.
-//! * `durable ledger, parking` — the same, plus the sender's parking: a job deferred because its
-//!   window opens more than 12 h away ([`retry::deferral`] says `Park`; never a rate limit) gets a
+//! * `durable ledger, parking` — the same, plus the sender's parking: a job that must wait longer
+//!   than 15 minutes ([`QueuePolicy::action`] says `Park`) gets a
 //!   one-time schedule named by its notice key, then is acked. At the opening (rounded up to the
 //!   minute) the schedule puts the same body back on the queue as a new message — new enqueue
 //!   time, receive count 0 — and deletes itself. A second park while the schedule exists
@@ -72,7 +72,7 @@
 //!
 //! [`WindowPolicy`]: notice_ledger::WindowPolicy
 //! [`NoticeSender`]: notice_ledger::NoticeSender
-//! [`retry::deferral`]: notice_ledger::retry::deferral
+//! [`QueuePolicy::action`]: notice_ledger::QueuePolicy::action
 
 use std::process::ExitCode;
 

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use notice_ledger::ledger::RowState;
-use notice_ledger::retry;
+use notice_ledger::queue;
 use notice_ledger::NoticeKey;
 use serde::Serialize;
 
@@ -186,12 +186,12 @@ pub(super) fn table(r: &Report, took: std::time::Duration) -> String {
         Span(p.replay_to_ms)
     ));
     line(format!(
-        "queue: {} · hidden at most {} per receive · dead-lettered after {} receives · retention {}",
+        "queue: {} · hidden at most {} per receive without parking (15 min with) · dead-lettered after {} receives · retention {}",
         match p.lead_days {
             Some(days) => format!("jobs enqueued up to {days}d before their window opens"),
             None => "jobs enqueued on day 0".to_owned(),
         },
-        Span(ms(retry::MAX_VISIBILITY)),
+        Span(ms(queue::MAX_VISIBILITY)),
         p.max_receive_count,
         Span(p.retention_ms)
     ));

@@ -4,8 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 
 use notice_ledger::mailer::{NotAccepted, SendResult};
-use notice_ledger::retry::{self, Deferral};
-use notice_ledger::Disposition;
+use notice_ledger::{NoticeKey, Outcome, QueueAction, QueuePolicy, Receive};
 
 use super::args::Params;
 use super::durable::Durable;
@@ -20,6 +19,8 @@ pub(super) struct Run<'t> {
     pub(super) p: &'t Params,
     pub(super) trace: &'t Trace,
     pub(super) strategy: Strategy,
+    /// The shipped queue policy: parking for the parking strategy, hops of up to 12 h otherwise.
+    queue: QueuePolicy,
     pub(super) now: Ms,
     seq: u64,
     heap: BinaryHeap<Reverse<(Ms, u64, Ev)>>,
@@ -53,6 +54,7 @@ impl<'t> Run<'t> {
             p,
             trace,
             strategy,
+            queue: QueuePolicy { parking: strategy.parks(), ..QueuePolicy::default() },
             now: 0,
             seq: 0,
             heap: BinaryHeap::new(),
@@ -206,8 +208,18 @@ impl<'t> Run<'t> {
         }
     }
 
-    /// The job is done; the worker acts on its disposition unless it dies first.
-    pub(super) fn finish(&mut self, id: usize, disposition: Disposition) {
+    /// The job is done with `outcome`; the worker does what the shipped queue policy says with
+    /// its message, unless it dies first (a park's schedule is made before that crash point, so
+    /// a crash before the ack leaves both the schedule and the message).
+    pub(super) fn finish(&mut self, id: usize, outcome: &Outcome, key: Option<&NoticeKey>) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        let receive =
+            Receive { key, count: job.receipt, now: self.trace.at(self.now), jitter: job.fate.jitter };
+        let action = self.queue.action(outcome, &receive);
+        if let QueueAction::Park { at } = action {
+            let notice = job.notice;
+            self.park(notice, self.trace.ms(at));
+        }
         let Some(job) = self.jobs.get(&id) else { return };
         if job.fate.crash == Some(Crash::AfterCommitBeforeAck) {
             let instance = job.instance;
@@ -215,39 +227,27 @@ impl<'t> Run<'t> {
             return;
         }
         let Some(job) = self.remove_job(id) else { return };
-        match disposition {
-            Disposition::Ack => self.delete(job.msg, job.receipt),
-            Disposition::RetryAt(until) => {
-                let wait = match retry::deferral(until, self.trace.at(self.now)) {
-                    Deferral::Hide(wait) => wait,
-                    // Hop-only: the queue hides it as long as it can, and the job looks again.
-                    Deferral::Park { .. } => retry::MAX_VISIBILITY,
-                };
-                self.change_visibility(job.msg, job.receipt, ms(wait));
+        match action {
+            QueueAction::Delete | QueueAction::Park { .. } => self.delete(job.msg, job.receipt),
+            QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
+                self.change_visibility(job.msg, job.receipt, ms(wait))
             }
-            Disposition::Retry => {
-                let wait = ms(retry::backoff(job.receipt, job.fate.jitter));
-                self.change_visibility(job.msg, job.receipt, wait);
-            }
-            Disposition::DeadLetter => {
+            QueueAction::DeadLetter => {
                 self.c.dead_lettered += 1;
                 self.delete(job.msg, job.receipt);
             }
         }
     }
 
-    /// Parks the job: a one-time schedule named by the notice key puts the same body back on the
-    /// queue at `at`, then the message is acked. The schedule comes first, so a crash before the
-    /// ack (see [`Run::finish`]) leaves both, and the message, redelivered, finds the schedule.
-    pub(super) fn park(&mut self, id: usize, at: Ms) {
-        let Some(job) = self.jobs.get(&id) else { return };
-        if self.schedules.insert(job.notice) {
+    /// Parks the notice: a one-time schedule named by the notice key puts the same body back on
+    /// the queue at `at`; a second park of a parked notice finds the first.
+    fn park(&mut self, notice: usize, at: Ms) {
+        if self.schedules.insert(notice) {
             self.c.parked += 1;
-            self.schedule(at, Ev::Unpark { notice: job.notice });
+            self.schedule(at, Ev::Unpark { notice });
         } else {
             self.c.park_conflicts += 1;
         }
-        self.finish(id, Disposition::Ack);
     }
 
     /// The provider gets the request now; the customer gets the copy (unless throttled) when its

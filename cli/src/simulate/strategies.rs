@@ -1,8 +1,9 @@
 //! The dedupe strategies under test, and the baselines' side of a job (the durable ones run the
 //! real core: `durable.rs`).
 
-use notice_ledger::mailer::SendResult;
-use notice_ledger::{Disposition, WindowDecision};
+use notice_ledger::ledger::RowState;
+use notice_ledger::mailer::{NotAccepted, SendResult};
+use notice_ledger::{Outcome, WindowDecision};
 
 use super::args::{Params, SimLedger, Span};
 use super::run::Run;
@@ -33,6 +34,11 @@ impl Strategy {
         }
     }
 
+    /// Whether long waits park (the shipped default) instead of hopping on the queue.
+    pub(super) fn parks(self) -> bool {
+        matches!(self, Strategy::DurableLedgerParking)
+    }
+
     pub(super) fn durable(self) -> bool {
         matches!(self, Strategy::DurableLedger | Strategy::DurableLedgerParking)
     }
@@ -50,7 +56,10 @@ impl Strategy {
     }
 }
 
-// ── Baselines: the same window policy, a different dedupe ──
+// ── Baselines: the same window policy and queue policy, a different dedupe ──
+
+/// A cache's "already sent": acked like the ledger's suppression.
+const CACHED: Outcome = Outcome::Suppressed { state: RowState::Sent };
 
 impl Run<'_> {
     pub(super) fn baseline_start(&mut self, id: usize) {
@@ -58,21 +67,23 @@ impl Run<'_> {
         let (notice, instance, fate) = (job.notice, job.instance, job.fate);
         match self.trace.policy.decide(&self.trace.notices[notice].job, self.trace.at(self.now)) {
             WindowDecision::Send { .. } => {}
-            WindowDecision::Defer { until } => return self.finish(id, Disposition::RetryAt(until)),
-            WindowDecision::Missed { .. } => {
+            WindowDecision::Defer { until, closes_at } => {
+                return self.finish(id, &Outcome::Deferred { until, closes_at }, None)
+            }
+            WindowDecision::Missed { closed_at } => {
                 self.missed[notice] = true;
-                return self.finish(id, Disposition::Ack);
+                return self.finish(id, &Outcome::Missed { closed_at }, None);
             }
         }
         match self.strategy {
             Strategy::InProcessCache if self.instances[instance].sent.contains(&notice) => {
                 self.c.suppressed_by_cache += 1;
-                return self.finish(id, Disposition::Ack);
+                return self.finish(id, &CACHED, None);
             }
             Strategy::SharedCache { ttl } => {
                 if self.shared.get(&notice).is_some_and(|&expiry| expiry > self.now) {
                     self.c.suppressed_by_cache += 1;
-                    return self.finish(id, Disposition::Ack);
+                    return self.finish(id, &CACHED, None);
                 }
                 self.shared.insert(notice, self.now + ttl);
             }
@@ -99,12 +110,14 @@ impl Run<'_> {
                 }
                 _ => {}
             }
-            self.finish(id, Disposition::Ack);
+            self.finish(id, &Outcome::Sent { message_id: format!("sim-{id}") }, None);
         } else {
             if let Strategy::SharedCache { .. } = self.strategy {
                 self.shared.remove(&notice); // release the claim so a retry may send
             }
-            self.finish(id, Disposition::Retry);
+            // A baseline cannot tell "not accepted" from "unknown": it releases and retries.
+            let released = Outcome::Released { class: NotAccepted::Throttled, reason: format!("{answer:?}") };
+            self.finish(id, &released, None);
         }
     }
 }

@@ -25,7 +25,7 @@ use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
 use notice_ledger::{
-    Disposition, Job, LedgerError, Mode, NoticeKey, NoticeSecret, NoticeSender, Outcome, SendBudget,
+    Job, LedgerError, Mode, NoticeKey, NoticeSecret, NoticeSender, Outcome, QueuePolicy, Receive, SendBudget,
     WindowDecision, WindowPolicy,
 };
 
@@ -149,8 +149,8 @@ impl Answers {
     }
 }
 
-/// What the queue does with a finished job's message ([`Outcome::disposition`], coarsened: the
-/// model has no clock finer than [`Phase`], so "visible again at" and "after a backoff" are one).
+/// What the queue does with a finished job's message (the core's queue policy, coarsened: the
+/// model has no clock finer than [`Phase`], so "hidden", "backing off" and "parked" are one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum QueueAction {
     Ack,
@@ -554,7 +554,8 @@ impl Core {
         }
         match (polled, script.call) {
             (Poll::Ready(delivery), None) => {
-                Ok(Step::Done { outcome: delivery.outcome.label(), queue: queue_action(&delivery.outcome) })
+                let queue = queue_action(&delivery.outcome, delivery.key.as_ref(), now.at());
+                Ok(Step::Done { outcome: delivery.outcome.label(), queue })
             }
             (Poll::Pending, Some(call)) => self.step_for(call),
             (Poll::Ready(_), Some(call)) => {
@@ -605,11 +606,16 @@ impl Core {
     }
 }
 
-fn queue_action(outcome: &Outcome) -> QueueAction {
-    match outcome.disposition() {
-        Disposition::Ack => QueueAction::Ack,
-        Disposition::Retry | Disposition::RetryAt(_) => QueueAction::Retry,
-        Disposition::DeadLetter => QueueAction::DeadLetter,
+/// The shipped queue policy's action ([`notice_ledger::queue`]), coarsened to what the model
+/// tells apart: the message stays (hidden, backing off or parked — each comes back) or goes.
+fn queue_action(outcome: &Outcome, key: Option<&NoticeKey>, now: DateTime<Utc>) -> QueueAction {
+    let receive = Receive { key, count: 1, now, jitter: 0.0 };
+    match QueuePolicy::parking().action(outcome, &receive) {
+        notice_ledger::QueueAction::Delete => QueueAction::Ack,
+        notice_ledger::QueueAction::Hide(_)
+        | notice_ledger::QueueAction::Backoff(_)
+        | notice_ledger::QueueAction::Park { .. } => QueueAction::Retry,
+        notice_ledger::QueueAction::DeadLetter => QueueAction::DeadLetter,
     }
 }
 

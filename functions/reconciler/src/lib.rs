@@ -5,7 +5,7 @@
 //! event (`source: aws.ses`). Every tagged event is applied to the ledger with
 //! [`notice_ledger::ledger::EvidenceLedger::apply_evidence`]; a malformed body fails only its own record.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use chrono::Utc;
@@ -33,6 +33,12 @@ pub struct Tally {
     pub ledger_errors: u64,
 }
 
+/// The EMF `Function` dimension: the deployed function's own name (`AWS_LAMBDA_FUNCTION_NAME`), so
+/// two stacks in one account never share metrics or alarms. Read once, at start-up
+/// ([`ReconcilerApp::from_env`]) or at the first published document.
+static FUNCTION_NAME: LazyLock<String> =
+    LazyLock::new(|| notice_setup::config::function_name("notice-reconciler"));
+
 pub struct ReconcilerApp {
     pub ledger: Arc<dyn EvidenceLedger>,
     pub concurrency: usize,
@@ -40,6 +46,7 @@ pub struct ReconcilerApp {
 
 impl ReconcilerApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
+        LazyLock::force(&FUNCTION_NAME);
         let sdk = aws::load_sdk_config().await;
         Ok(Self { ledger: ledger_from_env(&sdk).await?, concurrency: 10 })
     }
@@ -176,7 +183,7 @@ fn publish(t: &Tally) {
         ("LedgerErrors", t.ledger_errors),
     ];
     let doc = emf_document(
-        "notice-reconciler",
+        &FUNCTION_NAME,
         Utc::now().timestamp_millis(),
         metrics.iter().map(|(n, v)| (*n, "Count", json!(v))),
     );

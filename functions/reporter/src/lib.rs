@@ -4,6 +4,7 @@
 //! `NOTICE_STALE_AFTER_SECS`, and emits `QuarantinedClaims` for the alarm. It never writes and
 //! never releases: closing a claim takes evidence or an operator.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -21,6 +22,11 @@ use serde_json::{json, Value};
 /// Longest list of claims in one report; the count is always complete.
 pub const MAX_LISTED: usize = 50;
 
+/// The EMF `Function` dimension: the deployed function's own name (`AWS_LAMBDA_FUNCTION_NAME`), so
+/// two stacks in one account never share metrics or alarms. Read once, at start-up
+/// ([`ReporterApp::from_env`]) or at the first published document.
+static FUNCTION_NAME: LazyLock<String> = LazyLock::new(|| config::function_name("notice-reporter"));
+
 pub struct ReporterApp {
     /// Read-only: the reporter cannot write to the ledger.
     pub ledger: Arc<dyn QuarantineView>,
@@ -30,6 +36,7 @@ pub struct ReporterApp {
 impl ReporterApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let stale_after = config::stale_after_from_env()?;
+        LazyLock::force(&FUNCTION_NAME);
         let sdk = aws::load_sdk_config().await;
         Ok(Self { ledger: ledger_from_env(&sdk).await?, stale_after })
     }
@@ -89,7 +96,7 @@ pub async fn handle(app: &ReporterApp, _event: LambdaEvent<Value>) -> Result<Val
     let now = Utc::now();
     let report = report(app, now).await?;
     let doc = emf_document(
-        "notice-reporter",
+        &FUNCTION_NAME,
         now.timestamp_millis(),
         [
             ("QuarantinedClaims", "Count", json!(report.quarantined)),

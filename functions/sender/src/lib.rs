@@ -1,13 +1,11 @@
 //! `notice-sender`: the SQS-triggered Lambda that runs claim → send → commit for each reminder job.
 //!
 //! This file only adapts: SQS records in, [`notice_ledger::NoticeSender`] per record, and the
-//! outcome's [`Disposition`] back out as an `SqsBatchResponse` (plus visibility changes for
-//! deferrals and backoff). Acked: sent, suppressed, quarantined, rejected, missed. Not acked:
-//! deferred (visible again when the window opens, at most 12 h ahead), released and ledger errors
-//! (backoff with jitter), and input that can never succeed — which goes to the dead-letter queue
-//! straight away when `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the redrive policy.
-//! Rate-limited jobs (no token for their domain) come back when a token is due, and back off like
-//! a retry when limited again, so a deep backlog to one domain does not spend the queue's receives.
+//! queue action the core's [`QueuePolicy`] picks for the outcome back out — an
+//! `SqsBatchResponse`, visibility changes (waits of at most 15 minutes), a park in EventBridge
+//! Scheduler (longer waits), or the dead-letter queue (straight away when
+//! `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the redrive policy). The table itself is
+//! in `notice_ledger::queue`; nothing here decides.
 //!
 //! Metrics: one EMF document per invocation, plus one per replay batch seen in it (the notices that
 //! carried a `replay_batch` attribute, with that value as a property) — see [`publish_metrics`].
@@ -25,10 +23,10 @@ use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
-use notice_ledger::park::{parked_conflicts, ParkRequest, Parked, Parker};
+use notice_ledger::park::{parked_conflicts, ParkError, ParkRefusal, ParkRequest, Parked, Parker};
+use notice_ledger::queue::MAX_VISIBILITY;
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
-use notice_ledger::retry::{self, Deferral};
-use notice_ledger::{ConfigError, Disposition, Job, NoticeKey, NoticeSender, Outcome, SendBudget};
+use notice_ledger::{ConfigError, Job, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::aws;
@@ -37,8 +35,6 @@ pub use notice_setup::settings::{ParkingSettings, SenderSettings};
 use rand::Rng;
 use serde_json::Value;
 use tracing::{error, info, warn, Instrument};
-
-pub use notice_ledger::retry::MAX_VISIBILITY;
 
 /// Everything the handler needs, built once per cold start.
 pub struct SenderApp {
@@ -49,9 +45,16 @@ pub struct SenderApp {
     pub dead_letter_queue_url: Option<String>,
     /// Records processed at once within one invocation.
     pub concurrency: usize,
-    /// Where jobs whose window opens more than 12 h from now wait (`None`: they hop on the queue,
+    /// Where jobs that must wait longer than 15 minutes wait (`None`: they hop on the queue,
     /// which loses any job that must wait longer than the queue keeps it).
     pub parker: Option<Arc<dyn Parker>>,
+    /// The one outcome → queue action table, with this deployment's parking and spread.
+    pub queue_policy: QueuePolicy,
+    /// Parks refused in this invocation, by reason (`ParkingRefused`, dimension `Reason`).
+    refusals: Mutex<BTreeMap<&'static str, u64>>,
+    /// The EMF `Function` dimension: the deployed function's own name, so two stacks in one
+    /// account never share metrics or alarms.
+    pub function_name: String,
 }
 
 impl SenderApp {
@@ -69,15 +72,16 @@ impl SenderApp {
             Arc::new(parker) as Arc<dyn Parker>
         });
         if parker.is_none() {
-            warn!("NOTICE_SCHEDULE_GROUP is not set: jobs enqueued more than about 9 days ahead will be lost on the queue");
+            warn!("NOTICE_SCHEDULE_GROUP is not set: waits over 15 minutes hide on the queue (up to 12 h a hop), and jobs enqueued more than about 9 days ahead will be lost there");
         }
         let app =
             Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, aws_sdk_sqs::Client::new(&sdk));
         Ok(app.with_parker(parker))
     }
 
-    /// Parks far-future jobs with `parker` (see [`retry::deferral`]).
+    /// Parks waits longer than 15 minutes with `parker` (see [`notice_ledger::queue`]).
     pub fn with_parker(mut self, parker: Option<Arc<dyn Parker>>) -> Self {
+        self.queue_policy.parking = parker.is_some();
         self.parker = parker;
         self
     }
@@ -136,6 +140,9 @@ impl SenderApp {
             dead_letter_queue_url: settings.dead_letter_queue_url,
             concurrency: settings.concurrency,
             parker: None,
+            queue_policy: QueuePolicy { parking: false, park_spread: settings.park_spread },
+            refusals: Mutex::default(),
+            function_name: notice_setup::config::function_name("notice-sender"),
         }
     }
 }
@@ -224,59 +231,42 @@ async fn process_record(
             span.record("notice_key", key.as_str());
         }
         span.record("outcome", delivery.outcome.label());
-        info!(outcome = delivery.outcome.label(), "processed");
-        match delivery.outcome.disposition() {
-            Disposition::Ack => None,
-            Disposition::RetryAt(until) => match retry::deferral(until, Utc::now()) {
-                Deferral::Park { at } if matches!(delivery.outcome, Outcome::Deferred { .. }) => {
-                    let key = delivery.key.as_ref();
-                    let parked = Parking { key, replay_batch: replay_batch.as_deref(), at, receive_count };
-                    park(app, &record, body, parked, &metrics).await
-                }
-                Deferral::Park { .. } => {
-                    change_visibility(app, &record, MAX_VISIBILITY).await;
-                    Some(message_id)
-                }
-                Deferral::Hide(wait) => {
-                    let wait = match delivery.outcome {
-                        Outcome::RateLimited { .. } => rate_limited_wait(wait, receive_count),
-                        _ => wait,
-                    };
-                    change_visibility(app, &record, wait).await;
-                    Some(message_id)
-                }
-            },
-            Disposition::Retry => {
-                change_visibility(app, &record, backoff(receive_count)).await;
+        let receive = Receive {
+            key: delivery.key.as_ref(),
+            count: receive_count,
+            now: Utc::now(),
+            jitter: rand::thread_rng().gen(),
+        };
+        let action = app.queue_policy.action(&delivery.outcome, &receive);
+        info!(outcome = delivery.outcome.label(), queue = action.label(), "processed");
+        match action {
+            QueueAction::Delete => None,
+            QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
+                change_visibility(app, &record, wait).await;
                 Some(message_id)
             }
-            Disposition::DeadLetter => dead_letter(app, &record, &reason(&delivery.outcome)).await,
+            QueueAction::Park { at } => {
+                let parked = Parking { replay_batch: replay_batch.as_deref(), at, receive };
+                park(app, &record, body, parked, &metrics).await
+            }
+            QueueAction::DeadLetter => dead_letter(app, &record, &reason(&delivery.outcome)).await,
         }
     }
     .instrument(span)
     .await
 }
 
-/// A rate-limited job waits until its token is due; limited again (a later receive), it backs off
-/// like a retry — never sooner than the token — so a backlog far deeper than the domain's burst
-/// drains at the domain's pace instead of hopping through the queue's 20 receives in minutes.
-fn rate_limited_wait(until_due: Duration, receive_count: u32) -> Duration {
-    if receive_count < 2 {
-        return until_due;
-    }
-    until_due.max(backoff(receive_count - 1))
-}
-
 /// What [`park`] needs to know about the job besides its body.
 struct Parking<'a> {
-    key: Option<&'a NoticeKey>,
     replay_batch: Option<&'a str>,
     at: DateTime<Utc>,
-    receive_count: u32,
+    receive: Receive<'a>,
 }
 
-/// Takes a far-future job off the queue into a one-time schedule that brings its own body back at
-/// `at`; acks only when the schedule exists. Writes no ledger row and sends nothing.
+/// Takes a job off the queue into a one-time schedule that brings its own body back at `at`; acks
+/// only when a live schedule holds it. Writes no ledger row and sends nothing. Anything else —
+/// a refusal, nowhere to send it back to, a schedule by its name that has already fired — keeps
+/// the message on the queue with the policy's backoff.
 async fn park(
     app: &SenderApp,
     record: &SqsMessage,
@@ -284,41 +274,78 @@ async fn park(
     parking: Parking<'_>,
     metrics: &Metrics,
 ) -> Option<String> {
-    let Parking { key, replay_batch, at, receive_count } = parking;
+    let Parking { replay_batch, at, receive } = parking;
     let message_id = record.message_id.clone().unwrap_or_default();
-    let (Some(parker), Some(key)) = (&app.parker, key) else {
-        warn!(until = %at, "no parking configured: hiding the job for 12 h (the queue may drop it before its window)");
-        change_visibility(app, record, MAX_VISIBILITY).await;
-        return Some(message_id);
+    let keep = |why: &str| {
+        warn!(until = %at, "{why}: the message stays on the queue");
+        app.queue_policy.park_failed(&receive)
     };
-    let Some(queue_arn) = record.event_source_arn.as_deref() else {
-        error!("cannot park: the record has no eventSourceARN to send the job back to");
-        change_visibility(app, record, backoff(receive_count)).await;
-        return Some(message_id);
-    };
-    let request = ParkRequest { key, at, body, queue_arn, replay_batch };
-    match parker.park(&request).await {
-        Ok(Parked::Scheduled) => {
-            Metrics::incr(&metrics.parked);
-            info!(until = %at, "parked until the window opens");
-            None
+    let retry = match (&app.parker, receive.key, record.event_source_arn.as_deref()) {
+        (None, _, _) => {
+            // The policy parks only when a parker is configured; hide as long as the queue allows.
+            change_visibility(app, record, MAX_VISIBILITY).await;
+            return Some(message_id);
         }
-        Ok(Parked::AlreadyParked { body: parked }) => {
-            let conflict = Job::parse(body).is_ok_and(|job| parked_conflicts(&job, parked.as_deref()));
-            if conflict {
-                Metrics::incr(&metrics.payload_conflicts);
-                let why =
-                    "payload conflict: this notice is already parked with different content (bump revision)";
-                return dead_letter(app, record, why).await;
+        (_, None, _) => keep("cannot park a job without a notice key"),
+        (_, _, None) => keep("cannot park: the record has no eventSourceARN to send the job back to"),
+        (Some(parker), Some(key), Some(queue_arn)) => {
+            let request = ParkRequest { key, at, body, queue_arn, replay_batch };
+            match parker.park(&request).await {
+                Ok(Parked::Scheduled) => {
+                    Metrics::incr(&metrics.parked);
+                    info!(until = %at, "parked");
+                    return None;
+                }
+                Ok(Parked::AlreadyParked { body: parked, at: parked_at }) => {
+                    let conflict =
+                        Job::parse(body).is_ok_and(|job| parked_conflicts(&job, parked.as_deref()));
+                    if conflict {
+                        Metrics::incr(&metrics.payload_conflicts);
+                        let why = "payload conflict: this notice is already parked with different content (bump revision)";
+                        return dead_letter(app, record, why).await;
+                    }
+                    match parked_at {
+                        // A schedule whose time has come may have fired already (it deletes itself
+                        // only after delivering): acking could leave the job nowhere.
+                        Some(fires) if fires <= receive.now => {
+                            keep("a schedule by this key is firing or has fired")
+                        }
+                        _ => {
+                            info!(until = %at, parked_until = ?parked_at, "already parked");
+                            return None;
+                        }
+                    }
+                }
+                Err(e) => {
+                    refused(app, &e);
+                    app.queue_policy.park_failed(&receive)
+                }
             }
-            info!(until = %at, "already parked");
-            None
         }
-        Err(e) => {
-            error!(error = %e, "parking failed: the message stays on the queue");
-            change_visibility(app, record, backoff(receive_count)).await;
-            Some(message_id)
-        }
+    };
+    if let QueueAction::Hide(wait) | QueueAction::Backoff(wait) = retry {
+        change_visibility(app, record, wait).await;
+    }
+    Some(message_id)
+}
+
+/// A refused park: counted by reason and logged as an error naming the quota to raise.
+fn refused(app: &SenderApp, e: &ParkError) {
+    let mut refusals = app.refusals.lock().unwrap_or_else(|p| p.into_inner());
+    *refusals.entry(e.reason.as_str()).or_default() += 1;
+    match e.reason {
+        ParkRefusal::Quota => error!(
+            reason = e.reason.as_str(), error = %e,
+            "parking refused by an EventBridge Scheduler quota (live schedules per Region, or CreateSchedule requests/s): raise it (README, Capacity); the job stays on the queue"
+        ),
+        ParkRefusal::Throttled => error!(
+            reason = e.reason.as_str(), error = %e,
+            "parking throttled by EventBridge Scheduler (CreateSchedule requests/s quota); the job stays on the queue"
+        ),
+        ParkRefusal::Unavailable => error!(
+            reason = e.reason.as_str(), error = %e,
+            "parking failed: EventBridge Scheduler unavailable; the job stays on the queue"
+        ),
     }
 }
 
@@ -335,11 +362,6 @@ fn reason(outcome: &Outcome) -> String {
         }
         other => other.label().to_owned(),
     }
-}
-
-/// The shared backoff rule ([`retry::backoff`]) with this process's randomness as the jitter.
-pub fn backoff(receive_count: u32) -> Duration {
-    retry::backoff(receive_count, rand::thread_rng().gen())
 }
 
 async fn change_visibility(app: &SenderApp, record: &SqsMessage, wait: Duration) {
@@ -418,14 +440,19 @@ pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
 
 /// One EMF document per invocation (printed on stdout, where CloudWatch picks it up), plus one per
 /// replay batch seen in the invocation, counting only that batch's notices and carrying
-/// `replay_batch` as a property. Every document has the same `Function` dimension, so the metrics
-/// (and their alarms) add up exactly as before; a batch's own numbers are found in Logs Insights
-/// by the property (README, *Operating*).
+/// `replay_batch` as a property. Every document has the same `Function` dimension (the deployed
+/// function's name), so a batch's notices count in the function's metrics and alarms; a batch's
+/// own numbers are found in Logs Insights by the property (README, *Operating*).
 fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Value> {
-    let mut documents = vec![app.sender.metrics.drain().to_emf("notice-sender", now_ms)];
+    let function = app.function_name.as_str();
+    let mut documents = vec![app.sender.metrics.drain().to_emf(function, now_ms)];
     let batches = batches.0.into_inner().unwrap_or_else(|p| p.into_inner());
     for (batch, metrics) in batches {
-        documents.push(metrics.drain().to_emf_for_batch("notice-sender", now_ms, &batch));
+        documents.push(metrics.drain().to_emf_for_batch(function, now_ms, &batch));
+    }
+    let refusals = std::mem::take(&mut *app.refusals.lock().unwrap_or_else(|p| p.into_inner()));
+    for (reason, count) in refusals {
+        documents.push(notice_ledger::metrics::parking_refused_emf(function, now_ms, reason, count));
     }
     documents
 }
@@ -433,29 +460,6 @@ fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Va
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_rate_limited_job_waits_for_its_token_then_backs_off_when_limited_again() {
-        let due = Duration::from_secs(2);
-        assert_eq!(rate_limited_wait(due, 1), due, "first receive: back when the token is due");
-        for _ in 0..20 {
-            let again = rate_limited_wait(due, 2);
-            assert!(again >= Duration::from_secs(15) && again <= Duration::from_secs(30), "{again:?}");
-            assert!(rate_limited_wait(due, 12) >= retry::BACKOFF_CAP / 2);
-        }
-        let far = Duration::from_secs(3600);
-        assert_eq!(rate_limited_wait(far, 5), far, "never before the token is due");
-    }
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        for _ in 0..50 {
-            let first = backoff(1);
-            assert!(first >= Duration::from_secs(15) && first <= Duration::from_secs(30));
-            assert!(backoff(30) <= retry::BACKOFF_CAP);
-            assert!(backoff(30) >= retry::BACKOFF_CAP / 2);
-        }
-    }
 
     #[test]
     fn no_deadline_from_a_default_context_or_a_local_emulator() {

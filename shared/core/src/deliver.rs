@@ -76,8 +76,9 @@ pub enum Outcome {
     /// [`SendBudget::claim_lifetime`]): nothing sent; back at `until`, when that sender has
     /// finished or died — never acked while it may still release the claim.
     InFlight { until: DateTime<Utc> },
-    /// Window not open yet: not claimed, not sent.
-    Deferred { until: DateTime<Utc> },
+    /// Window not open yet: not claimed, not sent; it opens at `until` and closes at `closes_at`
+    /// (a park's spread stays inside it).
+    Deferred { until: DateTime<Utc>, closes_at: DateTime<Utc> },
     /// The recipient domain's shared send rate is used up: nothing claimed, nothing sent; back at
     /// `until` (when a token is due, plus jitter).
     RateLimited { until: DateTime<Utc> },
@@ -104,41 +105,7 @@ pub enum Outcome {
     NoTimeLeft,
 }
 
-/// What the queue adapter does with the message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Disposition {
-    /// Delete it: the ledger holds the result.
-    Ack,
-    /// Make it visible again at this instant (window not open yet).
-    RetryAt(DateTime<Utc>),
-    /// Try again after a backoff (transient: provider throttling, ledger down, no time).
-    Retry,
-    /// Cannot succeed as is: fail it so the redrive policy moves it to the dead-letter queue.
-    DeadLetter,
-}
-
 impl Outcome {
-    /// The one place outcomes map to ack or retry.
-    pub fn disposition(&self) -> Disposition {
-        match self {
-            Outcome::Sent { .. }
-            | Outcome::Suppressed { .. }
-            | Outcome::Missed { .. }
-            | Outcome::Quarantined { .. }
-            | Outcome::Rejected { .. }
-            | Outcome::ShadowSent { .. } => Disposition::Ack,
-            Outcome::Deferred { until } | Outcome::RateLimited { until } | Outcome::InFlight { until } => {
-                Disposition::RetryAt(*until)
-            }
-            Outcome::Released { .. } | Outcome::LedgerUnavailable(_) | Outcome::NoTimeLeft => {
-                Disposition::Retry
-            }
-            Outcome::Invalid(_) | Outcome::PayloadConflict { .. } | Outcome::RenderFailed(_) => {
-                Disposition::DeadLetter
-            }
-        }
-    }
-
     /// Short name for logs and terminal output.
     pub fn label(&self) -> &'static str {
         match self {
@@ -250,10 +217,10 @@ impl NoticeSender {
         m: &Metrics,
     ) -> Outcome {
         let decision = self.policy.decide(job, now);
-        if let WindowDecision::Defer { until } = decision {
+        if let WindowDecision::Defer { until, closes_at } = decision {
             // Early jobs are turned away before any ledger work (or digest) is spent on them.
             Metrics::incr(&m.deferred);
-            return Outcome::Deferred { until };
+            return Outcome::Deferred { until, closes_at };
         }
         let req = ClaimRequest::for_job(job, key.clone(), now);
         if let WindowDecision::Missed { closed_at } = decision {

@@ -15,7 +15,7 @@
 //!
 //! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`policy`] (send
 //! windows), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
-//! crash windows), [`retry`] (visibility, backoff, when to park), [`metrics`], [`error`]; ports
+//! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`]; ports
 //! with their local adapters: [`ledger`] (+ `ledger::memory`), [`mailer`] (+ `mailer::outbox`),
 //! [`park`], [`rate`] (+ the in-process gate); `faults` (feature `testing`): fault-injecting
 //! doubles for tests and the simulation.
@@ -33,12 +33,13 @@ pub mod mailer;
 pub mod metrics;
 pub mod park;
 pub mod policy;
+pub mod queue;
 pub mod rate;
 pub mod render;
-pub mod retry;
 
-pub use deliver::{Delivery, Disposition, Mode, NoticeSender, Outcome, SendBudget};
+pub use deliver::{Delivery, Mode, NoticeSender, Outcome, SendBudget};
 pub use error::{ConfigError, InvalidJob, LedgerError};
 pub use identity::{Identity, Kind, NoticeKey, NoticeSecret};
 pub use job::Job;
 pub use policy::{WindowDecision, WindowPolicy};
+pub use queue::{QueueAction, QueuePolicy, Receive};

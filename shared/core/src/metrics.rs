@@ -108,6 +108,18 @@ impl MetricsSnapshot {
     }
 }
 
+/// `ParkingRefused` for one reason (`quota`, `throttled`, `unavailable`): counted under
+/// `Function` (what the alarm reads; the reasons' documents add up there) and under
+/// `Function` + `Reason` (what the dashboard splits by).
+pub fn parking_refused_emf(function: &str, timestamp_ms: i64, reason: &str, count: u64) -> Value {
+    let mut doc = emf_document(function, timestamp_ms, [("ParkingRefused", "Count", json!(count))]);
+    if let Value::Object(map) = &mut doc {
+        map.insert("Reason".into(), json!(reason));
+        map["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = json!([["Function"], ["Function", "Reason"]]);
+    }
+    doc
+}
+
 /// Builds an EMF document with one dimension, `Function`.
 pub fn emf_document<'a>(
     function: &str,
@@ -159,5 +171,16 @@ mod tests {
         assert_eq!(batch[REPLAY_BATCH_PROPERTY], "b-42");
         assert_eq!(batch["ClaimsMinted"], 2);
         assert_eq!(batch["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
+    }
+
+    #[test]
+    fn parking_refusals_count_under_the_function_and_by_reason() {
+        let doc = parking_refused_emf("prod-sender", 7, "quota", 3);
+        assert_eq!(doc["ParkingRefused"], 3);
+        assert_eq!(doc["Reason"], "quota");
+        assert_eq!(doc["Function"], "prod-sender");
+        let cw = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(cw["Dimensions"], json!([["Function"], ["Function", "Reason"]]));
+        assert_eq!(cw["Metrics"], json!([{"Name": "ParkingRefused", "Unit": "Count"}]));
     }
 }

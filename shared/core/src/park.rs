@@ -1,10 +1,11 @@
-//! The parking port: take a job whose window opens more than 12 h from now off the queue, and put
-//! its own body back on the queue when the window opens.
+//! The parking port: take a job that must wait longer than the queue should hide it (more than
+//! 15 minutes: a window opening later, a token due later) off the queue, and put its own body back
+//! on the queue at its time.
 //!
 //! A queue keeps a message 14 days at most (and dead-letters it after `maxReceiveCount` receives),
 //! so a job enqueued weeks ahead cannot wait there. Parking is not a ledger step: it writes no row
 //! and sends nothing, so the job arrives in its window as an ordinary producer message and every
-//! copy of it is still caught by the ledger. [`crate::retry`] decides when to park, and why each
+//! copy of it is still caught by the ledger. [`crate::queue`] decides when to park, and why each
 //! crash around a park is safe.
 
 use async_trait::async_trait;
@@ -18,7 +19,7 @@ use crate::job::Job;
 pub struct ParkRequest<'a> {
     /// Names the parked job: one parking per notice, however often the job is delivered.
     pub key: &'a NoticeKey,
-    /// When the job goes back on the queue (the window's opening, rounded up to the minute).
+    /// When the job goes back on the queue ([`crate::queue::QueuePolicy::park_time`]).
     pub at: DateTime<Utc>,
     /// The job's own body, unchanged.
     pub body: &'a str,
@@ -33,14 +34,48 @@ pub struct ParkRequest<'a> {
 pub enum Parked {
     /// A new parking was made.
     Scheduled,
-    /// The notice was already parked; `body` is the parked job's body when it could be read.
-    AlreadyParked { body: Option<String> },
+    /// The notice was already parked; `body` is the parked job's body and `at` its wake-up, when
+    /// they could be read.
+    AlreadyParked { body: Option<String>, at: Option<DateTime<Utc>> },
+}
+
+/// Why a park may not have happened — the message stays on the queue either way; the reason
+/// tells an operator which quota to raise (`ParkingRefused` by `Reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParkRefusal {
+    /// A service quota is used up (Scheduler's live schedules per Region, or its request rate
+    /// quota): raise it (README, *Capacity*).
+    Quota,
+    /// The request was throttled.
+    Throttled,
+    /// Anything else: unreachable, a server error, a request that could not be built.
+    Unavailable,
+}
+
+impl ParkRefusal {
+    /// The metric dimension value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParkRefusal::Quota => "quota",
+            ParkRefusal::Throttled => "throttled",
+            ParkRefusal::Unavailable => "unavailable",
+        }
+    }
 }
 
 /// A park that may not have happened: the message must stay on the queue.
 #[derive(Debug, thiserror::Error)]
-#[error("parking failed: {0}")]
-pub struct ParkError(pub String);
+#[error("parking refused ({}): {detail}", reason.as_str())]
+pub struct ParkError {
+    pub reason: ParkRefusal,
+    pub detail: String,
+}
+
+impl ParkError {
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self { reason: ParkRefusal::Unavailable, detail: detail.into() }
+    }
+}
 
 /// Where far-future jobs wait (EventBridge Scheduler in production).
 #[async_trait]

@@ -38,8 +38,8 @@ impl Default for Window {
 pub enum WindowDecision {
     /// Inside the window; it closes at `closes_at`.
     Send { closes_at: DateTime<Utc> },
-    /// Too early: not claimed, not sent; come back at `until`.
-    Defer { until: DateTime<Utc> },
+    /// Too early: not claimed, not sent; come back at `until` (the window closes at `closes_at`).
+    Defer { until: DateTime<Utc>, closes_at: DateTime<Utc> },
     /// The window has closed: never send, record it.
     Missed { closed_at: DateTime<Utc> },
 }
@@ -109,7 +109,7 @@ impl WindowPolicy {
         let opens_at = job.charge_at - Duration::hours(i64::from(window.opens_hours_before));
         let closes_at = job.charge_at - Duration::hours(i64::from(window.closes_hours_before));
         if now < opens_at {
-            WindowDecision::Defer { until: opens_at }
+            WindowDecision::Defer { until: opens_at, closes_at }
         } else if now >= closes_at {
             WindowDecision::Missed { closed_at: closes_at }
         } else {
@@ -142,7 +142,10 @@ mod tests {
         // opens 2026-10-01T09:00Z (72 h), closes 2026-10-03T09:00Z (24 h)
         assert_eq!(
             p.decide(&j, at("2026-10-01T08:59:59Z")),
-            WindowDecision::Defer { until: at("2026-10-01T09:00:00Z") }
+            WindowDecision::Defer {
+                until: at("2026-10-01T09:00:00Z"),
+                closes_at: at("2026-10-03T09:00:00Z")
+            }
         );
         assert!(matches!(p.decide(&j, at("2026-10-01T09:00:00Z")), WindowDecision::Send { .. }));
         assert!(matches!(p.decide(&j, at("2026-10-03T08:59:59Z")), WindowDecision::Send { .. }));

@@ -12,7 +12,10 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
 use notice_ledger::render::Renderer;
-use notice_ledger::{Disposition, Job, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_ledger::{
+    Job, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget,
+    WindowPolicy,
+};
 use notice_sqlite::SqliteLedger;
 
 const SECRET: &str = "rate-path-secret";
@@ -88,7 +91,7 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
     for _ in 0..5 {
         let outcome = w.deliver(&a, now()).await;
         assert_eq!(outcome, Outcome::Suppressed { state: RowState::Sent });
-        assert_eq!(outcome.disposition(), Disposition::Ack);
+        assert_eq!(queue_action(&outcome, now()), QueueAction::Delete);
     }
     // An in-flight claim (another worker's) holds its duplicates too, without a token.
     let b = job("sub_b", "slow.example");
@@ -145,4 +148,14 @@ async fn shadow_mode_paces_sends_too() {
     let second = w.deliver(&a, now()).await;
     assert!(matches!(second, Outcome::RateLimited { .. }), "{second:?}");
     assert_eq!(w.mailer.sent().len(), 1);
+}
+
+/// A first receive at `now` (no jitter), as the sender sees it.
+fn first_receive(now: DateTime<Utc>) -> Receive<'static> {
+    Receive { key: None, count: 1, now, jitter: 0.0 }
+}
+
+/// What the shipped queue policy (parking configured) does with `outcome` on a first receive.
+fn queue_action(outcome: &Outcome, now: DateTime<Utc>) -> QueueAction {
+    QueuePolicy::parking().action(outcome, &first_receive(now))
 }

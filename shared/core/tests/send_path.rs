@@ -15,7 +15,10 @@ use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
-use notice_ledger::{Disposition, Job, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_ledger::{
+    Job, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget,
+    WindowPolicy,
+};
 use notice_sqlite::SqliteLedger;
 
 const JOB: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",
@@ -61,10 +64,10 @@ impl World {
         let held = self.deliver(JOB).await;
         let until = now() + chrono::Duration::seconds(61);
         assert_eq!(held, Outcome::InFlight { until });
-        assert_eq!(held.disposition(), Disposition::RetryAt(until));
+        assert_eq!(queue_action(&held, now()), QueueAction::Hide(std::time::Duration::from_secs(61)));
         let later = self.deliver_at(JOB, until).await;
         assert_eq!(later, Outcome::Suppressed { state: RowState::Claimed });
-        assert_eq!(later.disposition(), Disposition::Ack);
+        assert_eq!(queue_action(&later, now()), QueueAction::Delete);
     }
 
     /// Runs a delivery that never finishes (a hung adapter) and drops it: the worker died there.
@@ -150,7 +153,7 @@ async fn ack_lost_after_commit_then_redelivery_is_suppressed() {
     let w = World::new(vec![]);
     let first = w.deliver(JOB).await;
     assert!(matches!(first, Outcome::Sent { .. }), "{first:?}");
-    assert_eq!(first.disposition(), Disposition::Ack);
+    assert_eq!(queue_action(&first, now()), QueueAction::Delete);
     // The ack never reached the queue: the same message comes back.
     assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Sent });
     assert_eq!(w.outbox_len(), 1);
@@ -164,7 +167,7 @@ async fn claim_write_failing_sends_nothing_and_retries() {
     let w = World::with(vec![], Some(LedgerFault::ClaimFails), Mode::Enforce);
     let outcome = w.deliver(JOB).await;
     assert!(matches!(outcome, Outcome::LedgerUnavailable(_)), "{outcome:?}");
-    assert_eq!(outcome.disposition(), Disposition::Retry);
+    assert!(matches!(queue_action(&outcome, now()), QueueAction::Backoff(_)));
     assert_eq!(w.outbox_len(), 0);
     assert_eq!(w.state().await, None);
     w.ledger.set_fault(None);
@@ -176,7 +179,7 @@ async fn claim_write_failing_sends_nothing_and_retries() {
 async fn ledger_down_sends_nothing_and_acks_nothing() {
     let w = World::with(vec![], Some(LedgerFault::Down), Mode::Enforce);
     let outcome = w.deliver(JOB).await;
-    assert_eq!(outcome.disposition(), Disposition::Retry);
+    assert!(matches!(queue_action(&outcome, now()), QueueAction::Backoff(_)));
     assert_eq!(w.mailer.attempts(), 0);
 }
 
@@ -185,7 +188,7 @@ async fn provider_not_accepted_releases_and_the_next_attempt_sends_once() {
     let w = World::new(vec![MailFault::NotAccepted(NotAccepted::Throttled)]);
     let first = w.deliver(JOB).await;
     assert!(matches!(first, Outcome::Released { class: NotAccepted::Throttled, .. }), "{first:?}");
-    assert_eq!(first.disposition(), Disposition::Retry);
+    assert!(matches!(queue_action(&first, now()), QueueAction::Backoff(_)));
     assert_eq!(w.state().await, Some(RowState::Released));
     assert_eq!(w.outbox_len(), 0);
     assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
@@ -199,7 +202,7 @@ async fn provider_outcome_unknown_quarantines_and_redelivery_sends_nothing() {
     let w = World::new(vec![MailFault::SendThenUnknown]);
     let first = w.deliver(JOB).await;
     assert!(matches!(first, Outcome::Quarantined { .. }), "{first:?}");
-    assert_eq!(first.disposition(), Disposition::Ack);
+    assert_eq!(queue_action(&first, now()), QueueAction::Delete);
     w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.mailer.attempts(), 1, "one attempt per claim");
     assert_eq!(w.outbox_len(), 1);
@@ -244,7 +247,10 @@ async fn a_duplicate_held_by_a_claim_in_flight_waits_and_sends_once_the_claimer_
     };
     let held = w.deliver(JOB).await;
     let Outcome::InFlight { until } = held else { panic!("{held:?}") };
-    assert!(matches!(held.disposition(), Disposition::RetryAt(_)), "not acked while the claimer may release");
+    assert!(
+        matches!(queue_action(&held, now()), QueueAction::Hide(_)),
+        "not acked while the claimer may release"
+    );
     // The claimer's send was throttled: it releases, and its own retry may be lost (stale receipt).
     w.ledger.inner().release(&claim, "throttled", now()).await.unwrap();
     assert!(matches!(w.deliver_at(JOB, until).await, Outcome::Sent { .. }));
@@ -260,7 +266,10 @@ async fn a_release_that_landed_but_answered_an_error_is_retried_and_then_sent() 
     );
     let first = w.deliver(JOB).await;
     assert!(matches!(first, Outcome::LedgerUnavailable(_)), "{first:?}");
-    assert_eq!(first.disposition(), Disposition::Retry, "not acked: the release may have landed");
+    assert!(
+        matches!(queue_action(&first, now()), QueueAction::Backoff(_)),
+        "not acked: the release may have landed"
+    );
     assert_eq!(w.state().await, Some(RowState::Released));
     w.ledger.set_fault(None);
     assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
@@ -275,7 +284,7 @@ async fn a_release_that_failed_is_retried_and_the_claim_ends_on_the_quarantine_v
         Mode::Enforce,
     );
     let first = w.deliver(JOB).await;
-    assert_eq!(first.disposition(), Disposition::Retry, "{first:?}");
+    assert!(matches!(queue_action(&first, now()), QueueAction::Backoff(_)), "{first:?}");
     w.ledger.set_fault(None);
     w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.outbox_len(), 0);
@@ -317,7 +326,7 @@ async fn changed_content_without_revision_bump_is_a_payload_conflict() {
     let changed = with_field("template_data", serde_json::json!({"plan_name": "Tea Box"}));
     let outcome = w.deliver(&changed).await;
     assert_eq!(outcome, Outcome::PayloadConflict { state: RowState::Sent });
-    assert_eq!(outcome.disposition(), Disposition::DeadLetter);
+    assert_eq!(queue_action(&outcome, now()), QueueAction::DeadLetter);
     assert_eq!(w.outbox_len(), 1);
     assert_eq!(w.sender.metrics.drain().payload_conflicts, 1);
 }
@@ -345,8 +354,14 @@ async fn early_job_is_deferred_without_a_claim() {
     let early = with_field("charge_at", "2026-10-20T09:00:00Z".into());
     let outcome = w.deliver(&early).await;
     let until: DateTime<Utc> = "2026-10-17T09:00:00Z".parse().unwrap();
-    assert_eq!(outcome, Outcome::Deferred { until });
-    assert_eq!(outcome.disposition(), Disposition::RetryAt(until));
+    let closes_at: DateTime<Utc> = "2026-10-19T09:00:00Z".parse().unwrap();
+    assert_eq!(outcome, Outcome::Deferred { until, closes_at });
+    assert_eq!(queue_action(&outcome, now()), QueuePolicy::parking().action(&outcome, &first_receive(now())));
+    assert_eq!(
+        queue_action(&outcome, now()),
+        QueueAction::Park { at: until },
+        "days away: parked at the opening"
+    );
     assert_eq!(w.ledger.calls(), 0);
 }
 
@@ -356,7 +371,7 @@ async fn late_job_is_recorded_as_missed_and_never_sent() {
     let late = with_field("charge_at", "2026-10-02T12:00:00Z".into());
     let outcome = w.deliver(&late).await;
     assert!(matches!(outcome, Outcome::Missed { .. }), "{outcome:?}");
-    assert_eq!(outcome.disposition(), Disposition::Ack);
+    assert_eq!(queue_action(&outcome, now()), QueueAction::Delete);
     assert_eq!(w.deliver(&late).await, Outcome::Suppressed { state: RowState::Missed });
     assert_eq!(w.mailer.attempts(), 0);
     assert_eq!(w.sender.metrics.drain().missed_window, 1);
@@ -380,7 +395,7 @@ async fn too_little_time_left_claims_nothing() {
     let deadline = Instant::now() + Duration::from_millis(500);
     let d = w.sender.deliver_body(JOB, now(), Some(deadline)).await;
     assert_eq!(d.outcome, Outcome::NoTimeLeft);
-    assert_eq!(d.outcome.disposition(), Disposition::Retry);
+    assert!(matches!(queue_action(&d.outcome, now()), QueueAction::Backoff(_)));
     assert_eq!(w.ledger.calls(), 0);
 }
 
@@ -390,7 +405,7 @@ async fn invalid_input_is_reported_with_its_field_and_dead_lettered() {
     let outcome = w.deliver(&with_field("period_start", "2026-02-30".into())).await;
     let Outcome::Invalid(err) = &outcome else { panic!("{outcome:?}") };
     assert_eq!(err.field, "period_start");
-    assert_eq!(outcome.disposition(), Disposition::DeadLetter);
+    assert_eq!(queue_action(&outcome, now()), QueueAction::DeadLetter);
     assert_eq!(w.ledger.calls(), 0);
 }
 
@@ -424,4 +439,14 @@ async fn one_ledger_call_before_the_send_and_two_writes_per_notice() {
     assert_eq!(*probe.calls_at_send.lock().unwrap(), vec![1], "only the claim precedes the send");
     assert_eq!(ledger.calls(), 2);
     assert_eq!(ledger.writes(), 2, "claim + commit");
+}
+
+/// A first receive at `now` (no jitter), as the sender sees it.
+fn first_receive(now: DateTime<Utc>) -> Receive<'static> {
+    Receive { key: None, count: 1, now, jitter: 0.0 }
+}
+
+/// What the shipped queue policy (parking configured) does with `outcome` on a first receive.
+fn queue_action(outcome: &Outcome, now: DateTime<Utc>) -> QueueAction {
+    QueuePolicy::parking().action(outcome, &first_receive(now))
 }

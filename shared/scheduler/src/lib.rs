@@ -20,7 +20,7 @@ use aws_sdk_scheduler::types::{
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use notice_ledger::park::{ParkError, ParkRequest, Parked, Parker};
+use notice_ledger::park::{ParkError, ParkRefusal, ParkRequest, Parked, Parker};
 
 /// Longest Scheduler keeps retrying a delivery (its maximum): a window is at least a day wide.
 pub const MAX_EVENT_AGE_SECS: i32 = 86_400;
@@ -72,8 +72,9 @@ impl SchedulerParker {
         let (arn, input) = match req.replay_batch {
             None => (req.queue_arn.to_owned(), req.body.to_owned()),
             Some(batch) => {
-                let queue_url = queue_url_from_arn(req.queue_arn)
-                    .ok_or_else(|| ParkError(format!("{} is not an SQS queue ARN", req.queue_arn)))?;
+                let queue_url = queue_url_from_arn(req.queue_arn).ok_or_else(|| {
+                    ParkError::unavailable(format!("{} is not an SQS queue ARN", req.queue_arn))
+                })?;
                 let input = json!({
                     "QueueUrl": queue_url,
                     "MessageBody": req.body,
@@ -95,12 +96,14 @@ impl SchedulerParker {
             .retry_policy(retry)
             .set_dead_letter_config(dead_letter)
             .build()
-            .map_err(|e| ParkError(e.to_string()))
+            .map_err(|e| ParkError::unavailable(e.to_string()))
     }
 
-    /// The parked body of an existing schedule (`None` when it cannot be read).
-    async fn parked_body(&self, name: &str) -> Option<String> {
-        self.get(name).await.ok().flatten().and_then(|s| s.body)
+    /// The parked body and wake-up of an existing schedule (`None`s when they cannot be read).
+    async fn parked(&self, name: &str) -> Parked {
+        let existing = self.get(name).await.ok().flatten();
+        let at = existing.as_ref().and_then(|s| s.expression.as_deref()).and_then(parse_at_expression);
+        Parked::AlreadyParked { body: existing.and_then(|s| s.body), at }
     }
 
     /// One parked notice, `None` when no schedule has that name.
@@ -172,7 +175,7 @@ impl Parker for SchedulerParker {
         let window = FlexibleTimeWindow::builder()
             .mode(FlexibleTimeWindowMode::Off)
             .build()
-            .map_err(|e| ParkError(e.to_string()))?;
+            .map_err(|e| ParkError::unavailable(e.to_string()))?;
         let created = self
             .client
             .create_schedule()
@@ -188,20 +191,37 @@ impl Parker for SchedulerParker {
         match created {
             Ok(_) => Ok(Parked::Scheduled),
             Err(e) if matches!(e.as_service_error(), Some(CreateScheduleError::ConflictException(_))) => {
-                Ok(Parked::AlreadyParked { body: self.parked_body(req.key.as_str()).await })
+                Ok(self.parked(req.key.as_str()).await)
             }
-            Err(e) => Err(unavailable("CreateSchedule", e)),
+            Err(e) => {
+                let reason = match e.as_service_error() {
+                    Some(CreateScheduleError::ServiceQuotaExceededException(_)) => ParkRefusal::Quota,
+                    Some(CreateScheduleError::ThrottlingException(_)) => ParkRefusal::Throttled,
+                    _ => ParkRefusal::Unavailable,
+                };
+                Err(ParkError { reason, detail: describe("CreateSchedule", e) })
+            }
         }
     }
 }
 
 fn unavailable(op: &str, err: impl std::error::Error) -> ParkError {
-    ParkError(format!("EventBridge Scheduler {op}: {}", DisplayErrorContext(err)))
+    ParkError::unavailable(describe(op, err))
+}
+
+fn describe(op: &str, err: impl std::error::Error) -> String {
+    format!("EventBridge Scheduler {op}: {}", DisplayErrorContext(err))
 }
 
 /// `at(yyyy-mm-ddThh:mm:ss)`, read in the schedule's time zone (UTC).
 pub fn at_expression(at: DateTime<Utc>) -> String {
     format!("at({})", at.format("%Y-%m-%dT%H:%M:%S"))
+}
+
+/// The instant of an `at(yyyy-mm-ddThh:mm:ss)` expression (UTC), `None` for anything else.
+pub fn parse_at_expression(expression: &str) -> Option<DateTime<Utc>> {
+    let inner = expression.strip_prefix("at(")?.strip_suffix(')')?;
+    chrono::NaiveDateTime::parse_from_str(inner, "%Y-%m-%dT%H:%M:%S").ok().map(|t| t.and_utc())
 }
 
 /// The universal target for SQS `SendMessage` in the queue's partition.
@@ -243,6 +263,8 @@ mod tests {
     fn expression_is_utc_seconds() {
         let at = DateTime::parse_from_rfc3339("2026-10-31T09:00:00Z").unwrap().with_timezone(&Utc);
         assert_eq!(at_expression(at), "at(2026-10-31T09:00:00)");
+        assert_eq!(parse_at_expression(&at_expression(at)), Some(at));
+        assert_eq!(parse_at_expression("rate(5 minutes)"), None);
     }
 
     #[test]

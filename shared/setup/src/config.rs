@@ -28,6 +28,12 @@ pub fn stale_after_from_env() -> Result<Duration, ConfigError> {
     secs_from_env("NOTICE_STALE_AFTER_SECS", 900)
 }
 
+/// `NOTICE_PARK_SPREAD_SECS` (default 0): wake-ups of parked notices whose windows open together
+/// are spread over this span (the notice key picks each one's offset, inside its window).
+pub fn park_spread_from_env() -> Result<Duration, ConfigError> {
+    secs_from_env("NOTICE_PARK_SPREAD_SECS", 0)
+}
+
 /// A whole number of seconds from `name`, or `default`.
 pub fn secs_from_env(name: &'static str, default: u64) -> Result<Duration, ConfigError> {
     match std::env::var(name) {
@@ -73,6 +79,13 @@ pub fn rate_limits_from_env() -> Result<Option<RateLimits>, ConfigError> {
         Ok(v) if v.trim().is_empty() => Ok(Some(RateLimits::builtin())),
         Ok(v) => RateLimits::parse(&v),
     }
+}
+
+/// The deployed function's own name (`AWS_LAMBDA_FUNCTION_NAME`, e.g. `<stack>-sender`), used as
+/// the EMF `Function` dimension so two stacks in one account never share metrics or alarms;
+/// `fallback` (the binary's name) outside Lambda.
+pub fn function_name(fallback: &str) -> String {
+    optional("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|| fallback.to_owned())
 }
 
 /// Required, non-empty variable.

@@ -64,8 +64,10 @@ pub struct SenderSettings {
     /// when switched off), kept beside the ledger: in its DynamoDB table, PostgreSQL database or
     /// SQLite file.
     pub rate_limits: Option<RateLimits>,
-    /// Parking for far-future jobs; `None` only where no job is enqueued more than ~9 days ahead.
+    /// Parking for long waits; `None` only where no job waits longer than the queue keeps it.
     pub parking: Option<ParkingSettings>,
+    /// `NOTICE_PARK_SPREAD_SECS`: see [`config::park_spread_from_env`].
+    pub park_spread: Duration,
 }
 
 impl SenderSettings {
@@ -122,6 +124,7 @@ impl SenderSettings {
             dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
             rate_limits,
             parking: ParkingSettings::from_env()?,
+            park_spread: config::park_spread_from_env()?,
         })
     }
 }

@@ -1,0 +1,228 @@
+//! What the queue does with a message once its job has an outcome — the one decision table, for
+//! the sender Lambda, `noticectl`, the simulation and the model check alike.
+//!
+//! ```text
+//! outcome                                   queue action
+//! sent, suppressed, missed, quarantined,    delete: the ledger holds the result
+//!   rejected, shadow_sent
+//! deferred (window not open)                wait until the opening (+ spread, inside the window)
+//! rate_limited (no token)                   wait until the token is due; limited again: at least
+//!                                           the backoff of the previous receive
+//! in_flight (held by a young claim)         wait until its claimer is surely done
+//! released, ledger_unavailable,             back off: 30 s × 2^(receives − 1), ≤ 15 min, jitter
+//!   no_time_left
+//! invalid, payload_conflict, render_failed  dead-letter: cannot succeed as it is
+//! ```
+//!
+//! A wait of at most [`MAX_HIDE`] is spent hidden on the queue; a longer one **parks** (a one-time
+//! schedule named by the notice key brings the job's own body back at its time). So the queue's
+//! in-flight count — capped at ~120 000 per standard queue, past which receives come back empty
+//! and every domain stalls — stays within about 15 minutes of traffic, whatever the backlog.
+//! Without parking (no Scheduler configured) a long wait hides for as long as the queue allows
+//! ([`MAX_VISIBILITY`]); a job that must wait past the queue's retention is then lost, which the
+//! sender warns about at start-up.
+//!
+//! What can go wrong, and why it is still safe: parking writes nothing to the ledger and sends
+//! nothing, so a crash before, during or after it leaves at worst a message that is redelivered
+//! and parked again (the schedule's name is the notice key: the second park finds the first) or a
+//! schedule plus a redelivered message — both end on the normal path, where the ledger catches
+//! every copy. A park that fails (quota, throttling, Scheduler down) keeps the message on the
+//! queue with a backoff ([`QueuePolicy::park_failed`]): never an ack without a park. A schedule
+//! that fires early only meets a short hide; the spread never moves a wake-up past the window's
+//! close ([`QueuePolicy::park_time`]).
+
+use std::time::Duration;
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+
+use crate::deliver::Outcome;
+use crate::identity::NoticeKey;
+
+/// Longest wait spent hidden on the queue; longer waits park.
+pub const MAX_HIDE: Duration = Duration::from_secs(15 * 60);
+/// SQS cannot hide a message for longer than 12 hours (the most a wait can hide without parking).
+pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 3600);
+/// First retry waits about this long; each further receive doubles it.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(30);
+/// Longest backoff between retries (never more than [`MAX_HIDE`]: a backoff always hides).
+pub const BACKOFF_CAP: Duration = MAX_HIDE;
+/// A spread wake-up lands at least this long before the window closes, leaving room for a hop
+/// or a backoff inside the window.
+pub const SPREAD_MARGIN: Duration = MAX_HIDE;
+
+/// What the queue adapter does with the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueAction {
+    /// Delete it: the ledger holds the result.
+    Delete,
+    /// Hide it for this long (a short wait: a window or a token due soon, a claim in flight).
+    Hide(Duration),
+    /// Hide it for this long after a transient failure.
+    Backoff(Duration),
+    /// Take it off the queue; a one-time schedule named by the notice key puts the body back at
+    /// `at`. Deleted only once the schedule exists.
+    Park { at: DateTime<Utc> },
+    /// Fail it to the dead-letter queue: it cannot succeed as it is.
+    DeadLetter,
+}
+
+impl QueueAction {
+    /// Whether the message leaves the queue for good (deleted or dead-lettered) — parking aside.
+    pub fn is_final(&self) -> bool {
+        matches!(self, QueueAction::Delete | QueueAction::DeadLetter)
+    }
+
+    /// Short name for logs and the model check's traces.
+    pub fn label(&self) -> &'static str {
+        match self {
+            QueueAction::Delete => "delete",
+            QueueAction::Hide(_) => "hide",
+            QueueAction::Backoff(_) => "back off",
+            QueueAction::Park { .. } => "park",
+            QueueAction::DeadLetter => "dead-letter",
+        }
+    }
+}
+
+/// One receive of a message, as the policy needs to know it.
+#[derive(Clone, Copy, Debug)]
+pub struct Receive<'a> {
+    /// The job's notice key, when it was valid (it picks the park spread's offset).
+    pub key: Option<&'a NoticeKey>,
+    /// SQS `ApproximateReceiveCount` (1 on the first receive).
+    pub count: u32,
+    pub now: DateTime<Utc>,
+    /// In `[0, 1]`: spreads backoffs so the retries of one burst do not come back together.
+    pub jitter: f64,
+}
+
+/// How a deployment waits: whether long waits can park, and how wake-ups are spread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueuePolicy {
+    /// A parker is configured (EventBridge Scheduler).
+    pub parking: bool,
+    /// `NOTICE_PARK_SPREAD_SECS`: wake-ups of notices whose windows open together are spread over
+    /// this span (the key picks the offset), so a fixed billing day does not wake a whole cohort
+    /// in one second.
+    pub park_spread: Duration,
+}
+
+impl QueuePolicy {
+    /// Parks long waits, no spread.
+    pub fn parking() -> Self {
+        Self { parking: true, park_spread: Duration::ZERO }
+    }
+
+    /// The queue action for `outcome` on this receive. Exhaustive: every outcome has one.
+    pub fn action(&self, outcome: &Outcome, receive: &Receive<'_>) -> QueueAction {
+        match outcome {
+            Outcome::Sent { .. }
+            | Outcome::Suppressed { .. }
+            | Outcome::Missed { .. }
+            | Outcome::Quarantined { .. }
+            | Outcome::Rejected { .. }
+            | Outcome::ShadowSent { .. } => QueueAction::Delete,
+            Outcome::Deferred { until, closes_at } => {
+                self.wait(until_now(*until, receive.now), *until, Some(*closes_at), receive)
+            }
+            Outcome::RateLimited { until } => {
+                // Limited again on a later receive: back off like a retry — never sooner than the
+                // token — so a backlog far deeper than the burst drains at the domain's pace
+                // instead of hopping through the queue's receives in minutes.
+                let due = until_now(*until, receive.now);
+                let wait = if receive.count >= 2 {
+                    due.max(backoff(receive.count - 1, receive.jitter))
+                } else {
+                    due
+                };
+                let at = receive.now + TimeDelta::from_std(wait).unwrap_or(TimeDelta::MAX);
+                self.wait(wait, at, None, receive)
+            }
+            Outcome::InFlight { until } => self.wait(until_now(*until, receive.now), *until, None, receive),
+            Outcome::Released { .. } | Outcome::LedgerUnavailable(_) | Outcome::NoTimeLeft => {
+                QueueAction::Backoff(backoff(receive.count, receive.jitter))
+            }
+            Outcome::Invalid(_) | Outcome::PayloadConflict { .. } | Outcome::RenderFailed(_) => {
+                QueueAction::DeadLetter
+            }
+        }
+    }
+
+    /// A park that may not have happened (quota, throttling, Scheduler down, nowhere to send the
+    /// job back to): the message stays on the queue and backs off.
+    pub fn park_failed(&self, receive: &Receive<'_>) -> QueueAction {
+        QueueAction::Backoff(backoff(receive.count, receive.jitter))
+    }
+
+    /// Waits `wait` (until `due`): hidden when short, parked when long.
+    fn wait(
+        &self,
+        wait: Duration,
+        due: DateTime<Utc>,
+        closes_at: Option<DateTime<Utc>>,
+        receive: &Receive<'_>,
+    ) -> QueueAction {
+        if wait <= MAX_HIDE {
+            return QueueAction::Hide(wait);
+        }
+        if !self.parking {
+            return QueueAction::Hide(wait.min(MAX_VISIBILITY));
+        }
+        QueueAction::Park { at: self.park_time(due, closes_at, receive.key) }
+    }
+
+    /// When a job due at `due` wakes: rounded up to the minute (Scheduler names whole seconds; a
+    /// minute boundary at or after the due time never fires early), plus the key's offset within
+    /// the spread. The offset is clamped so the wake stays [`SPREAD_MARGIN`] inside the window's
+    /// close, and it depends only on the key and the window, so every redelivery of one notice
+    /// parks at the same instant.
+    pub fn park_time(
+        &self,
+        due: DateTime<Utc>,
+        closes_at: Option<DateTime<Utc>>,
+        key: Option<&NoticeKey>,
+    ) -> DateTime<Utc> {
+        let base = round_up_to_minute(due);
+        let Some(key) = key else { return base };
+        let mut room = self.park_spread.as_secs();
+        if let Some(closes_at) = closes_at {
+            let latest = closes_at - TimeDelta::from_std(SPREAD_MARGIN).unwrap_or(TimeDelta::zero());
+            room = room.min((latest - base).num_seconds().max(0) as u64);
+        }
+        if room == 0 {
+            return base;
+        }
+        let offset = key_offset(key) % room;
+        base + TimeDelta::seconds(offset as i64)
+    }
+}
+
+/// A stable number from the key (its first 64 bits): the key is an HMAC, so offsets are uniform.
+fn key_offset(key: &NoticeKey) -> u64 {
+    key.as_str().get(..16).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
+}
+
+fn until_now(until: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
+    (until - now).to_std().unwrap_or(Duration::ZERO)
+}
+
+fn round_up_to_minute(at: DateTime<Utc>) -> DateTime<Utc> {
+    let minute = TimeDelta::minutes(1);
+    match at.duration_trunc(minute) {
+        Ok(floor) if floor == at => at,
+        Ok(floor) => floor + minute,
+        Err(_) => at,
+    }
+}
+
+/// Backoff before receive `receive_count + 1`: `BACKOFF_BASE × 2^(receive_count − 1)`, capped at
+/// [`BACKOFF_CAP`], and spread over its upper half by `jitter` in `[0, 1]` so the retries of one
+/// burst do not come back together.
+pub fn backoff(receive_count: u32, jitter: f64) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(1u32 << receive_count.saturating_sub(1).min(10)).min(BACKOFF_CAP);
+    let half = exp / 2;
+    half + half.mul_f64(jitter.clamp(0.0, 1.0))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,267 @@
+//! `template.yaml` watches its own stack's functions: every alarm and dashboard line on the
+//! `NoticeLedger` namespace takes its `Function` dimension from the stack's own
+//! `AWS::Serverless::Function` (the deployed name, which the Lambdas emit as `Function`), never from
+//! a literal — two stacks in one account must not share alarms or graphs. And the capacity alarms
+//! exist: a refused park into EventBridge Scheduler, and the reminder queue's in-flight count.
+
+use std::collections::BTreeSet;
+
+use notice_e2e::template;
+use serde_json::Value as Json;
+use serde_yaml::Value;
+
+const NAMESPACE: &str = "NoticeLedger";
+
+fn resources(template: &Value) -> Vec<(String, &Value)> {
+    template
+        .get("Resources")
+        .and_then(Value::as_mapping)
+        .expect("template.yaml has Resources")
+        .iter()
+        .map(|(k, v)| (k.as_str().expect("logical ids are strings").to_owned(), v))
+        .collect()
+}
+
+fn of_type<'a>(template: &'a Value, kind: &str) -> Vec<(String, &'a Value)> {
+    resources(template)
+        .into_iter()
+        .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some(kind))
+        .collect()
+}
+
+/// Logical ids of the template's Lambdas.
+fn functions(template: &Value) -> BTreeSet<String> {
+    of_type(template, "AWS::Serverless::Function").into_iter().map(|(id, _)| id).collect()
+}
+
+fn alarms(template: &Value) -> Vec<(String, &Value)> {
+    of_type(template, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .map(|(id, r)| {
+            let props = r.get("Properties").unwrap_or_else(|| panic!("{id} has no Properties"));
+            (id, props)
+        })
+        .collect()
+}
+
+/// `!Ref X` or `{Ref: X}`: `X`.
+fn ref_target(value: &Value) -> Option<&str> {
+    match value {
+        Value::Tagged(t) if t.tag == "Ref" => t.value.as_str(),
+        Value::Mapping(m) if m.len() == 1 => m.get("Ref").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// `!GetAtt A.B`, `!GetAtt [A, B]` or `{Fn::GetAtt: [A, B]}`: `"A.B"`.
+fn get_att(value: &Value) -> Option<String> {
+    let inner = match value {
+        Value::Tagged(t) if t.tag == "GetAtt" => &t.value,
+        Value::Mapping(m) if m.len() == 1 => m.get("Fn::GetAtt")?,
+        _ => return None,
+    };
+    match inner {
+        Value::String(s) => Some(s.clone()),
+        Value::Sequence(parts) => {
+            let parts: Option<Vec<&str>> = parts.iter().map(Value::as_str).collect();
+            Some(parts?.join("."))
+        }
+        _ => None,
+    }
+}
+
+/// Every metric an alarm reads: `(Namespace, MetricName, Dimensions)` of the alarm itself, or of
+/// each `MetricStat` in its `Metrics` (math expressions).
+fn alarm_metrics(props: &Value) -> Vec<(&str, &str, &Value)> {
+    let mut out = Vec::new();
+    if let Some(ns) = props.get("Namespace").and_then(Value::as_str) {
+        let name = props.get("MetricName").and_then(Value::as_str).unwrap_or("");
+        out.push((ns, name, props.get("Dimensions").unwrap_or(&Value::Null)));
+    }
+    for query in props.get("Metrics").and_then(Value::as_sequence).into_iter().flatten() {
+        if let Some(metric) = query.get("MetricStat").and_then(|s| s.get("Metric")) {
+            let ns = metric.get("Namespace").and_then(Value::as_str).unwrap_or("");
+            let name = metric.get("MetricName").and_then(Value::as_str).unwrap_or("");
+            out.push((ns, name, metric.get("Dimensions").unwrap_or(&Value::Null)));
+        }
+    }
+    out
+}
+
+fn dimensions(dims: &Value) -> Vec<(&str, &Value)> {
+    dims.as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            (d.get("Name").and_then(Value::as_str).unwrap_or(""), d.get("Value").unwrap_or(&Value::Null))
+        })
+        .collect()
+}
+
+fn number(props: &Value, key: &str) -> Option<f64> {
+    props.get(key).and_then(Value::as_f64)
+}
+
+#[test]
+fn every_namespace_alarm_reads_its_own_stacks_function() {
+    let template = template();
+    let functions = functions(&template);
+    assert!(functions.len() >= 3, "the template's Lambdas: {functions:?}");
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for (id, props) in alarms(&template) {
+        for (ns, metric, dims) in alarm_metrics(props) {
+            if ns != NAMESPACE {
+                continue;
+            }
+            checked += 1;
+            let function: Vec<&Value> =
+                dimensions(dims).into_iter().filter(|(n, _)| *n == "Function").map(|(_, v)| v).collect();
+            match function.as_slice() {
+                [value] => match ref_target(value) {
+                    Some(target) if functions.contains(target) => {}
+                    _ => problems.push(format!(
+                        "{id} ({metric}): Function = {value:?}, not a !Ref to one of {functions:?}"
+                    )),
+                },
+                _ => problems.push(format!("{id} ({metric}): {} Function dimensions", function.len())),
+            }
+        }
+    }
+    assert!(checked >= 7, "expected the NoticeLedger alarms, found {checked}");
+    assert!(problems.is_empty(), "alarms not tied to this stack's functions:\n{}", problems.join("\n"));
+}
+
+/// The dashboard body: the `!Sub` string, parsed as JSON (substitutions sit inside JSON strings).
+fn dashboard_bodies(template: &Value) -> Vec<(String, Json)> {
+    of_type(template, "AWS::CloudWatch::Dashboard")
+        .into_iter()
+        .map(|(id, r)| {
+            let body = r.get("Properties").and_then(|p| p.get("DashboardBody"));
+            let text = match body {
+                Some(Value::Tagged(t)) if t.tag == "Sub" => t.value.as_str(),
+                Some(Value::String(s)) => Some(s.as_str()),
+                _ => None,
+            };
+            let text = text.unwrap_or_else(|| panic!("{id}: DashboardBody is not a !Sub string"));
+            let json = serde_json::from_str(text).unwrap_or_else(|e| panic!("{id}: body is not JSON: {e}"));
+            (id, json)
+        })
+        .collect()
+}
+
+/// A widget's metric lines, with the dashboard shorthand `"."` (same as the line above) resolved.
+/// Each line is the array's leading strings: namespace, metric name, then dimension name/value pairs.
+fn metric_lines(widget: &Json) -> Vec<Vec<String>> {
+    let mut lines = Vec::new();
+    let mut previous: Vec<String> = Vec::new();
+    for line in widget["properties"]["metrics"].as_array().into_iter().flatten() {
+        let Some(items) = line.as_array() else { continue };
+        let strings: Vec<String> = items
+            .iter()
+            .map_while(Json::as_str)
+            .enumerate()
+            .map(|(i, s)| if s == "." { previous.get(i).cloned().unwrap_or_default() } else { s.to_owned() })
+            .collect();
+        if strings.is_empty() {
+            continue; // an expression line: `[{"expression": …}]`
+        }
+        previous = strings.clone();
+        lines.push(strings);
+    }
+    lines
+}
+
+fn widgets(body: &Json) -> &[Json] {
+    body["widgets"].as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+#[test]
+fn every_dashboard_namespace_line_names_its_own_stacks_function() {
+    let template = template();
+    let allowed: BTreeSet<String> = functions(&template).iter().map(|f| format!("${{{f}}}")).collect();
+    let bodies = dashboard_bodies(&template);
+    assert!(!bodies.is_empty(), "template.yaml has a dashboard");
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for (id, body) in &bodies {
+        for widget in widgets(body) {
+            for line in metric_lines(widget) {
+                if line[0] != NAMESPACE {
+                    continue;
+                }
+                checked += 1;
+                let function = line[2..].chunks(2).find(|pair| pair[0] == "Function").and_then(|p| p.get(1));
+                match function {
+                    Some(value) if allowed.contains(value) => {}
+                    other => problems.push(format!(
+                        "{id} «{}»: {line:?} has Function = {other:?}, not one of {allowed:?}",
+                        widget["properties"]["title"].as_str().unwrap_or("?")
+                    )),
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "expected the NoticeLedger dashboard lines, found {checked}");
+    assert!(
+        problems.is_empty(),
+        "dashboard lines not tied to this stack's functions:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_refused_park_pages_within_minutes() {
+    let template = template();
+    let parking: Vec<(String, &Value)> = alarms(&template)
+        .into_iter()
+        .filter(|(_, p)| alarm_metrics(p).iter().any(|(ns, m, _)| *ns == NAMESPACE && *m == "ParkingRefused"))
+        .collect();
+    let [(id, props)] = parking.as_slice() else {
+        panic!(
+            "expected one alarm on {NAMESPACE}/ParkingRefused, found {:?}",
+            parking.iter().map(|a| &a.0).collect::<Vec<_>>()
+        );
+    };
+    let period = number(props, "Period").unwrap_or_else(|| panic!("{id}: no Period"));
+    assert!(period <= 300.0, "{id}: Period {period} s is too slow to page on a refused park");
+    assert_eq!(number(props, "EvaluationPeriods"), Some(1.0), "{id}: one refused park is enough");
+    // The sender emits ParkingRefused under [Function] and under [Function, Reason]: the alarm
+    // reads the total, so it must not narrow to one reason.
+    let (_, _, dims) = alarm_metrics(props)[0];
+    let names: Vec<&str> = dimensions(dims).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["Function"], "{id}: the total, not one Reason");
+    let actions = props.get("AlarmActions").and_then(Value::as_sequence).map(Vec::len).unwrap_or(0);
+    assert!(actions > 0, "{id}: it must page (AlarmActions)");
+}
+
+#[test]
+fn the_reminder_queue_in_flight_count_is_watched_below_the_sqs_limit() {
+    let template = template();
+    let in_flight: Vec<(String, &Value)> = alarms(&template)
+        .into_iter()
+        .filter(|(_, p)| {
+            alarm_metrics(p).iter().any(|(ns, m, dims)| {
+                *ns == "AWS/SQS"
+                    && *m == "ApproximateNumberOfMessagesNotVisible"
+                    && dimensions(dims).iter().any(|(n, v)| {
+                        *n == "QueueName" && get_att(v).as_deref() == Some("ReminderQueue.QueueName")
+                    })
+            })
+        })
+        .collect();
+    let [(id, props)] = in_flight.as_slice() else {
+        panic!(
+            "expected one alarm on the reminder queue's ApproximateNumberOfMessagesNotVisible, found {:?}",
+            in_flight.iter().map(|a| &a.0).collect::<Vec<_>>()
+        );
+    };
+    assert_eq!(number(props, "Threshold"), Some(80000.0), "{id}: well below SQS's ~120 000 in flight");
+    assert_eq!(
+        props.get("ComparisonOperator").and_then(Value::as_str),
+        Some("GreaterThanOrEqualToThreshold"),
+        "{id}"
+    );
+    let actions = props.get("AlarmActions").and_then(Value::as_sequence).map(Vec::len).unwrap_or(0);
+    assert!(actions > 0, "{id}: it must page (AlarmActions)");
+}
