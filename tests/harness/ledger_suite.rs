@@ -21,7 +21,7 @@ mod rules;
 
 pub use buckets::{
     bucket_writes_are_compare_and_set, buckets_admit_the_burst_then_refill_at_the_rate,
-    racing_gates_never_admit_more_than_the_burst,
+    racing_gates_never_admit_more_than_the_burst, racing_takes_of_many_tokens_share_the_burst_exactly,
 };
 
 pub use claims::{
@@ -70,6 +70,7 @@ macro_rules! ledger_suite_tests {
             bucket_writes_are_compare_and_set,
             buckets_admit_the_burst_then_refill_at_the_rate,
             racing_gates_never_admit_more_than_the_burst,
+            racing_takes_of_many_tokens_share_the_burst_exactly,
         );
     };
     (@cases $fixture:path; $($case:ident),* $(,)?) => {

@@ -26,7 +26,9 @@ use notice_ledger::metrics::Metrics;
 use notice_ledger::park::{parked_conflicts, ParkError, ParkRefusal, ParkRequest, Parked, Parker};
 use notice_ledger::queue::MAX_VISIBILITY;
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
-use notice_ledger::{ConfigError, Job, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget};
+use notice_ledger::{
+    ConfigError, Job, NoticeSender, Outcome, Prefetched, QueueAction, QueuePolicy, Receive, SendBudget,
+};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::aws;
@@ -164,8 +166,12 @@ pub async fn handle(
 pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (SqsBatchResponse, Vec<Value>) {
     let deadline = deadline_instant(event.context.deadline);
     let batches = ReplayBatches::default();
+    // One dedupe read for the whole batch instead of one per record.
+    let bodies: Vec<&str> = event.payload.records.iter().filter_map(|r| r.body.as_deref()).collect();
+    let prefetched = app.sender.prefetch(&bodies, Utc::now()).await;
+    let prefetched = prefetched.as_ref();
     let failures: Vec<String> = futures::stream::iter(event.payload.records)
-        .map(|record| process_record(app, record, deadline, &batches))
+        .map(|record| process_record(app, record, deadline, &batches, prefetched))
         .buffer_unordered(app.concurrency)
         .filter_map(|failed| async move { failed })
         .collect()
@@ -206,6 +212,7 @@ async fn process_record(
     record: SqsMessage,
     deadline: Option<Instant>,
     batches: &ReplayBatches,
+    prefetched: Option<&Prefetched>,
 ) -> Option<String> {
     let message_id = record.message_id.clone().unwrap_or_default();
     let replay_batch = replay_batch(&record);
@@ -225,7 +232,8 @@ async fn process_record(
             warn!("record has no body");
             return dead_letter(app, &record, "record has no body").await;
         };
-        let delivery = app.sender.deliver_body_counted(body, Utc::now(), deadline, &metrics).await;
+        let delivery =
+            app.sender.deliver_body_prefetched(body, Utc::now(), deadline, &metrics, prefetched).await;
         let span = tracing::Span::current();
         if let Some(key) = &delivery.key {
             span.record("notice_key", key.as_str());

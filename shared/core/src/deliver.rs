@@ -26,6 +26,7 @@
 //! could leave a released row and no message to send it. Likewise a release that failed is
 //! retried, not acked: it may have landed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -172,7 +173,65 @@ pub struct NoticeSender {
     pub rate_gate: Option<Arc<dyn RateGate>>,
 }
 
+/// The dedupe reads of a batch's records, made in one call ([`NoticeSender::prefetch`]) instead of
+/// one per record. A key it holds is answered from here; any other key is read as usual.
+#[derive(Debug, Default)]
+pub struct Prefetched {
+    /// Every key read, with its row (`None`: no row).
+    rows: HashMap<NoticeKey, Option<LedgerRow>>,
+}
+
+impl Prefetched {
+    /// `None`: this key was not read in the batch.
+    fn row(&self, key: &NoticeKey) -> Option<Option<LedgerRow>> {
+        self.rows.get(key).cloned()
+    }
+
+    /// How many keys the batch read covered.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
 impl NoticeSender {
+    /// Reads the rows of a batch's valid jobs in one ledger call (DynamoDB: `BatchGetItem`, strongly
+    /// consistent, unprocessed keys retried). The read is the same dedupe read each record would
+    /// make — only earlier, which any read before a conditional claim already allows for. `None`
+    /// when the path makes no read (no rate gate) or the read failed: each record then reads its
+    /// own row, and reports a ledger failure as usual.
+    pub async fn prefetch(&self, bodies: &[&str], now: DateTime<Utc>) -> Option<Prefetched> {
+        self.rate_gate.as_ref()?;
+        let mut keys: Vec<NoticeKey> = bodies
+            .iter()
+            .filter_map(|body| Job::parse(body).ok())
+            .filter(|job| matches!(self.policy.decide(job, now), WindowDecision::Send { .. }))
+            .map(|job| job.key(&self.secret))
+            .collect();
+        keys.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+        keys.dedup();
+        if keys.is_empty() {
+            return None;
+        }
+        match self.ledger.get_many(&keys).await {
+            Ok(rows) => {
+                let mut read: HashMap<NoticeKey, Option<LedgerRow>> =
+                    keys.into_iter().map(|k| (k, None)).collect();
+                for row in rows {
+                    read.insert(row.key.clone(), Some(row));
+                }
+                Some(Prefetched { rows: read })
+            }
+            Err(e) => {
+                warn!(error = %e, "batch ledger read failed: each record reads its own row");
+                None
+            }
+        }
+    }
+
     /// Parses a message body and delivers it.
     pub async fn deliver_body(&self, body: &str, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
         self.deliver_body_counted(body, now, deadline, &self.metrics).await
@@ -187,10 +246,22 @@ impl NoticeSender {
         deadline: Option<Instant>,
         metrics: &Metrics,
     ) -> Delivery {
+        self.deliver_body_prefetched(body, now, deadline, metrics, None).await
+    }
+
+    /// [`NoticeSender::deliver_body_counted`] with the batch's dedupe reads already made.
+    pub async fn deliver_body_prefetched(
+        &self,
+        body: &str,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+        metrics: &Metrics,
+        prefetched: Option<&Prefetched>,
+    ) -> Delivery {
         match Job::parse(body) {
             Ok(job) => {
                 let key = job.key(&self.secret);
-                let outcome = self.run(&job, &key, now, deadline, metrics).await;
+                let outcome = self.run(&job, &key, now, deadline, metrics, prefetched).await;
                 Delivery { key: Some(key), outcome }
             }
             Err(invalid) => {
@@ -204,7 +275,7 @@ impl NoticeSender {
     /// claim → send → commit for one validated job.
     pub async fn deliver(&self, job: &Job, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
         let key = job.key(&self.secret);
-        let outcome = self.run(job, &key, now, deadline, &self.metrics).await;
+        let outcome = self.run(job, &key, now, deadline, &self.metrics, None).await;
         Delivery { key: Some(key), outcome }
     }
 
@@ -215,6 +286,7 @@ impl NoticeSender {
         now: DateTime<Utc>,
         deadline: Option<Instant>,
         m: &Metrics,
+        prefetched: Option<&Prefetched>,
     ) -> Outcome {
         let decision = self.policy.decide(job, now);
         if let WindowDecision::Defer { until, closes_at } = decision {
@@ -249,7 +321,11 @@ impl NoticeSender {
         // too many.
         let mut held_in_shadow = false;
         if self.rate_gate.is_some() {
-            match self.ledger.get(key).await {
+            let read = match prefetched.and_then(|p| p.row(key)) {
+                Some(row) => Ok(row),
+                None => self.ledger.get(key).await,
+            };
+            match read {
                 Ok(Some(row))
                     if permits(Some(&row), Write::Claim { token: &req.token }) == Verdict::Refuse =>
                 {
@@ -325,7 +401,9 @@ impl NoticeSender {
     async fn take_token(&self, job: &Job, now: DateTime<Utc>, m: &Metrics) -> Option<Outcome> {
         let gate = self.rate_gate.as_ref()?;
         let domain = job.recipient_domain();
-        match gate.admit(&domain, now).await {
+        let admitted = gate.admit(&domain, now).await;
+        m.token_write_conflicts.fetch_add(gate.take_conflicts(), std::sync::atomic::Ordering::Relaxed);
+        match admitted {
             Ok(Admission::Admitted) => None,
             Ok(Admission::Limited { retry_at }) => {
                 Metrics::incr(&m.rate_limited);

@@ -169,6 +169,12 @@ impl<L: Ledger> RowReader for FaultyLedger<L> {
         self.enter(false)?;
         self.inner.get(key).await
     }
+
+    /// One call, like the adapters' batch reads.
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        self.enter(false)?;
+        self.inner.get_many(keys).await
+    }
 }
 
 #[async_trait]

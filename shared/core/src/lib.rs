@@ -37,7 +37,7 @@ pub mod queue;
 pub mod rate;
 pub mod render;
 
-pub use deliver::{Delivery, Mode, NoticeSender, Outcome, SendBudget};
+pub use deliver::{Delivery, Mode, NoticeSender, Outcome, Prefetched, SendBudget};
 pub use error::{ConfigError, InvalidJob, LedgerError};
 pub use identity::{Identity, Kind, NoticeKey, NoticeSecret};
 pub use job::Job;

@@ -6,10 +6,18 @@
 //! updated with one conditional write per admission, so no number of senders can take more than
 //! `burst + per_second · t` tokens in any span `t`.
 //!
-//! The arithmetic is [`gcra`], a pure function of (state, now, limit). The shared part is
-//! [`BucketGate`]: read (or remember) the state, compute, write it back conditional on the value it
-//! was computed from, and on a conflict recompute from the value that won. Adapters only provide
-//! that compare-and-set ([`BucketStore`]): DynamoDB, PostgreSQL, SQLite and memory.
+//! The arithmetic is [`gcra`] and [`grant`] (n tokens at once), pure functions of (state, now,
+//! limit). The shared part is [`BucketGate`]; the stores ([`BucketStore`]: DynamoDB, PostgreSQL,
+//! SQLite, memory) take tokens with [`BucketStore::take`]. Where the store can evaluate the
+//! condition at apply time (DynamoDB's conditional `UpdateItem`, the memory store) a take is one
+//! write that *adds* n intervals to TAT if TAT is still within the room it was computed for, so
+//! concurrent admissions queue in the store instead of failing each other's compare-and-set: a
+//! write fails only when the bucket really is full (or crossed from idle to busy meanwhile), and
+//! its failure returns the current TAT, so the retry is exact. The others compare-and-set.
+//!
+//! Why the bound holds for any interleaving: every successful take moves the one stored TAT
+//! forward by k intervals and is applied only while `max(TAT, now) + k·interval ≤ now +
+//! burst·interval`; that is GCRA applied k times in the order the store serialises the writes.
 //!
 //! Why GCRA rather than stored (tokens, last refill): one integer of state, no refill rounding, a
 //! limit change applies at once to existing buckets, and TAT only ever moves forward — so a stale
@@ -196,6 +204,29 @@ pub fn gcra(state: Option<BucketState>, now_us: i64, limit: &Limit) -> Decision 
     Decision::Admit(BucketState { tat_us: tat.saturating_add(limit.interval_us()) })
 }
 
+/// What [`grant`] decided for a request of several tokens at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Tokens granted (0 ..= wanted).
+    pub granted: u32,
+    /// The state to store when `granted > 0`: TAT `granted` intervals past `max(TAT, now)`.
+    pub next: BucketState,
+    /// When the next token after these is due (microseconds since the epoch).
+    pub due_us: i64,
+}
+
+/// GCRA for `want` tokens at once: as many as fit at `now_us` (up to `want`), so a batch's records
+/// to one domain take their tokens in one write. Equal to calling [`gcra`] `granted` times.
+pub fn grant(state: Option<BucketState>, now_us: i64, want: u32, limit: &Limit) -> Grant {
+    let interval = limit.interval_us();
+    let base = state.map_or(now_us, |s| s.tat_us.max(now_us));
+    let ceiling = now_us.saturating_add(i64::from(limit.burst).saturating_mul(interval));
+    let room = u32::try_from(ceiling.saturating_sub(base).max(0) / interval).unwrap_or(u32::MAX);
+    let granted = want.min(room);
+    let tat = base.saturating_add(i64::from(granted).saturating_mul(interval));
+    Grant { granted, next: BucketState { tat_us: tat }, due_us: tat.saturating_sub(limit.tolerance_us()) }
+}
+
 /// Tokens available at `now_us` (what a gate would admit in a row right now): for operators and
 /// tests.
 pub fn tokens(state: Option<BucketState>, now_us: i64, limit: &Limit) -> u32 {
@@ -230,6 +261,11 @@ pub enum Admission {
 pub trait RateGate: Send + Sync {
     /// Takes one token for `domain` at `now`, or says when to come back.
     async fn admit(&self, domain: &str, now: DateTime<Utc>) -> Result<Admission, LedgerError>;
+
+    /// Token writes that failed their condition since the last call (`TokenWriteConflicts`).
+    fn take_conflicts(&self) -> u64 {
+        0
+    }
 }
 
 /// What a conditional bucket write found.
@@ -241,10 +277,63 @@ pub enum Swap {
     Conflict(Option<BucketState>),
 }
 
-/// Where buckets are stored: one record per domain, written only by compare-and-set. Every
-/// adapter passes the same suite (`tests/harness/ledger_suite/buckets.rs`).
+/// What a [`BucketStore::take`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// Tokens taken (0 when the bucket had no room).
+    pub granted: u32,
+    /// The bucket as the take left (or, when nothing was granted, found) it.
+    pub state: Option<BucketState>,
+    /// Writes that failed their condition on the way (each returned the current state).
+    pub conflicts: u32,
+}
+
+/// Where buckets are stored: one record per domain. Every adapter passes the same suite
+/// (`tests/harness/ledger_suite/buckets.rs`).
 #[async_trait]
 pub trait BucketStore: Send + Sync {
+    /// Takes up to `want` tokens for `domain` at `now_us`, starting from `hint` (a remembered,
+    /// possibly older state: TAT only moves forward, so it never over-estimates the room).
+    ///
+    /// The default is compare-and-set over [`BucketStore::swap`]; stores that can check the room
+    /// at apply time override it with one conditional increment (and say so in
+    /// [`BucketStore::takes_atomically`]).
+    async fn take(
+        &self,
+        domain: &str,
+        want: u32,
+        now_us: i64,
+        limit: &Limit,
+        hint: Option<BucketState>,
+    ) -> Result<Taken, LedgerError> {
+        let mut known = match hint {
+            Some(state) => Some(state),
+            None => self.load(domain).await?,
+        };
+        let mut conflicts = 0;
+        for _ in 0..MAX_ATTEMPTS {
+            let g = grant(known, now_us, want, limit);
+            if g.granted == 0 {
+                return Ok(Taken { granted: 0, state: known, conflicts });
+            }
+            match self.swap(domain, known, g.next).await? {
+                Swap::Done => return Ok(Taken { granted: g.granted, state: Some(g.next), conflicts }),
+                Swap::Conflict(current) => {
+                    conflicts += 1;
+                    known = current;
+                }
+            }
+        }
+        // Every lost round means another sender took a token: the domain is busy, not down.
+        Ok(Taken { granted: 0, state: known, conflicts })
+    }
+
+    /// Whether [`BucketStore::take`] is one write checked at apply time, so concurrent takes do
+    /// not fail each other (the gate then does not serialise a process's admissions per domain).
+    fn takes_atomically(&self) -> bool {
+        false
+    }
+
     /// The stored state of `domain`'s bucket (`None`: no bucket yet), strongly consistent.
     async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError>;
 
@@ -260,6 +349,19 @@ pub trait BucketStore: Send + Sync {
 
 #[async_trait]
 impl<T: BucketStore + ?Sized> BucketStore for Arc<T> {
+    async fn take(
+        &self,
+        domain: &str,
+        want: u32,
+        now_us: i64,
+        limit: &Limit,
+        hint: Option<BucketState>,
+    ) -> Result<Taken, LedgerError> {
+        (**self).take(domain, want, now_us, limit, hint).await
+    }
+    fn takes_atomically(&self) -> bool {
+        (**self).takes_atomically()
+    }
     async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
         (**self).load(domain).await
     }
@@ -287,6 +389,8 @@ pub struct BucketGate {
     /// would otherwise race each other's conditional writes and defer for contention, not rate.
     turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     wall_clock: bool,
+    /// Token writes that failed their condition since last drained (`TokenWriteConflicts`).
+    conflicts: std::sync::atomic::AtomicU64,
 }
 
 impl BucketGate {
@@ -297,6 +401,7 @@ impl BucketGate {
             seen: Mutex::new(HashMap::new()),
             turns: Mutex::new(HashMap::new()),
             wall_clock: false,
+            conflicts: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -337,37 +442,35 @@ impl RateGate for BucketGate {
         let Some(limit) = self.limits.limit_for(domain) else {
             return Ok(Admission::Admitted);
         };
-        let turn = {
+        // Compare-and-set stores: one admission per domain at a time in this process, or the
+        // records of one batch would race each other's writes and defer for contention.
+        let turn = (!self.store.takes_atomically()).then(|| {
             let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
             Arc::clone(turns.entry(domain.to_owned()).or_default())
+        });
+        let _turn = match &turn {
+            Some(turn) => Some(turn.lock().await),
+            None => None,
         };
-        let _turn = turn.lock().await;
         let now = if self.wall_clock { Utc::now() } else { now };
         let now_us = micros(now);
-        let mut known = match self.remembered(domain) {
-            Some(state) => Some(state),
-            None => self.store.load(domain).await?,
-        };
-        for _ in 0..MAX_ATTEMPTS {
-            match gcra(known, now_us, &limit) {
-                Decision::Limited { due_us } => {
-                    return Ok(Admission::Limited { retry_at: limit.retry_at(instant(due_us)) });
-                }
-                Decision::Admit(new) => match self.store.swap(domain, known, new).await? {
-                    Swap::Done => {
-                        self.remember(domain, Some(new));
-                        return Ok(Admission::Admitted);
-                    }
-                    Swap::Conflict(current) => {
-                        self.remember(domain, current);
-                        known = current;
-                    }
-                },
-            }
+        let taken = self.store.take(domain, 1, now_us, &limit, self.remembered(domain)).await?;
+        self.remember(domain, taken.state);
+        self.conflicts.fetch_add(u64::from(taken.conflicts), std::sync::atomic::Ordering::Relaxed);
+        if taken.granted > 0 {
+            return Ok(Admission::Admitted);
         }
-        // Every lost round means another sender took a token: the domain is busy, not down.
-        tracing::debug!(domain, "rate bucket contended: deferring");
-        Ok(Admission::Limited { retry_at: limit.retry_at(now + Duration::microseconds(limit.interval_us())) })
+        let due_us = match grant(taken.state, now_us, 1, &limit) {
+            g if g.granted == 0 => g.due_us,
+            // Room now, yet nothing granted: every round lost to another sender — busy, not down.
+            _ => now_us.saturating_add(limit.interval_us()),
+        };
+        tracing::debug!(domain, conflicts = taken.conflicts, "no token");
+        Ok(Admission::Limited { retry_at: limit.retry_at(instant(due_us)) })
+    }
+
+    fn take_conflicts(&self) -> u64 {
+        self.conflicts.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -379,6 +482,28 @@ pub struct MemoryBuckets {
 
 #[async_trait]
 impl BucketStore for MemoryBuckets {
+    async fn take(
+        &self,
+        domain: &str,
+        want: u32,
+        now_us: i64,
+        limit: &Limit,
+        _hint: Option<BucketState>,
+    ) -> Result<Taken, LedgerError> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let current = buckets.get(domain).copied();
+        let g = grant(current, now_us, want, limit);
+        if g.granted == 0 {
+            return Ok(Taken { granted: 0, state: current, conflicts: 0 });
+        }
+        buckets.insert(domain.to_owned(), g.next);
+        Ok(Taken { granted: g.granted, state: Some(g.next), conflicts: 0 })
+    }
+
+    fn takes_atomically(&self) -> bool {
+        true
+    }
+
     async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
         Ok(self.buckets.lock().unwrap_or_else(|p| p.into_inner()).get(domain).copied())
     }
@@ -493,6 +618,93 @@ mod tests {
             }
             prop_assert!(tokens(state, earlier, &l) <= tokens(state, t0, &l));
         }
+    }
+
+    proptest! {
+        /// n tokens at once are exactly n single admissions: the same count, the same state.
+        #[test]
+        fn n_tokens_in_one_write_equal_n_single_admissions(
+            per_second in 0.01f64..5000.0,
+            burst in 1u32..200,
+            want in 0u32..300,
+            ahead in -5_000_000i64..50_000_000,
+        ) {
+            let l = limit(per_second, burst);
+            let now = 1_700_000_000_000_000i64;
+            let start = Some(BucketState { tat_us: now + ahead });
+            let g = grant(start, now, want, &l);
+            let mut state = start;
+            let mut singles = 0;
+            while singles < want {
+                match gcra(state, now, &l) {
+                    Decision::Admit(next) => { state = Some(next); singles += 1; }
+                    Decision::Limited { .. } => break,
+                }
+            }
+            prop_assert_eq!(g.granted, singles);
+            if singles > 0 {
+                prop_assert_eq!(Some(g.next), state);
+            }
+            prop_assert!(g.granted <= burst);
+        }
+
+        /// Takes of any size from senders with skewed clocks, applied in any order (the order the
+        /// store serialises them): never more than `burst + rate · (latest − earliest)` tokens, and
+        /// for clocks in order never more than `burst + rate · t` in any span `t`.
+        #[test]
+        fn concurrent_n_token_takes_never_exceed_the_bound(
+            per_second in 0.01f64..2000.0,
+            burst in 1u32..60,
+            takes in proptest::collection::vec((0i64..5_000_000, 1u32..12), 1..200),
+        ) {
+            let l = limit(per_second, burst);
+            let t0 = 1_700_000_000_000_000i64;
+            let apply = |order: &[(i64, u32)]| {
+                let mut state = None;
+                let mut granted = Vec::new();
+                for &(offset, want) in order {
+                    let g = grant(state, t0 + offset, want, &l);
+                    if g.granted > 0 {
+                        prop_assert!(state.is_none_or(|s: BucketState| g.next.tat_us > s.tat_us), "TAT moves forward");
+                        state = Some(g.next);
+                        granted.push((offset, g.granted));
+                    }
+                }
+                Ok(granted)
+            };
+            let any_order = apply(&takes)?;
+            let total: u32 = any_order.iter().map(|(_, k)| k).sum();
+            let span = (takes.iter().map(|t| t.0).max().unwrap() - takes.iter().map(|t| t.0).min().unwrap()) as f64 / 1e6;
+            prop_assert!(f64::from(total) <= f64::from(burst) + per_second * span + 1e-9, "{total} in {span} s");
+
+            let mut sorted = takes.clone();
+            sorted.sort_by_key(|t| t.0);
+            let in_order = apply(&sorted)?;
+            for i in 0..in_order.len() {
+                let mut n = 0u32;
+                for j in i..in_order.len() {
+                    n += in_order[j].1;
+                    let span_s = (in_order[j].0 - in_order[i].0) as f64 / 1e6;
+                    prop_assert!(f64::from(n) <= f64::from(burst) + per_second * span_s + 1e-9,
+                        "{n} tokens in {span_s} s at {per_second}/s burst {burst}");
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_takes_many_tokens_in_one_step_and_the_rest_are_limited() {
+        let store = MemoryBuckets::default();
+        let l = limit(10.0, 5);
+        let now = 1_700_000_000_000_000i64;
+        let first = store.take("x.example", 3, now, &l, None).await.unwrap();
+        assert_eq!(first.granted, 3);
+        let second = store.take("x.example", 4, now, &l, None).await.unwrap();
+        assert_eq!(second.granted, 2, "only the burst's rest fits");
+        let third = store.take("x.example", 1, now, &l, None).await.unwrap();
+        assert_eq!((third.granted, third.state), (0, second.state), "full: nothing written");
+        assert_eq!(store.take("x.example", 1, now + l.interval_us(), &l, None).await.unwrap().granted, 1);
+        assert!(store.takes_atomically());
     }
 
     #[tokio::test]

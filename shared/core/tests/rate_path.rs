@@ -159,3 +159,43 @@ fn first_receive(now: DateTime<Utc>) -> Receive<'static> {
 fn queue_action(outcome: &Outcome, now: DateTime<Utc>) -> QueueAction {
     QueuePolicy::parking().action(outcome, &first_receive(now))
 }
+
+#[tokio::test]
+async fn a_batch_reads_its_rows_in_one_call_and_its_records_read_nothing_more() {
+    let w = world(Mode::Enforce);
+    let (sent, fresh) = (job("pre_sent", "fast.example"), job("pre_fresh", "fast.example"));
+    assert!(matches!(w.deliver(&sent, now()).await, Outcome::Sent { .. }));
+    let early = serde_json::json!({"subscription_id": "pre_early", "period_start": "2026-10-01",
+        "kind": "renewal_notice_t72", "email": "e@fast.example", "charge_at": "2026-11-04T09:00:00Z"})
+    .to_string();
+    let bodies = [sent.as_str(), fresh.as_str(), fresh.as_str(), "not json", early.as_str()];
+
+    let before = w.ledger.calls();
+    let prefetched = w.sender.prefetch(&bodies, now()).await.expect("a batch read");
+    assert_eq!(w.ledger.calls() - before, 1, "one ledger call for the whole batch");
+    assert_eq!(
+        prefetched.len(),
+        2,
+        "the two distinct keys in their window; invalid and early jobs read nothing"
+    );
+
+    let m = Metrics::default();
+    let calls = w.ledger.calls();
+    let dup = w.sender.deliver_body_prefetched(&sent, now(), None, &m, Some(&prefetched)).await;
+    assert_eq!(dup.outcome, Outcome::Suppressed { state: RowState::Sent });
+    assert_eq!(w.ledger.calls(), calls, "a duplicate is decided from the batch read: no call");
+    let new = w.sender.deliver_body_prefetched(&fresh, now(), None, &m, Some(&prefetched)).await;
+    assert!(matches!(new.outcome, Outcome::Sent { .. }), "{:?}", new.outcome);
+    assert_eq!(w.ledger.calls(), calls + 2, "claim and commit only");
+    // The copy read as free in the same batch meets the row at its conditional claim: nothing
+    // sent twice (a token spent in vain, as for two workers that both read "free").
+    let copy = w.sender.deliver_body_prefetched(&fresh, now(), None, &m, Some(&prefetched)).await;
+    assert_eq!(copy.outcome, Outcome::Suppressed { state: RowState::Sent });
+    assert_eq!(w.mailer.sent().len(), 2);
+
+    // The batch read fails: no prefetch, and each record reads (and reports) on its own.
+    w.ledger.set_fault(Some(LedgerFault::Down));
+    assert!(w.sender.prefetch(&bodies, now()).await.is_none());
+    let down = w.sender.deliver_body_prefetched(&fresh, now(), None, &m, None).await;
+    assert!(matches!(down.outcome, Outcome::LedgerUnavailable(_)), "{:?}", down.outcome);
+}

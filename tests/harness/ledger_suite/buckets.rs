@@ -123,3 +123,59 @@ pub async fn racing_gates_never_admit_more_than_the_burst(store: Arc<dyn BucketS
     }
     assert_eq!(admitted + rest, 4, "the bucket held exactly the burst");
 }
+
+/// Takes of several tokens at once, racing on one bucket: never more than the burst in all, the
+/// rest refused, whatever the store. Where the store checks the room at apply time, racing takes
+/// under a generous limit queue in the store and are all granted (no contention deferrals).
+pub async fn racing_takes_of_many_tokens_share_the_burst_exactly(store: Arc<dyn BucketStore>) {
+    let tight = notice_ledger::rate::Limit { per_second: 0.001, burst: 10 };
+    let d = domain("take-race");
+    let now = at(0).timestamp_micros();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        let (store, d) = (store.clone(), d.clone());
+        tasks.spawn(async move {
+            let mut granted = 0;
+            for want in [1, 3, 2] {
+                granted +=
+                    store.take(&d, want, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted;
+            }
+            granted
+        });
+    }
+    let mut granted = 0;
+    while let Some(joined) = tasks.join_next().await {
+        granted += joined.unwrap_or_else(|e| panic!("task: {e}"));
+    }
+    assert!(granted <= 10, "{granted} tokens from a burst of 10");
+    let rest = store.take(&d, 100, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted;
+    assert_eq!(granted + rest, 10, "the bucket held exactly the burst");
+    assert_eq!(store.take(&d, 1, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted, 0);
+
+    if !store.takes_atomically() {
+        return;
+    }
+    let generous = notice_ledger::rate::Limit { per_second: 1_000.0, burst: 1_000 };
+    let d = domain("take-queue");
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (store, d) = (store.clone(), d.clone());
+        tasks.spawn(async move {
+            let mut refused = 0;
+            for _ in 0..5 {
+                let taken = store.take(&d, 2, now, &generous, None).await.unwrap_or_else(|e| panic!("{e}"));
+                if taken.granted != 2 {
+                    refused += 1;
+                }
+            }
+            refused
+        });
+    }
+    let mut refused = 0;
+    while let Some(joined) = tasks.join_next().await {
+        refused += joined.unwrap_or_else(|e| panic!("task: {e}"));
+    }
+    assert_eq!(refused, 0, "80 tokens of a 1 000 burst: racing takes queue, none deferred");
+    let stored = store.load(&d).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("bucket"));
+    assert_eq!(stored.tat_us, now + 80 * generous.interval_us(), "every token counted once");
+}
