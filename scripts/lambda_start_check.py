@@ -13,8 +13,8 @@ gives the function (Globals + the function's own variables, intrinsic functions 
 values CloudFormation would produce for a stack named `notice-ledger` in us-east-1) plus the
 variables the Lambda service sets (AWS_LAMBDA_RUNTIME_API, AWS_LAMBDA_FUNCTION_NAME, credentials,
 …). AWS_LAMBDA_RUNTIME_API points at a Runtime API stub served here; AWS_ENDPOINT_URL points at the
-same stub, which answers Secrets Manager GetSecretValue for the secret the template names, so
-nothing reaches AWS. The check passes when the binary's first GET
+same stub, which answers Secrets Manager GetSecretValue for the secret the template names and SES
+v2 GetAccount (the sender's account rate), so nothing reaches AWS. The check passes when the binary's first GET
 /2018-06-01/runtime/invocation/next arrives, with no init error, no WARN or ERROR log line before it
 and the process still running. With --refuse-without VAR it then starts the binary again without
 VAR and requires the opposite: no poll, a non-zero exit, and its output naming the variable
@@ -297,6 +297,13 @@ class Stub:
                     while not stub.closing.wait(0.2):
                         pass
                     self.close_connection = True
+                    return
+                if self.path == "/v2/email/account":
+                    # SES v2 GetAccount: the sender sizes its account bucket from MaxSendRate.
+                    stub.events.put(("aws", "sesv2.GetAccount"))
+                    out = {"SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0},
+                           "SendingEnabled": True, "ProductionAccessEnabled": True}
+                    self.reply(200, json.dumps(out).encode())
                     return
                 stub.events.put(("unexpected", f"GET {self.path}"))
                 self.reply(404)

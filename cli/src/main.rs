@@ -57,6 +57,8 @@ enum Command {
     Parked(parked::ParkedArgs),
     /// Print the AWS quotas a volume needs (live schedules, request rates, SQS in-flight, SES rate): a table, no AWS calls.
     Capacity(capacity::CapacityArgs),
+    /// Print the send-rate limits a configuration gives (account, other domains, listed domains and their shards): no AWS calls.
+    Limits(commands::limits::LimitsArgs),
     /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
     Simulate(simulate::SimulateArgs),
     /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
@@ -88,6 +90,7 @@ async fn main() -> ExitCode {
         Command::Enqueue(args) => enqueue::run(args).await,
         Command::Parked(args) => parked::run(args).await,
         Command::Capacity(args) => capacity::run(args),
+        Command::Limits(args) => commands::limits::run(args),
         Command::Ledger(args) => ledger::run(args).await,
     };
     match result {

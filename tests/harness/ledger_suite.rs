@@ -20,7 +20,7 @@ mod resolution;
 mod rules;
 
 pub use buckets::{
-    bucket_writes_are_compare_and_set, buckets_admit_the_burst_then_refill_at_the_rate,
+    bucket_writes_apply_only_under_their_condition, buckets_admit_the_burst_then_refill_at_the_rate,
     racing_gates_never_admit_more_than_the_burst, racing_takes_of_many_tokens_share_the_burst_exactly,
 };
 
@@ -67,7 +67,7 @@ macro_rules! ledger_suite_tests {
             every_write_obeys_the_transition_rules,
         );
         $crate::ledger_suite_tests!(@bucket_cases $fixture;
-            bucket_writes_are_compare_and_set,
+            bucket_writes_apply_only_under_their_condition,
             buckets_admit_the_burst_then_refill_at_the_rate,
             racing_gates_never_admit_more_than_the_burst,
             racing_takes_of_many_tokens_share_the_burst_exactly,

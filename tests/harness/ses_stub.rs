@@ -27,6 +27,8 @@ pub enum StubReply {
     Reject { status: u16, error_type: String, message: String },
     /// Reads the request and closes the connection without a response (a connection reset).
     CloseConnection,
+    /// HTTP 200 with this JSON body (any other operation's answer, e.g. `GetAccount`).
+    Json(serde_json::Value),
 }
 
 impl StubReply {
@@ -152,6 +154,7 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<StubState>, script: 
             StubReply::Accept { message_id } => {
                 (200, "OK", None, serde_json::json!({ "MessageId": message_id }).to_string())
             }
+            StubReply::Json(value) => (200, "OK", None, value.to_string()),
             StubReply::Status500 => (
                 500,
                 "Internal Server Error",

@@ -371,7 +371,7 @@ async fn lambda_ledger_selection_prefers_a_postgres_url_over_the_table() {
 /// (PostgreSQL table `rate_buckets`, the SQLite file), never somewhere else.
 #[tokio::test]
 async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
-    use notice_ledger::rate::{BucketState, Swap};
+    use notice_ledger::rate::{Applied, BucketState};
     use notice_setup::ledger_url::LedgerUrl;
 
     let server = postgres_server().await;
@@ -382,8 +382,8 @@ async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
         .open_with_buckets(None, 400)
         .await
         .unwrap_or_else(|e| panic!("open: {e}"));
-    let written = opened.buckets.swap("pg.example", None, BucketState { tat_us: 42 }).await;
-    assert_eq!(written.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
+    let written = opened.buckets.reset("pg.example", 42, 0).await;
+    assert_eq!(written.unwrap_or_else(|e| panic!("{e}")), Applied::Done(BucketState { tat_us: 42 }));
     let stored = server
         .psql(&db, "SELECT tat_us FROM rate_buckets WHERE domain = 'pg.example'")
         .await
@@ -394,8 +394,8 @@ async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
     let path = dir.path().join("ledger.db");
     let url = LedgerUrl::parse(&format!("sqlite:{}", path.display())).unwrap_or_else(|e| panic!("{e}"));
     let opened = url.open_with_buckets(None, 400).await.unwrap_or_else(|e| panic!("open: {e}"));
-    let written = opened.buckets.swap("lite.example", None, BucketState { tat_us: 7 }).await;
-    assert_eq!(written.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
+    let written = opened.buckets.reset("lite.example", 7, 0).await;
+    assert_eq!(written.unwrap_or_else(|e| panic!("{e}")), Applied::Done(BucketState { tat_us: 7 }));
     let again = SqliteLedger::open(&path)
         .unwrap_or_else(|e| panic!("{e}"))
         .buckets()

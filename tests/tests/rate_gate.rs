@@ -299,3 +299,31 @@ async fn eight_senders_on_one_domain_are_not_deferred_by_contention() {
     let keys: HashSet<String> = mailer.sent.lock().unwrap().iter().map(|(k, _, _)| k.clone()).collect();
     assert_eq!(keys.len(), mailer.sent.lock().unwrap().len(), "no notice sent twice");
 }
+
+/// The account bucket is sized from SES's own `MaxSendRate` at cold start; when SES cannot be
+/// asked the sender runs without an account limit (and says so) rather than refusing to start.
+#[tokio::test]
+async fn the_account_rate_comes_from_ses_get_account_and_its_failure_means_no_account_limit() {
+    let stub = notice_e2e::start_ses_stub(vec![notice_e2e::StubReply::Json(json!({
+        "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 3.0},
+        "SendingEnabled": true
+    }))])
+    .await;
+    let moto = start_moto().await;
+    let sdk = moto.sdk_config().await;
+    let asked = sdk.to_builder().endpoint_url(stub.endpoint()).build();
+    let rate = aws::ses_max_send_rate(&asked).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rate, 14.0);
+    assert_eq!(stub.requests(), 1);
+    let limits = RateLimits::builtin().with_account_rate(Some(rate));
+    let account = limits.account().unwrap();
+    assert!((account.per_second - 12.6).abs() < 1e-9 && account.burst == 12, "90 % of 14/s: {account:?}");
+    let domain = limits.limit_for("gmail.com").unwrap();
+    assert!((domain.per_second - 6.3).abs() < 1e-9 && domain.burst == 31, "half, burst 5 s: {domain:?}");
+
+    let down = sdk.to_builder().endpoint_url("http://127.0.0.1:1").build();
+    assert!(aws::ses_max_send_rate(&down).await.is_err());
+    let limits = RateLimits::builtin().with_account_rate(None);
+    assert_eq!(limits.account(), None, "no rate read: no account limit");
+    assert_eq!(limits.limit_for("gmail.com"), Some(notice_ledger::rate::Limit::DEFAULT));
+}

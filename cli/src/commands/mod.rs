@@ -6,6 +6,7 @@ pub(crate) mod capacity;
 pub(crate) mod enqueue;
 pub(crate) mod key;
 pub(crate) mod ledger;
+pub(crate) mod limits;
 pub(crate) mod parked;
 pub(crate) mod quarantine;
 pub(crate) mod replay;

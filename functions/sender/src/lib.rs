@@ -63,7 +63,10 @@ impl SenderApp {
     /// Settings and clients from the environment (the Lambda's cold start).
     pub async fn from_env() -> Result<Self, ConfigError> {
         let sdk = aws::load_sdk_config().await;
-        let settings = SenderSettings::load(&sdk).await?;
+        let mut settings = SenderSettings::load(&sdk).await?;
+        if let Some(limits) = settings.rate_limits.take() {
+            settings.rate_limits = Some(limits.with_account_rate(account_rate(&sdk).await));
+        }
         // Parsed once, in the settings; without NOTICE_LEDGER_URL the ledger is NOTICE_TABLE.
         let url = settings.ledger_url.clone().unwrap_or_else(|| LedgerUrl::DynamoDb(settings.table.clone()));
         let opened = url.open_with_buckets(Some(&sdk), settings.retention_days).await?;
@@ -145,6 +148,21 @@ impl SenderApp {
             queue_policy: QueuePolicy { parking: false, park_spread: settings.park_spread },
             refusals: Mutex::default(),
             function_name: notice_setup::config::function_name("notice-sender"),
+        }
+    }
+}
+
+/// SES's `MaxSendRate`, for the account bucket: a failure (no `ses:GetAccount`, SES down) starts
+/// the sender without an account limit, with a warning — never a refusal to start.
+async fn account_rate(sdk: &aws::SdkConfig) -> Option<f64> {
+    match aws::ses_max_send_rate(sdk).await {
+        Ok(rate) => {
+            info!(max_send_rate = rate, "SES account rate read: the account bucket takes 90 % of it");
+            Some(rate)
+        }
+        Err(e) => {
+            warn!(error = %e, "could not read SES's MaxSendRate: no account-wide limit (set NOTICE_RATE_LIMITS.account to have one)");
+            None
         }
     }
 }

@@ -41,8 +41,14 @@ use crate::ledger::{Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, R
 use crate::mailer::{Mailer, NotAccepted, SendResult};
 use crate::metrics::Metrics;
 use crate::policy::{WindowDecision, WindowPolicy};
-use crate::rate::{Admission, RateGate};
+use crate::rate::{Admission, RateGate, RateScope, TokenRequest};
 use crate::render::Renderer;
+
+/// Whether the ledger would let a claim write over `row` (no other claim, sent or decided row).
+fn claimable(row: &LedgerRow) -> bool {
+    let nobody = crate::ledger::ClaimToken::from_stored(String::new());
+    permits(Some(row), Write::Claim { token: &nobody }) != Verdict::Refuse
+}
 
 /// `enforce` blocks duplicates; `shadow` writes claims and counts would-be suppressions but never
 /// blocks a send (for rolling out in front of an existing sender).
@@ -179,12 +185,24 @@ pub struct NoticeSender {
 pub struct Prefetched {
     /// Every key read, with its row (`None`: no row).
     rows: HashMap<NoticeKey, Option<LedgerRow>>,
+    /// Tokens taken for the batch, one per key the ledger would let claim.
+    admissions: HashMap<NoticeKey, Admission>,
 }
 
 impl Prefetched {
     /// `None`: this key was not read in the batch.
     fn row(&self, key: &NoticeKey) -> Option<Option<LedgerRow>> {
         self.rows.get(key).cloned()
+    }
+
+    /// The batch's token for this key, if it took one.
+    fn admission(&self, key: &NoticeKey) -> Option<Admission> {
+        self.admissions.get(key).copied()
+    }
+
+    /// Keys the batch took a token for (admitted or limited).
+    pub fn planned_tokens(&self) -> usize {
+        self.admissions.len()
     }
 
     /// How many keys the batch read covered.
@@ -198,38 +216,61 @@ impl Prefetched {
 }
 
 impl NoticeSender {
-    /// Reads the rows of a batch's valid jobs in one ledger call (DynamoDB: `BatchGetItem`, strongly
-    /// consistent, unprocessed keys retried). The read is the same dedupe read each record would
-    /// make — only earlier, which any read before a conditional claim already allows for. `None`
-    /// when the path makes no read (no rate gate) or the read failed: each record then reads its
-    /// own row, and reports a ledger failure as usual.
+    /// The ledger and rate work of a whole batch, done once instead of per record: the rows of its
+    /// valid, in-window jobs in one ledger call (DynamoDB: `BatchGetItem`, strongly consistent,
+    /// unprocessed keys retried), then the tokens of the keys the ledger would let claim in one
+    /// write per (domain, shard) and one for the account ([`RateGate::admit_batch`]).
+    ///
+    /// The read is the same dedupe read each record would make — only earlier, which any read
+    /// before a conditional claim already allows for; a token taken here for a record that then
+    /// ends otherwise is spent without a send, never one too many. `None` when the path makes no
+    /// read (no rate gate) or the read failed: each record then reads its own row and takes its
+    /// own token, and reports a failure as usual.
     pub async fn prefetch(&self, bodies: &[&str], now: DateTime<Utc>) -> Option<Prefetched> {
-        self.rate_gate.as_ref()?;
-        let mut keys: Vec<NoticeKey> = bodies
+        let gate = self.rate_gate.as_ref()?;
+        let mut jobs: Vec<(NoticeKey, Job)> = bodies
             .iter()
             .filter_map(|body| Job::parse(body).ok())
             .filter(|job| matches!(self.policy.decide(job, now), WindowDecision::Send { .. }))
-            .map(|job| job.key(&self.secret))
+            .map(|job| (job.key(&self.secret), job))
             .collect();
-        keys.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
-        keys.dedup();
-        if keys.is_empty() {
+        jobs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        jobs.dedup_by(|a, b| a.0 == b.0);
+        if jobs.is_empty() {
             return None;
         }
-        match self.ledger.get_many(&keys).await {
-            Ok(rows) => {
-                let mut read: HashMap<NoticeKey, Option<LedgerRow>> =
-                    keys.into_iter().map(|k| (k, None)).collect();
-                for row in rows {
-                    read.insert(row.key.clone(), Some(row));
-                }
-                Some(Prefetched { rows: read })
-            }
+        let keys: Vec<NoticeKey> = jobs.iter().map(|(k, _)| k.clone()).collect();
+        let found = match self.ledger.get_many(&keys).await {
+            Ok(found) => found,
             Err(e) => {
                 warn!(error = %e, "batch ledger read failed: each record reads its own row");
-                None
+                return None;
             }
+        };
+        let mut rows: HashMap<NoticeKey, Option<LedgerRow>> = keys.into_iter().map(|k| (k, None)).collect();
+        for row in found {
+            rows.insert(row.key.clone(), Some(row));
         }
+        // Tokens for the keys that would claim (in shadow mode every key sends, so every key).
+        let wanting: Vec<&(NoticeKey, Job)> = jobs
+            .iter()
+            .filter(|(key, _)| {
+                let row = rows.get(key).and_then(|r| r.as_ref());
+                self.mode == Mode::Shadow || row.is_none_or(claimable)
+            })
+            .collect();
+        let requests: Vec<TokenRequest> = wanting
+            .iter()
+            .map(|(key, job)| TokenRequest { domain: job.recipient_domain(), shard_seed: key.seed(1) })
+            .collect();
+        let admissions = match gate.admit_batch(&requests, now).await {
+            Ok(answers) => wanting.iter().map(|(key, _)| key.clone()).zip(answers).collect(),
+            Err(e) => {
+                warn!(error = %e, "batch token take failed: each record takes its own");
+                HashMap::new()
+            }
+        };
+        Some(Prefetched { rows, admissions })
     }
 
     /// Parses a message body and delivers it.
@@ -343,7 +384,7 @@ impl NoticeSender {
                     }
                 }
             }
-            if let Some(outcome) = self.take_token(job, now, m).await {
+            if let Some(outcome) = self.take_token(job, key, now, m, prefetched).await {
                 return outcome;
             }
         }
@@ -395,19 +436,35 @@ impl NoticeSender {
         outcome
     }
 
-    /// Takes a token for the recipient's domain; `None` means "send". Without one the job is
-    /// deferred until a token is due — nothing claimed, nothing sent. Shadow mode never blocks on
-    /// a gate error.
-    async fn take_token(&self, job: &Job, now: DateTime<Utc>, m: &Metrics) -> Option<Outcome> {
+    /// Takes a token for the recipient's domain (the batch's, when it took one for this key);
+    /// `None` means "send". Without one the job is deferred until a token is due — nothing
+    /// claimed, nothing sent. Shadow mode never blocks on a gate error.
+    async fn take_token(
+        &self,
+        job: &Job,
+        key: &NoticeKey,
+        now: DateTime<Utc>,
+        m: &Metrics,
+        prefetched: Option<&Prefetched>,
+    ) -> Option<Outcome> {
         let gate = self.rate_gate.as_ref()?;
-        let domain = job.recipient_domain();
-        let admitted = gate.admit(&domain, now).await;
+        let admitted = match prefetched.and_then(|p| p.admission(key)) {
+            Some(planned) => Ok(planned),
+            None => {
+                let request = TokenRequest { domain: job.recipient_domain(), shard_seed: key.seed(1) };
+                let answer = gate.admit_batch(std::slice::from_ref(&request), now).await;
+                answer.map(|mut a| a.pop().unwrap_or(Admission::Admitted))
+            }
+        };
         m.token_write_conflicts.fetch_add(gate.take_conflicts(), std::sync::atomic::Ordering::Relaxed);
         match admitted {
             Ok(Admission::Admitted) => None,
-            Ok(Admission::Limited { retry_at }) => {
+            Ok(Admission::Limited { retry_at, scope }) => {
                 Metrics::incr(&m.rate_limited);
-                info!(until = %retry_at, "recipient domain over its send rate: deferred, nothing claimed or sent");
+                if scope == RateScope::Account {
+                    Metrics::incr(&m.rate_limited_by_account);
+                }
+                info!(until = %retry_at, scope = scope.as_str(), "over the send rate: deferred, nothing claimed or sent");
                 Some(Outcome::RateLimited { until: retry_at })
             }
             Err(e) => {

@@ -227,6 +227,13 @@ impl NoticeKey {
     pub fn prefix(&self) -> &str {
         &self.0[..12]
     }
+
+    /// A stable, uniformly spread number from the key: 64 of its bits, from lane 0–3 (lanes are
+    /// independent, so the park spread and a domain's shard do not pick alike).
+    pub fn seed(&self, lane: usize) -> u64 {
+        let at = (lane % 4) * 16;
+        self.0.get(at..at + 16).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
+    }
 }
 
 impl fmt::Display for NoticeKey {

@@ -52,6 +52,7 @@ counters! {
     deferred => "NoticesDeferred",
     parked => "ParkedJobs",
     rate_limited => "RateLimited",
+    rate_limited_by_account => "RateLimitedByAccount",
     token_write_conflicts => "TokenWriteConflicts",
     missed_window => "MissedWindow",
     released => "ClaimsReleased",

@@ -197,9 +197,9 @@ impl QueuePolicy {
     }
 }
 
-/// A stable number from the key (its first 64 bits): the key is an HMAC, so offsets are uniform.
+/// A stable number from the key: the key is an HMAC, so offsets are uniform.
 fn key_offset(key: &NoticeKey) -> u64 {
-    key.as_str().get(..16).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
+    key.seed(0)
 }
 
 fn until_now(until: DateTime<Utc>, now: DateTime<Utc>) -> Duration {

@@ -1,7 +1,7 @@
 //! The ledger's conditional writes (`PutItem`, `UpdateItem`) without the SDK's per-call
 //! machinery: the JSON body DynamoDB's protocol (`awsJson1_0`) defines, signed and sent by
-//! [`notice_awshttp`]. They are the sender's claim and commit, run for every notice; reads,
-//! queries and the rate buckets stay on the SDK client.
+//! [`notice_awshttp`]. They are the sender's claim, commit and token takes (the rate buckets'
+//! conditional `UpdateItem`s), run for every notice; reads and queries stay on the SDK client.
 //!
 //! Retries follow the SDK's standard policy, simplified: up to `max_attempts` attempts (the SDK
 //! configuration's, 3 by default) for throttling codes, HTTP 5xx and answers that never came
@@ -152,7 +152,7 @@ impl HotWrites {
             expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
             return_values_on_condition_check_failure: "ALL_OLD",
         };
-        self.call(PUT_ITEM, &body).await
+        self.call(PUT_ITEM, &body).await.map(drop)
     }
 
     /// Conditional `UpdateItem` of the item at `key`; on a failed condition DynamoDB returns the
@@ -173,12 +173,44 @@ impl HotWrites {
             condition_expression: condition,
             expression_attribute_names: (!names.is_empty()).then_some(names),
             expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
+            return_values: None,
             return_values_on_condition_check_failure: "ALL_OLD",
         };
-        self.call(UPDATE_ITEM, &body).await
+        self.call(UPDATE_ITEM, &body).await.map(drop)
     }
 
-    async fn call(&self, operation: &'static str, body: &impl Serialize) -> Result<(), HotFailure> {
+    /// [`HotWrites::update_item`] answering the attributes it wrote (`ReturnValues=UPDATED_NEW`).
+    pub(crate) async fn update_item_returning(
+        &self,
+        table: &str,
+        key: &Item,
+        update: &str,
+        condition: &str,
+        names: &HashMap<String, String>,
+        values: &Item,
+    ) -> Result<Item, HotFailure> {
+        let body = UpdateItem {
+            table_name: table,
+            key: ItemJson(key),
+            update_expression: update,
+            condition_expression: condition,
+            expression_attribute_names: (!names.is_empty()).then_some(names),
+            expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
+            return_values: Some("UPDATED_NEW"),
+            return_values_on_condition_check_failure: "ALL_OLD",
+        };
+        let answer = self.call(UPDATE_ITEM, &body).await?;
+        let parsed: Value = serde_json::from_slice(&answer)
+            .map_err(|e| HotFailure::Other(format!("unreadable UpdateItem answer: {e}")))?;
+        let attributes = parsed
+            .get("Attributes")
+            .ok_or_else(|| HotFailure::Other("UpdateItem answered no Attributes".into()))?;
+        item_from_json(attributes)
+            .map_err(|e| HotFailure::Other(format!("unreadable UpdateItem attributes: {e}")))
+    }
+
+    /// One operation with the retry policy; the answer's body when it applied.
+    async fn call(&self, operation: &'static str, body: &impl Serialize) -> Result<bytes::Bytes, HotFailure> {
         let body = serde_json::to_vec(body).map_err(|e| HotFailure::Other(format!("request body: {e}")))?;
         let target_header = [(HeaderName::from_static("x-amz-target"), operation)];
         let mut attempt = 1;
@@ -187,11 +219,14 @@ impl HotWrites {
                 .http
                 .post(&self.target, CONTENT_TYPE, &target_header, body.clone(), self.attempt_timeout)
                 .await;
-            let verdict = match result {
-                Ok(response) => classify(&response),
-                Err(e) => Verdict { retry: !e.nothing_sent(), throttled: false, failure: transport(&e) },
+            let (verdict, answer) = match result {
+                Ok(response) => (classify(&response), response.body),
+                Err(e) => (
+                    Verdict { retry: !e.nothing_sent(), throttled: false, failure: transport(&e) },
+                    bytes::Bytes::new(),
+                ),
             };
-            let Some(failure) = verdict.failure else { return Ok(()) };
+            let Some(failure) = verdict.failure else { return Ok(answer) };
             if !verdict.retry || attempt >= self.max_attempts {
                 return Err(failure);
             }
@@ -278,6 +313,8 @@ struct UpdateItem<'a> {
     expression_attribute_names: Option<&'a HashMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     expression_attribute_values: Option<ItemJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    return_values: Option<&'static str>,
     return_values_on_condition_check_failure: &'static str,
 }
 
@@ -446,11 +483,16 @@ mod tests {
             condition_expression: "c",
             expression_attribute_names: (!empty.is_empty()).then_some(&empty),
             expression_attribute_values: None,
+            return_values: None,
             return_values_on_condition_check_failure: "ALL_OLD",
         };
         let json = serde_json::to_value(&body).unwrap_or_else(|e| panic!("{e}"));
         assert!(json.get("ExpressionAttributeNames").is_none(), "DynamoDB rejects empty maps: {json}");
+        assert!(json.get("ReturnValues").is_none(), "{json}");
         assert_eq!(json["Key"], json!({"k": {"S": "v"}}));
+        let returning = UpdateItem { return_values: Some("UPDATED_NEW"), ..body };
+        let json = serde_json::to_value(&returning).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(json["ReturnValues"], "UPDATED_NEW");
     }
 
     #[test]

@@ -1,23 +1,26 @@
 //! The per-domain rate buckets in PostgreSQL: one row per recipient domain in `rate_buckets`
 //! (created by the same migration as `notices`, i.e. `noticectl ledger init`), holding the GCRA
-//! state `tat_us`. Each admission is one conditional statement on the value it was computed from
-//! — `INSERT … ON CONFLICT DO NOTHING` for a new bucket, `UPDATE … WHERE tat_us = $old` otherwise —
-//! so senders in any language sharing the database share the bucket.
+//! state `tat_us`. A take is one conditional statement the database checks as it applies it —
+//! `UPDATE … SET tat_us = tat_us + $add WHERE $now <= tat_us AND tat_us <= $max` for a busy
+//! bucket, `INSERT … ON CONFLICT DO UPDATE … WHERE tat_us < $now` for an idle or new one — so
+//! concurrent senders (in any language sharing the database) queue on the row's lock instead of
+//! failing each other.
 
 use async_trait::async_trait;
 use tokio_postgres::error::SqlState;
 
-use notice_ledger::rate::{BucketState, BucketStore, Swap};
+use notice_ledger::rate::{Applied, BucketState, BucketStore};
 use notice_ledger::LedgerError;
 
 use crate::rows::error_chain;
 use crate::PostgresLedger;
 
 const SELECT: &str = "SELECT tat_us FROM rate_buckets WHERE domain = $1";
-const INSERT: &str = "INSERT INTO rate_buckets (domain, tat_us, updated_at) VALUES ($1, $2, now()) \
-                      ON CONFLICT (domain) DO NOTHING";
-const UPDATE: &str =
-    "UPDATE rate_buckets SET tat_us = $2, updated_at = now() WHERE domain = $1 AND tat_us = $3";
+const ADD: &str = "UPDATE rate_buckets SET tat_us = tat_us + $2, updated_at = now() \
+                   WHERE domain = $1 AND tat_us >= $3 AND tat_us <= $4 RETURNING tat_us";
+const RESET: &str = "INSERT INTO rate_buckets (domain, tat_us, updated_at) VALUES ($1, $2, now()) \
+                     ON CONFLICT (domain) DO UPDATE SET tat_us = EXCLUDED.tat_us, updated_at = now() \
+                     WHERE rate_buckets.tat_us < $3 RETURNING tat_us";
 
 /// The buckets of one ledger database (shares the ledger's connection pool).
 #[derive(Clone, Debug)]
@@ -67,21 +70,37 @@ impl BucketStore for PostgresBuckets {
         self.current(&client, domain).await
     }
 
-    async fn swap(
-        &self,
-        domain: &str,
-        expected: Option<BucketState>,
-        new: BucketState,
-    ) -> Result<Swap, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
         let client = self.ledger.client().await?;
-        let written = match expected {
-            None => client.execute(INSERT, &[&domain, &new.tat_us]).await,
-            Some(old) => client.execute(UPDATE, &[&domain, &new.tat_us, &old.tat_us]).await,
+        let row = client
+            .query_opt(ADD, &[&bucket, &add_us, &now_us, &max_us])
+            .await
+            .map_err(|e| self.pg("write", e))?;
+        self.applied(&client, bucket, row).await
+    }
+
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+        let client = self.ledger.client().await?;
+        let row =
+            client.query_opt(RESET, &[&bucket, &tat_us, &now_us]).await.map_err(|e| self.pg("write", e))?;
+        self.applied(&client, bucket, row).await
+    }
+}
+
+impl PostgresBuckets {
+    /// The written TAT, or — when the condition refused the write — what the bucket holds.
+    async fn applied(
+        &self,
+        client: &deadpool_postgres::Client,
+        bucket: &str,
+        row: Option<tokio_postgres::Row>,
+    ) -> Result<Applied, LedgerError> {
+        match row {
+            Some(row) => {
+                let tat_us: i64 = row.try_get(0).map_err(|e| self.pg("write", e))?;
+                Ok(Applied::Done(BucketState { tat_us }))
+            }
+            None => Ok(Applied::Refused(self.current(client, bucket).await?)),
         }
-        .map_err(|e| self.pg("write", e))?;
-        if written == 1 {
-            return Ok(Swap::Done);
-        }
-        Ok(Swap::Conflict(self.current(&client, domain).await?))
     }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 #[cfg(feature = "dynamodb")]
 use aws_config::retry::RetryConfig;
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::BehaviorVersion;
+pub use aws_config::SdkConfig;
 #[cfg(any(feature = "dynamodb", feature = "ses"))]
 use notice_awshttp::AwsHttp;
 
@@ -66,6 +67,23 @@ pub fn sesv2_client(cfg: &SdkConfig, timeout: Duration) -> notice_ses::mailer::S
         endpoint_override(cfg, "SESv2").as_deref(),
         timeout,
     )
+}
+
+/// SES's `MaxSendRate` for this account and Region (sends per second), from `GetAccount` — read
+/// once at cold start to size the account bucket (IAM `ses:GetAccount`).
+#[cfg(feature = "ses")]
+pub async fn ses_max_send_rate(cfg: &SdkConfig) -> Result<f64, String> {
+    let out = aws_sdk_sesv2::Client::new(cfg)
+        .get_account()
+        .send()
+        .await
+        .map_err(|e| format!("SES GetAccount: {}", aws_sdk_sesv2::error::DisplayErrorContext(&e)))?;
+    let rate = out.send_quota().map(|q| q.max_send_rate()).ok_or("SES GetAccount returned no SendQuota")?;
+    if rate.is_finite() && rate > 0.0 {
+        Ok(rate)
+    } else {
+        Err(format!("SES GetAccount returned MaxSendRate {rate}"))
+    }
 }
 
 #[cfg(any(feature = "dynamodb", feature = "ses"))]

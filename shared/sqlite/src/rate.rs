@@ -1,11 +1,12 @@
 //! The per-domain rate buckets in the SQLite ledger file (local runs of `noticectl send`): one row
-//! per domain in `rate_buckets`, written only by compare-and-set inside `BEGIN IMMEDIATE`, so
-//! several local processes on one file share one bucket.
+//! per bucket in `rate_buckets`, written only by the two conditional writes of
+//! [`BucketStore`], each one statement inside `BEGIN IMMEDIATE` (SQLite applies one writer at a
+//! time), so several local processes on one file share one bucket.
 
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
-use notice_ledger::rate::{BucketState, BucketStore, Swap};
+use notice_ledger::rate::{Applied, BucketState, BucketStore};
 use notice_ledger::LedgerError;
 
 use crate::{sql, SqliteLedger};
@@ -48,30 +49,55 @@ impl BucketStore for SqliteBuckets {
         self.ledger.with(move |conn| current(conn, &domain)).await
     }
 
-    async fn swap(
-        &self,
-        domain: &str,
-        expected: Option<BucketState>,
-        new: BucketState,
-    ) -> Result<Swap, LedgerError> {
-        let domain = domain.to_owned();
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+        let bucket = bucket.to_owned();
         self.ledger
             .with(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-                let found = current(&tx, &domain)?;
-                if found != expected {
-                    return Ok(Swap::Conflict(found));
-                }
                 let now_ms = chrono::Utc::now().timestamp_millis();
-                tx.execute(
-                    "INSERT INTO rate_buckets (domain, tat_us, updated_at_ms) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (domain) DO UPDATE SET tat_us = excluded.tat_us,
-                                                        updated_at_ms = excluded.updated_at_ms",
-                    params![domain, new.tat_us, now_ms],
-                )
-                .map_err(sql)?;
+                let written: Option<i64> = tx
+                    .query_row(
+                        "UPDATE rate_buckets SET tat_us = tat_us + ?2, updated_at_ms = ?5
+                         WHERE domain = ?1 AND tat_us >= ?3 AND tat_us <= ?4 RETURNING tat_us",
+                        params![bucket, add_us, now_us, max_us, now_ms],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(sql)?;
+                let applied = match written {
+                    Some(tat_us) => Applied::Done(BucketState { tat_us }),
+                    None => Applied::Refused(current(&tx, &bucket)?),
+                };
                 tx.commit().map_err(sql)?;
-                Ok(Swap::Done)
+                Ok(applied)
+            })
+            .await
+    }
+
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+        let bucket = bucket.to_owned();
+        self.ledger
+            .with(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+                let now_ms = chrono::Utc::now().timestamp_millis();
+                let written: Option<i64> = tx
+                    .query_row(
+                        "INSERT INTO rate_buckets (domain, tat_us, updated_at_ms) VALUES (?1, ?2, ?4)
+                         ON CONFLICT (domain) DO UPDATE SET tat_us = excluded.tat_us,
+                                                            updated_at_ms = excluded.updated_at_ms
+                         WHERE rate_buckets.tat_us < ?3
+                         RETURNING tat_us",
+                        params![bucket, tat_us, now_us, now_ms],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(sql)?;
+                let applied = match written {
+                    Some(tat_us) => Applied::Done(BucketState { tat_us }),
+                    None => Applied::Refused(current(&tx, &bucket)?),
+                };
+                tx.commit().map_err(sql)?;
+                Ok(applied)
             })
             .await
     }

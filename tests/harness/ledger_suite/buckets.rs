@@ -1,12 +1,12 @@
-//! The per-domain rate buckets every ledger store keeps beside its rows: compare-and-set only,
-//! one bucket per domain, and the same token arithmetic through [`BucketGate`] whatever the store
-//! — including many gates racing on one bucket.
+//! The per-domain rate buckets every ledger store keeps beside its rows: two conditional writes,
+//! each checked as the store applies it, one bucket per name, and the same token arithmetic
+//! through [`BucketGate`] whatever the store — including many gates racing on one bucket.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use notice_ledger::rate::{
-    tokens, Admission, BucketGate, BucketState, BucketStore, RateGate, RateLimits, Swap,
+    take, tokens, Admission, Applied, BucketGate, BucketState, BucketStore, RateGate, RateLimits,
 };
 
 fn at(secs: i64) -> DateTime<Utc> {
@@ -20,31 +20,27 @@ fn domain(case: &str) -> String {
     format!("{case}-{}-{}.example", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Writes are conditional on the state they were computed from; a lost race answers with what the
-/// bucket holds and writes nothing.
-pub async fn bucket_writes_are_compare_and_set(store: Arc<dyn BucketStore>) {
-    let d = domain("cas");
+/// `add` applies only to a busy bucket within its room, `reset` only to an idle or missing one;
+/// a refused write answers with what the bucket holds and writes nothing.
+pub async fn bucket_writes_apply_only_under_their_condition(store: Arc<dyn BucketStore>) {
+    let d = domain("cond");
+    let ok = |r: Result<Applied, notice_ledger::LedgerError>| r.unwrap_or_else(|e| panic!("{e}"));
     let s = |tat_us| BucketState { tat_us };
-    assert_eq!(store.load(&d).await.unwrap_or_else(|e| panic!("load: {e}")), None, "no bucket yet");
-    assert_eq!(store.swap(&d, None, s(100)).await.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
+    assert_eq!(ok(store.load(&d).await.map(|_| Applied::Refused(None))), Applied::Refused(None));
     assert_eq!(
-        store.swap(&d, None, s(200)).await.unwrap_or_else(|e| panic!("{e}")),
-        Swap::Conflict(Some(s(100)))
+        ok(store.add(&d, 10, 100, 1_000).await),
+        Applied::Refused(None),
+        "no bucket: nothing to add to"
     );
-    assert_eq!(store.swap(&d, Some(s(100)), s(300)).await.unwrap_or_else(|e| panic!("{e}")), Swap::Done);
-    assert_eq!(
-        store.swap(&d, Some(s(100)), s(400)).await.unwrap_or_else(|e| panic!("{e}")),
-        Swap::Conflict(Some(s(300))),
-        "a stale expected value loses"
-    );
-    assert_eq!(store.load(&d).await.unwrap_or_else(|e| panic!("{e}")), Some(s(300)));
-    let other = domain("cas-other");
-    assert_eq!(
-        store.swap(&other, Some(s(300)), s(500)).await.unwrap_or_else(|e| panic!("{e}")),
-        Swap::Conflict(None),
-        "domains are separate buckets"
-    );
-    assert_eq!(store.load(&other).await.unwrap_or_else(|e| panic!("{e}")), None);
+    assert_eq!(ok(store.reset(&d, 150, 100).await), Applied::Done(s(150)), "a missing bucket starts");
+    assert_eq!(ok(store.reset(&d, 170, 120).await), Applied::Refused(Some(s(150))), "busy: no reset");
+    assert_eq!(ok(store.add(&d, 10, 120, 1_000).await), Applied::Done(s(160)));
+    assert_eq!(ok(store.add(&d, 10, 120, 155).await), Applied::Refused(Some(s(160))), "no room left");
+    assert_eq!(ok(store.add(&d, 10, 200, 1_000).await), Applied::Refused(Some(s(160))), "idle: no add");
+    assert_eq!(ok(store.reset(&d, 210, 200).await), Applied::Done(s(210)), "idle: restarts");
+    assert_eq!(store.load(&d).await.unwrap_or_else(|e| panic!("{e}")), Some(s(210)));
+    let other = domain("cond-other");
+    assert_eq!(store.load(&other).await.unwrap_or_else(|e| panic!("{e}")), None, "buckets are separate");
 }
 
 /// Through the gate: a burst, then one token per interval, exactly, on every store.
@@ -61,7 +57,7 @@ pub async fn buckets_admit_the_burst_then_refill_at_the_rate(store: Arc<dyn Buck
         answers.push(gate.admit(&d, at(0)).await.unwrap_or_else(|e| panic!("{e}")));
     }
     assert!(admitted(3, &answers), "burst 3: {answers:?}");
-    let Some(Admission::Limited { retry_at }) = answers.last().copied() else { panic!("limited") };
+    let Some(Admission::Limited { retry_at, .. }) = answers.last().copied() else { panic!("limited") };
     assert!(retry_at >= at(2) && retry_at <= at(2) + Duration::seconds(6), "next token at +2 s: {retry_at}");
     assert!(matches!(gate.admit(&d, at(1)).await, Ok(Admission::Limited { .. })), "not yet at +1 s");
     assert_eq!(gate.admit(&d, at(2)).await.unwrap_or_else(|e| panic!("{e}")), Admission::Admitted);
@@ -125,8 +121,8 @@ pub async fn racing_gates_never_admit_more_than_the_burst(store: Arc<dyn BucketS
 }
 
 /// Takes of several tokens at once, racing on one bucket: never more than the burst in all, the
-/// rest refused, whatever the store. Where the store checks the room at apply time, racing takes
-/// under a generous limit queue in the store and are all granted (no contention deferrals).
+/// rest refused; under a generous limit racing takes queue in the store and are all granted (no
+/// contention deferrals), every token counted once.
 pub async fn racing_takes_of_many_tokens_share_the_burst_exactly(store: Arc<dyn BucketStore>) {
     let tight = notice_ledger::rate::Limit { per_second: 0.001, burst: 10 };
     let d = domain("take-race");
@@ -137,8 +133,10 @@ pub async fn racing_takes_of_many_tokens_share_the_burst_exactly(store: Arc<dyn 
         tasks.spawn(async move {
             let mut granted = 0;
             for want in [1, 3, 2] {
-                granted +=
-                    store.take(&d, want, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted;
+                granted += take(&*store, &d, want, now, &tight, None)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .granted;
             }
             granted
         });
@@ -148,13 +146,10 @@ pub async fn racing_takes_of_many_tokens_share_the_burst_exactly(store: Arc<dyn 
         granted += joined.unwrap_or_else(|e| panic!("task: {e}"));
     }
     assert!(granted <= 10, "{granted} tokens from a burst of 10");
-    let rest = store.take(&d, 100, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted;
+    let rest = take(&*store, &d, 100, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted;
     assert_eq!(granted + rest, 10, "the bucket held exactly the burst");
-    assert_eq!(store.take(&d, 1, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted, 0);
+    assert_eq!(take(&*store, &d, 1, now, &tight, None).await.unwrap_or_else(|e| panic!("{e}")).granted, 0);
 
-    if !store.takes_atomically() {
-        return;
-    }
     let generous = notice_ledger::rate::Limit { per_second: 1_000.0, burst: 1_000 };
     let d = domain("take-queue");
     let mut tasks = tokio::task::JoinSet::new();
@@ -163,7 +158,8 @@ pub async fn racing_takes_of_many_tokens_share_the_burst_exactly(store: Arc<dyn 
         tasks.spawn(async move {
             let mut refused = 0;
             for _ in 0..5 {
-                let taken = store.take(&d, 2, now, &generous, None).await.unwrap_or_else(|e| panic!("{e}"));
+                let taken =
+                    take(&*store, &d, 2, now, &generous, None).await.unwrap_or_else(|e| panic!("{e}"));
                 if taken.granted != 2 {
                     refused += 1;
                 }

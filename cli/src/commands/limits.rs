@@ -1,0 +1,577 @@
+//! `noticectl limits`: the send-rate limits a configuration gives — the account, the default for
+//! unlisted domains and every listed domain with its shards — worked out exactly as the sender
+//! does at cold start (`RateLimits::with_account_rate` over `NOTICE_RATE_LIMITS` and SES's
+//! `MaxSendRate`). No AWS calls: the MaxSendRate is a flag, unknown when absent.
+
+use std::process::ExitCode;
+
+use notice_ledger::rate::limits::{DomainLimit, ACCOUNT_SHARE, DOMAIN_BURST_SECS, DOMAIN_SHARE};
+use notice_ledger::rate::{Limit, RateLimits, RATE_LIMITS_VAR};
+use serde::Serialize;
+
+use super::capacity::count;
+
+const SECS_PER_HOUR: f64 = 3_600.0;
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct LimitsArgs {
+    /// The configuration to read (JSON, `off`, or @FILE), as NOTICE_RATE_LIMITS would hold it;
+    /// default: NOTICE_RATE_LIMITS itself (unset: the built-in default the sender uses).
+    #[arg(long, value_name = "JSON")]
+    rate_limits: Option<String>,
+    /// SES's MaxSendRate (messages/s, `aws sesv2 get-account`), as the sender reads it at cold
+    /// start; absent: unknown, as when the sender cannot read it.
+    #[arg(long, value_name = "R")]
+    max_send_rate: Option<f64>,
+    /// Also show the limit this recipient domain gets (repeatable).
+    #[arg(long = "domain", value_name = "D")]
+    domains: Vec<String>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One limit as the command prints it; numbers at full precision.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub(crate) struct LimitView {
+    pub(crate) per_second: f64,
+    pub(crate) per_hour: f64,
+    pub(crate) burst: u32,
+}
+
+impl From<Limit> for LimitView {
+    fn from(l: Limit) -> Self {
+        LimitView { per_second: l.per_second, per_hour: l.per_second * SECS_PER_HOUR, burst: l.burst }
+    }
+}
+
+/// Where the account limit came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AccountSource {
+    /// `account` in the configuration.
+    Configured,
+    /// [`ACCOUNT_SHARE`] of `--max-send-rate`.
+    MaxSendRate,
+    /// Neither: no account-wide limit.
+    None,
+    /// Limits are off.
+    Off,
+}
+
+/// Where the limit for unlisted domains came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DefaultSource {
+    /// `default` in the configuration.
+    Configured,
+    /// The built-in default once the account rate is known: [`DOMAIN_SHARE`] of it, a
+    /// [`DOMAIN_BURST_SECS`] burst.
+    AccountShare,
+    /// The built-in default with the account rate unknown: [`Limit::DEFAULT`].
+    Builtin,
+    /// A configuration without `default`: unlisted domains are not limited.
+    None,
+    /// Limits are off.
+    Off,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct AccountView {
+    pub(crate) source: AccountSource,
+    pub(crate) limit: Option<LimitView>,
+    pub(crate) explanation: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct DefaultView {
+    pub(crate) source: DefaultSource,
+    pub(crate) limit: Option<LimitView>,
+    pub(crate) explanation: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct DomainView {
+    pub(crate) domain: String,
+    #[serde(flatten)]
+    pub(crate) limit: LimitView,
+    pub(crate) shards: u32,
+    /// What each shard's bucket allows (`Limit::shard`).
+    pub(crate) per_shard: LimitView,
+    pub(crate) explanation: String,
+}
+
+/// Which limit a domain asked about with `--domain` gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Match {
+    Listed,
+    Default,
+    NotLimited,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct QueryView {
+    pub(crate) domain: String,
+    pub(crate) matched: Match,
+    pub(crate) limit: Option<LimitView>,
+    pub(crate) shards: Option<u32>,
+    pub(crate) per_shard: Option<LimitView>,
+}
+
+/// Everything the command prints.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct LimitsReport {
+    /// Where the configuration was read from.
+    pub(crate) config_source: String,
+    /// The configuration is the built-in default (NOTICE_RATE_LIMITS unset or empty).
+    pub(crate) builtin: bool,
+    /// False when limits are off (`off` or `{}`).
+    pub(crate) enabled: bool,
+    pub(crate) max_send_rate: Option<f64>,
+    pub(crate) account: AccountView,
+    pub(crate) default: DefaultView,
+    pub(crate) domains: Vec<DomainView>,
+    pub(crate) queries: Vec<QueryView>,
+    /// The line the sender logs at start-up (`RateLimits::describe`), or `off`.
+    pub(crate) sender_log: String,
+    pub(crate) notes: Vec<String>,
+}
+
+/// The configuration text and where it came from: `--rate-limits` (inline or @FILE) or the
+/// environment, read as the sender reads it.
+fn configuration(flag: Option<&str>) -> Result<(Option<RateLimits>, String), String> {
+    let Some(value) = flag else {
+        let source = match std::env::var_os(RATE_LIMITS_VAR) {
+            None => format!("{RATE_LIMITS_VAR} (unset: the built-in default)"),
+            Some(v) if v.to_string_lossy().trim().is_empty() => {
+                format!("{RATE_LIMITS_VAR} (empty: the built-in default)")
+            }
+            Some(_) => RATE_LIMITS_VAR.to_owned(),
+        };
+        let limits = notice_setup::config::rate_limits_from_env().map_err(|e| e.to_string())?;
+        return Ok((limits, source));
+    };
+    let (text, source) = match value.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| format!("--rate-limits {path}: {e}"))?,
+            format!("--rate-limits @{path}"),
+        ),
+        None => (value.to_owned(), "--rate-limits".to_owned()),
+    };
+    // As `rate_limits_from_env`: an empty value is the built-in default.
+    if text.trim().is_empty() {
+        return Ok((Some(RateLimits::builtin()), format!("{source} (empty: the built-in default)")));
+    }
+    let limits = RateLimits::parse(&text).map_err(|e| format!("{source}: {e}"))?;
+    Ok((limits, source))
+}
+
+/// The recipient domain as the sender keys it: lower case, after the last `@` (so an address
+/// works too).
+fn normalize_domain(raw: &str) -> Result<String, String> {
+    let trimmed = raw.trim();
+    let domain = trimmed.rsplit_once('@').map_or(trimmed, |(_, d)| d).to_ascii_lowercase();
+    if domain.is_empty() || domain.contains(['#', ' ']) {
+        return Err(format!("limits: --domain {raw:?} is not a domain name"));
+    }
+    Ok(domain)
+}
+
+/// The arithmetic of the command: `configured` as read (`None`: off), then the account rate
+/// applied as the sender applies it.
+pub(crate) fn report(
+    configured: Option<RateLimits>,
+    config_source: String,
+    max_send_rate: Option<f64>,
+    queries: &[String],
+) -> LimitsReport {
+    let mut notes = Vec::new();
+    let mrs = max_send_rate.map(|r| format!("MaxSendRate {}/s (--max-send-rate)", num(r)));
+    let Some(configured) = configured else {
+        notes.push(match &mrs {
+            Some(m) => format!(
+                "nothing paces sends: the sender sends as fast as its batches go, and SES throttles above {m}"
+            ),
+            None => "nothing paces sends: the sender sends as fast as its batches go, and SES throttles above its MaxSendRate".to_owned(),
+        });
+        if max_send_rate.is_some() {
+            notes.push(
+                "--max-send-rate changes nothing while limits are off: the sender takes no account bucket"
+                    .to_owned(),
+            );
+        }
+        let off = format!("{config_source} is `off` or `{{}}`, which switches limiting off");
+        return LimitsReport {
+            config_source,
+            builtin: false,
+            enabled: false,
+            max_send_rate,
+            account: AccountView { source: AccountSource::Off, limit: None, explanation: off.clone() },
+            default: DefaultView { source: DefaultSource::Off, limit: None, explanation: off },
+            domains: Vec::new(),
+            queries: queries
+                .iter()
+                .map(|d| QueryView {
+                    domain: d.clone(),
+                    matched: Match::NotLimited,
+                    limit: None,
+                    shards: None,
+                    per_shard: None,
+                })
+                .collect(),
+            sender_log: "off".to_owned(),
+            notes,
+        };
+    };
+    let builtin = configured == RateLimits::builtin();
+    // What the explanations call the configuration.
+    let name = if builtin { "the built-in default".to_owned() } else { config_source.clone() };
+    let configured_account = configured.account();
+    let limits = configured.with_account_rate(max_send_rate);
+
+    let account = match (configured_account, limits.account()) {
+        (Some(l), _) => AccountView {
+            source: AccountSource::Configured,
+            limit: Some(l.into()),
+            explanation: match &mrs {
+                Some(m) => format!("configured (`account` in {name}); the {m} does not change it"),
+                None => format!("configured (`account` in {name})"),
+            },
+        },
+        (None, Some(l)) => AccountView {
+            source: AccountSource::MaxSendRate,
+            limit: Some(l.into()),
+            explanation: format!(
+                "{} % of {} = {}/s; burst one second of it, rounded down = {}",
+                num(ACCOUNT_SHARE * 100.0),
+                mrs.as_deref().unwrap_or("MaxSendRate"),
+                num(l.per_second),
+                l.burst
+            ),
+        },
+        (None, None) => AccountView {
+            source: AccountSource::None,
+            limit: None,
+            explanation: format!(
+                "none: {name} sets no `account` and the MaxSendRate is unknown (pass --max-send-rate); \
+                 a sender that cannot read it from SES GetAccount runs without an account limit"
+            ),
+        },
+    };
+
+    let default = match limits.default_limit() {
+        None => DefaultView {
+            source: DefaultSource::None,
+            limit: None,
+            explanation: format!("none: {name} sets no `default`, so only the listed domains are limited"),
+        },
+        Some(l) if !builtin => DefaultView {
+            source: DefaultSource::Configured,
+            limit: Some(l.into()),
+            explanation: format!("configured (`default` in {name})"),
+        },
+        Some(l) if limits.account().is_some() => DefaultView {
+            source: DefaultSource::AccountShare,
+            limit: Some(l.into()),
+            explanation: format!(
+                "the built-in default: {} % of the account rate ({}/s × {} = {}/s), burst {} s of it, rounded down = {}",
+                num(DOMAIN_SHARE * 100.0),
+                num(limits.account().map_or(0.0, |a| a.per_second)),
+                num(DOMAIN_SHARE),
+                num(l.per_second),
+                num(DOMAIN_BURST_SECS),
+                l.burst
+            ),
+        },
+        Some(l) => DefaultView {
+            source: DefaultSource::Builtin,
+            limit: Some(l.into()),
+            explanation: format!(
+                "the built-in default while the MaxSendRate is unknown: {}/s, burst {}; with it, {} % of the account rate and a {} s burst",
+                num(l.per_second),
+                l.burst,
+                num(DOMAIN_SHARE * 100.0),
+                num(DOMAIN_BURST_SECS)
+            ),
+        },
+    };
+
+    let domains: Vec<DomainView> = limits
+        .domains()
+        .map(|(domain, DomainLimit { limit, shards })| {
+            let shard = limit.shard(shards);
+            let explanation = if shards == 1 {
+                format!("configured (`domains` in {name}); one bucket")
+            } else {
+                format!(
+                    "configured (`domains` in {name}); {shards} shards each take 1/{shards}: {}/s ÷ {shards} = {}/s, burst {} ÷ {shards}, rounded down = {}",
+                    num(limit.per_second),
+                    num(shard.per_second),
+                    limit.burst,
+                    shard.burst
+                )
+            };
+            DomainView {
+                domain: domain.to_owned(),
+                limit: limit.into(),
+                shards,
+                per_shard: shard.into(),
+                explanation,
+            }
+        })
+        .collect();
+
+    let queries = queries
+        .iter()
+        .map(|d| {
+            let listed = limits.domains().any(|(name, _)| name == d);
+            match limits.domain_limit(d) {
+                Some(dl) => QueryView {
+                    domain: d.clone(),
+                    matched: if listed { Match::Listed } else { Match::Default },
+                    limit: Some(dl.limit.into()),
+                    shards: Some(dl.shards),
+                    per_shard: Some(dl.limit.shard(dl.shards).into()),
+                },
+                None => QueryView {
+                    domain: d.clone(),
+                    matched: Match::NotLimited,
+                    limit: None,
+                    shards: None,
+                    per_shard: None,
+                },
+            }
+        })
+        .collect();
+
+    if let Some(a) = limits.account() {
+        notes.push(format!(
+            "every send also takes an account token: all domains together send at most {}/s ({}/h), burst {}",
+            num(a.per_second),
+            num(a.per_second * SECS_PER_HOUR),
+            a.burst
+        ));
+        let faster: Vec<String> = domains
+            .iter()
+            .filter(|d| d.limit.per_second > a.per_second)
+            .map(|d| format!("{} ({}/s)", d.domain, num(d.limit.per_second)))
+            .chain(
+                default
+                    .limit
+                    .filter(|l| l.per_second > a.per_second)
+                    .map(|l| format!("other domains ({}/s)", num(l.per_second))),
+            )
+            .collect();
+        if !faster.is_empty() {
+            notes.push(format!(
+                "{} {} above the account's {}/s: the account bucket holds {} to {}/s, together with every other domain",
+                faster.join(", "),
+                if faster.len() == 1 { "is" } else { "are" },
+                num(a.per_second),
+                if faster.len() == 1 { "it" } else { "them" },
+                num(a.per_second)
+            ));
+        }
+        if let (Some(rate), AccountSource::Configured) = (max_send_rate, account.source) {
+            if a.per_second > rate {
+                notes.push(format!(
+                    "the configured account rate {}/s is above the {}: SES throttles the rest, and every throttled send costs a claim, a release and a receive",
+                    num(a.per_second),
+                    mrs.as_deref().unwrap_or("MaxSendRate")
+                ));
+            }
+        }
+    } else {
+        notes.push(
+            "no account limit: nothing here keeps all domains together under SES's MaxSendRate".to_owned(),
+        );
+    }
+    // Only when the MaxSendRate would change something: an unset `account`.
+    if max_send_rate.is_none() && account.source == AccountSource::None {
+        notes.push(
+            "MaxSendRate unknown: these are the limits of a sender that could not read it; pass --max-send-rate (MaxSendRate from `aws sesv2 get-account`) for the usual case".to_owned(),
+        );
+    }
+
+    LimitsReport {
+        config_source,
+        builtin,
+        enabled: true,
+        max_send_rate,
+        account,
+        default,
+        domains,
+        queries,
+        sender_log: limits.describe(),
+        notes,
+    }
+}
+
+/// A number for people: 12.6, 6.3, 45 360, 1 440 000; below 1, three significant figures.
+pub(crate) fn num(x: f64) -> String {
+    if x > 0.0 && x < 1.0 {
+        let decimals = (-x.log10().floor()) as usize + 2;
+        let s = format!("{x:.decimals$}");
+        return s.trim_end_matches('0').trim_end_matches('.').to_owned();
+    }
+    let rounded = (x * 100.0).round() / 100.0;
+    let whole = rounded.trunc();
+    let mut out = count(whole);
+    let frac = format!("{:.2}", rounded - whole);
+    let frac = frac.trim_start_matches('0').trim_end_matches('0');
+    if frac != "." {
+        out.push_str(frac);
+    }
+    out
+}
+
+fn per_sec(l: &LimitView) -> String {
+    format!("{}/s", num(l.per_second))
+}
+
+fn per_hour(l: &LimitView) -> String {
+    format!("{}/h", num(l.per_hour))
+}
+
+fn one(l: &LimitView) -> String {
+    format!("{} ({}) burst {}", per_sec(l), per_hour(l), l.burst)
+}
+
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect();
+        format!("  {}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(&header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+/// The table the command prints.
+pub(crate) fn render(r: &LimitsReport) -> String {
+    let mrs = r.max_send_rate.map_or("unknown".to_owned(), |m| format!("{}/s", num(m)));
+    let mut out =
+        format!("send-rate limits from {}; SES MaxSendRate {mrs} (no AWS calls)\n\n", r.config_source);
+    if !r.enabled {
+        out.push_str(&format!(
+            "rate limits: off — {}; no domain and no account limit\n",
+            r.account.explanation
+        ));
+    } else {
+        let dash = || "-".to_owned();
+        let mut rows = Vec::new();
+        let mut row =
+            |what: String, limit: Option<&LimitView>, shards: Option<u32>, shard: Option<&LimitView>| {
+                rows.push(match limit {
+                    Some(l) => vec![
+                        what,
+                        per_sec(l),
+                        per_hour(l),
+                        l.burst.to_string(),
+                        shards.map_or_else(dash, |s| s.to_string()),
+                        shard.map_or_else(dash, |s| {
+                            format!("{} ({}) burst {}", per_sec(s), per_hour(s), s.burst)
+                        }),
+                    ],
+                    None => vec![what, "none".to_owned(), dash(), dash(), dash(), dash()],
+                });
+            };
+        row("account".to_owned(), r.account.limit.as_ref(), None, None);
+        row("other domains".to_owned(), r.default.limit.as_ref(), r.default.limit.map(|_| 1), None);
+        for d in &r.domains {
+            row(d.domain.clone(), Some(&d.limit), Some(d.shards), Some(&d.per_shard));
+        }
+        out.push_str(&table(&["bucket", "per second", "per hour", "burst", "shards", "per shard"], &rows));
+        out.push_str("\nwhere each number comes from:\n");
+        out.push_str(&format!("  account: {}\n", r.account.explanation));
+        out.push_str(&format!("  other domains: {}\n", r.default.explanation));
+        for d in &r.domains {
+            out.push_str(&format!("  {}: {}\n", d.domain, d.explanation));
+        }
+    }
+    if !r.queries.is_empty() {
+        out.push_str("\ndomains asked about (--domain):\n");
+        for q in &r.queries {
+            let what = match (q.matched, &q.limit) {
+                (Match::NotLimited, _) | (_, None) => "not limited".to_owned(),
+                (Match::Listed, Some(l)) => match (q.shards, &q.per_shard) {
+                    (Some(s), Some(p)) if s > 1 => {
+                        format!(
+                            "listed: {} in {s} shards of {}/s burst {}",
+                            one(l),
+                            num(p.per_second),
+                            p.burst
+                        )
+                    }
+                    _ => format!("listed: {}", one(l)),
+                },
+                (Match::Default, Some(l)) => format!("not listed, the default for other domains: {}", one(l)),
+            };
+            out.push_str(&format!("  {}: {what}\n", q.domain));
+        }
+    }
+    out.push_str(&format!("\nthe sender logs: {}\n", r.sender_log));
+    if !r.notes.is_empty() {
+        out.push_str("\nnotes:\n");
+        for n in &r.notes {
+            out.push_str(&format!("  - {n}\n"));
+        }
+    }
+    out
+}
+
+pub(crate) fn run(args: LimitsArgs) -> Result<ExitCode, String> {
+    if let Some(rate) = args.max_send_rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!("limits: --max-send-rate must be a number > 0, not {rate}"));
+        }
+    }
+    let queries = args.domains.iter().map(|d| normalize_domain(d)).collect::<Result<Vec<_>, _>>()?;
+    let (configured, source) = configuration(args.rate_limits.as_deref())?;
+    let r = report(configured, source, args.max_send_rate, &queries);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
+    } else {
+        print!("{}", render(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_rounded_for_people() {
+        assert_eq!(num(12.6), "12.6");
+        assert_eq!(num(14.0 * 0.9), "12.6");
+        assert_eq!(num(6.3), "6.3");
+        assert_eq!(num(45_360.000_000_1), "45 360");
+        assert_eq!(num(1_440_000.0), "1 440 000");
+        assert_eq!(num(0.5), "0.5");
+        assert_eq!(num(0.012_34), "0.0123");
+        assert_eq!(num(33.333), "33.33");
+        assert_eq!(num(0.0), "0");
+    }
+
+    #[test]
+    fn a_domain_is_keyed_as_the_sender_keys_it() {
+        assert_eq!(normalize_domain(" Gmail.COM ").unwrap(), "gmail.com");
+        assert_eq!(normalize_domain("ada@Example.org").unwrap(), "example.org");
+        assert!(normalize_domain("").unwrap_err().contains("--domain"));
+        assert!(normalize_domain("gmail.com#1").is_err());
+    }
+}

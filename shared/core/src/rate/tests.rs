@@ -1,0 +1,423 @@
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::*;
+use crate::error::LedgerError;
+use proptest::prelude::*;
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+fn limit(per_second: f64, burst: u32) -> Limit {
+    Limit { per_second, burst }
+}
+
+/// Runs arrivals (µs, any order) through `gcra` from an empty bucket; returns the admitted ones.
+fn admitted(arrivals: &[i64], l: &Limit) -> Vec<i64> {
+    let mut state = None;
+    let mut out = Vec::new();
+    for &now in arrivals {
+        if let Decision::Admit(next) = gcra(state, now, l) {
+            assert!(state.is_none_or(|s: BucketState| next.tat_us > s.tat_us), "TAT moves forward");
+            state = Some(next);
+            out.push(now);
+        }
+    }
+    out
+}
+
+proptest! {
+    /// Never more than `burst + rate · t` admissions in any span `t`, for sorted arrivals.
+    #[test]
+    fn never_over_burst_plus_rate_times_t(
+        per_second in 0.01f64..2000.0,
+        burst in 1u32..60,
+        gaps in proptest::collection::vec(0i64..400_000, 1..400),
+    ) {
+        let l = limit(per_second, burst);
+        let mut now = 1_700_000_000_000_000i64;
+        let arrivals: Vec<i64> = gaps.iter().map(|g| { now += g; now }).collect();
+        let got = admitted(&arrivals, &l);
+        for (i, start) in got.iter().enumerate() {
+            for (j, end) in got.iter().enumerate().skip(i) {
+                let n = (j - i + 1) as f64;
+                let span_s = (end - start) as f64 / 1e6;
+                prop_assert!(n <= f64::from(burst) + per_second * span_s + 1e-9,
+                    "{n} sends in {span_s} s at {per_second}/s burst {burst}");
+            }
+        }
+    }
+
+    /// A bucket left alone refills exactly: `k` intervals after draining, exactly `k` tokens
+    /// (up to the burst), and a full bucket admits exactly `burst` at one instant.
+    #[test]
+    fn refill_is_exact(per_second in 0.01f64..5000.0, burst in 1u32..200, k in 0u32..250) {
+        let l = limit(per_second, burst);
+        let t0 = 1_700_000_000_000_000i64;
+        let drained = admitted(&vec![t0; burst as usize + 5], &l);
+        prop_assert_eq!(drained.len(), burst as usize);
+        let mut state = Some(BucketState { tat_us: t0 + i64::from(burst) * l.interval_us() });
+        let later = t0 + i64::from(k) * l.interval_us();
+        let expect = k.min(burst);
+        prop_assert_eq!(tokens(state, later, &l), expect);
+        let mut n = 0;
+        while let Decision::Admit(next) = gcra(state, later, &l) {
+            state = Some(next);
+            n += 1;
+        }
+        prop_assert_eq!(n, expect);
+    }
+
+    /// Clock skew: arrivals in any order (a sender whose clock lags behind the stored TAT)
+    /// never admit more than `burst + rate · (latest − earliest)`, and an earlier `now` never
+    /// admits where a later one would not.
+    #[test]
+    fn a_lagging_clock_never_admits_extra(
+        per_second in 0.01f64..2000.0,
+        burst in 1u32..60,
+        offsets in proptest::collection::vec(0i64..5_000_000, 1..300),
+        tat_ahead in 0i64..10_000_000,
+        back in 0i64..10_000_000,
+    ) {
+        let l = limit(per_second, burst);
+        let t0 = 1_700_000_000_000_000i64;
+        let arrivals: Vec<i64> = offsets.iter().map(|o| t0 + o).collect();
+        let got = admitted(&arrivals, &l).len() as f64;
+        let span = (offsets.iter().max().unwrap() - offsets.iter().min().unwrap()) as f64 / 1e6;
+        prop_assert!(got <= f64::from(burst) + per_second * span + 1e-9);
+
+        let state = Some(BucketState { tat_us: t0 + tat_ahead });
+        let earlier = t0 - back;
+        if matches!(gcra(state, earlier, &l), Decision::Admit(_)) {
+            prop_assert!(matches!(gcra(state, t0, &l), Decision::Admit(_)));
+        }
+        prop_assert!(tokens(state, earlier, &l) <= tokens(state, t0, &l));
+    }
+}
+
+proptest! {
+    /// n tokens at once are exactly n single admissions: the same count, the same state.
+    #[test]
+    fn n_tokens_in_one_write_equal_n_single_admissions(
+        per_second in 0.01f64..5000.0,
+        burst in 1u32..200,
+        want in 0u32..300,
+        ahead in -5_000_000i64..50_000_000,
+    ) {
+        let l = limit(per_second, burst);
+        let now = 1_700_000_000_000_000i64;
+        let start = Some(BucketState { tat_us: now + ahead });
+        let g = grant(start, now, want, &l);
+        let mut state = start;
+        let mut singles = 0;
+        while singles < want {
+            match gcra(state, now, &l) {
+                Decision::Admit(next) => { state = Some(next); singles += 1; }
+                Decision::Limited { .. } => break,
+            }
+        }
+        prop_assert_eq!(g.granted, singles);
+        if singles > 0 {
+            prop_assert_eq!(Some(g.next), state);
+        }
+        prop_assert!(g.granted <= burst);
+    }
+
+    /// Takes of any size from senders with skewed clocks, applied in any order (the order the
+    /// store serialises them): never more than `burst + rate · (latest − earliest)` tokens, and
+    /// for clocks in order never more than `burst + rate · t` in any span `t`.
+    #[test]
+    fn concurrent_n_token_takes_never_exceed_the_bound(
+        per_second in 0.01f64..2000.0,
+        burst in 1u32..60,
+        takes in proptest::collection::vec((0i64..5_000_000, 1u32..12), 1..200),
+    ) {
+        let l = limit(per_second, burst);
+        let t0 = 1_700_000_000_000_000i64;
+        let apply = |order: &[(i64, u32)]| {
+            let mut state = None;
+            let mut granted = Vec::new();
+            for &(offset, want) in order {
+                let g = grant(state, t0 + offset, want, &l);
+                if g.granted > 0 {
+                    prop_assert!(state.is_none_or(|s: BucketState| g.next.tat_us > s.tat_us), "TAT moves forward");
+                    state = Some(g.next);
+                    granted.push((offset, g.granted));
+                }
+            }
+            Ok(granted)
+        };
+        let any_order = apply(&takes)?;
+        let total: u32 = any_order.iter().map(|(_, k)| k).sum();
+        let span = (takes.iter().map(|t| t.0).max().unwrap() - takes.iter().map(|t| t.0).min().unwrap()) as f64 / 1e6;
+        prop_assert!(f64::from(total) <= f64::from(burst) + per_second * span + 1e-9, "{total} in {span} s");
+
+        let mut sorted = takes.clone();
+        sorted.sort_by_key(|t| t.0);
+        let in_order = apply(&sorted)?;
+        for i in 0..in_order.len() {
+            let mut n = 0u32;
+            for j in i..in_order.len() {
+                n += in_order[j].1;
+                let span_s = (in_order[j].0 - in_order[i].0) as f64 / 1e6;
+                prop_assert!(f64::from(n) <= f64::from(burst) + per_second * span_s + 1e-9,
+                    "{n} tokens in {span_s} s at {per_second}/s burst {burst}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_take_grants_many_tokens_in_one_write_and_the_rest_are_limited() {
+    let store = MemoryBuckets::default();
+    let l = limit(10.0, 5);
+    let now = 1_700_000_000_000_000i64;
+    let first = take(&store, "x.example", 3, now, &l, None).await.unwrap();
+    assert_eq!(first.granted, 3);
+    // A stale hint (no bucket) is corrected by the refused reset's answer.
+    let second = take(&store, "x.example", 4, now, &l, None).await.unwrap();
+    assert_eq!((second.granted, second.conflicts), (2, 1), "only the burst's rest fits");
+    let third = take(&store, "x.example", 1, now, &l, second.state).await.unwrap();
+    assert_eq!((third.granted, third.state, third.conflicts), (0, second.state, 0), "full: nothing written");
+    assert_eq!(
+        take(&store, "x.example", 1, now + l.interval_us(), &l, third.state).await.unwrap().granted,
+        1
+    );
+}
+
+#[tokio::test]
+async fn memory_gate_admits_the_burst_then_one_per_interval_and_defers_with_jitter() {
+    let limits = RateLimits::parse(
+        r#"{"default":{"per_second":1,"burst":2},"domains":{"Slow.example":{"per_second":0.1,"burst":1}}}"#,
+    )
+    .unwrap()
+    .unwrap();
+    let gate = BucketGate::in_memory(limits);
+    let t = at("2026-12-02T12:00:10Z");
+    assert_eq!(gate.admit("a.example", t).await.unwrap(), Admission::Admitted);
+    assert_eq!(gate.admit("a.example", t).await.unwrap(), Admission::Admitted);
+    let Admission::Limited { retry_at, .. } = gate.admit("a.example", t).await.unwrap() else { panic!() };
+    // The next token is due one interval later; jitter spreads over at most the whole bucket's
+    // refill (burst 2 × 1 s).
+    assert!(retry_at >= at("2026-12-02T12:00:11Z") && retry_at <= at("2026-12-02T12:00:13Z"), "{retry_at}");
+    assert_eq!(gate.admit("slow.example", t).await.unwrap(), Admission::Admitted);
+    assert!(matches!(gate.admit("slow.example", t).await.unwrap(), Admission::Limited { .. }));
+    assert_eq!(gate.admit("a.example", at("2026-12-02T12:00:11Z")).await.unwrap(), Admission::Admitted);
+    assert!(matches!(
+        gate.admit("a.example", at("2026-12-02T12:00:11Z")).await.unwrap(),
+        Admission::Limited { .. }
+    ));
+}
+
+#[tokio::test]
+async fn two_gates_on_one_store_share_the_bucket() {
+    let store = Arc::new(MemoryBuckets::default());
+    let limits = RateLimits::parse(r#"{"default":{"per_second":1,"burst":3}}"#).unwrap().unwrap();
+    let a = BucketGate::new(store.clone(), limits.clone());
+    let b = BucketGate::new(store, limits);
+    let t = at("2026-12-02T12:00:00Z");
+    let mut admitted = 0;
+    for _ in 0..5 {
+        for gate in [&a, &b] {
+            if gate.admit("x.example", t).await.unwrap() == Admission::Admitted {
+                admitted += 1;
+            }
+        }
+    }
+    assert_eq!(admitted, 3, "one burst between both gates");
+}
+
+/// A store whose calls take a turn of the runtime, like a network round trip.
+struct SlowStore(MemoryBuckets);
+
+#[async_trait]
+impl BucketStore for SlowStore {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+        tokio::task::yield_now().await;
+        self.0.load(bucket).await
+    }
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+        tokio::task::yield_now().await;
+        let out = self.0.add(bucket, add_us, now_us, max_us).await;
+        tokio::task::yield_now().await;
+        out
+    }
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+        tokio::task::yield_now().await;
+        let out = self.0.reset(bucket, tat_us, now_us).await;
+        tokio::task::yield_now().await;
+        out
+    }
+}
+
+#[tokio::test]
+async fn a_batch_to_one_domain_is_limited_by_rate_not_by_its_own_contention() {
+    let limits = RateLimits::parse(r#"{"default":{"per_second":100000,"burst":50}}"#).unwrap().unwrap();
+    let gate = BucketGate::new(Arc::new(SlowStore(MemoryBuckets::default())), limits).on_wall_clock();
+    let t = Utc::now();
+    let admitted = futures::future::join_all((0..10).map(|_| gate.admit("gmail.com", t))).await;
+    assert!(admitted.iter().all(|a| matches!(a, Ok(Admission::Admitted))), "{admitted:?}");
+}
+
+#[test]
+fn configuration_defaults_off_switches_and_errors_name_the_variable() {
+    assert_eq!(RateLimits::builtin().limit_for("gmail.com"), Some(Limit::DEFAULT));
+    for off in ["{}", "off", "\"off\"", " off ", r#"{"domains":{}}"#] {
+        assert_eq!(RateLimits::parse(off).unwrap(), None, "{off}");
+    }
+    let only =
+        RateLimits::parse(r#"{"domains":{"Example.ORG":{"per_second":2,"burst":4}}}"#).unwrap().unwrap();
+    assert_eq!(only.limit_for("example.org"), Some(limit(2.0, 4)));
+    assert_eq!(only.limit_for("gmail.com"), None, "only listed domains are limited");
+    for bad in [
+        r#"{"interval_secs":60,"default_per_interval":600}"#,
+        r#"{"default":{"per_second":0,"burst":5}}"#,
+        r#"{"default":{"per_second":-1,"burst":5}}"#,
+        r#"{"default":{"per_second":1,"burst":0}}"#,
+        r#"{"default":{"per_second":1}}"#,
+        r#"{"domains":{"a@b":{"per_second":1,"burst":1}}}"#,
+        r#"{"domains":{"x.org":{"per_second":1,"burst":1}},"dmains":{}}"#,
+        "on",
+    ] {
+        let err = RateLimits::parse(bad).unwrap_err().to_string();
+        assert!(err.contains(RATE_LIMITS_VAR), "{bad}: {err}");
+    }
+    let old = RateLimits::parse(r#"{"interval_secs":60,"default_per_interval":600}"#).unwrap_err();
+    assert!(old.to_string().contains("token bucket"), "{old}");
+}
+
+#[test]
+fn the_interval_rounds_up_so_the_rate_is_never_exceeded() {
+    assert_eq!(limit(3.0, 1).interval_us(), 333_334);
+    assert_eq!(limit(10.0, 50).tolerance_us(), 49 * 100_000);
+    assert_eq!(limit(0.5, 1).interval_us(), 2_000_000);
+}
+
+fn requests(domains: &[(&str, u64)]) -> Vec<TokenRequest> {
+    domains.iter().map(|(d, seed)| TokenRequest { domain: (*d).to_owned(), shard_seed: *seed }).collect()
+}
+
+fn count_admitted(answers: &[Admission]) -> usize {
+    answers.iter().filter(|a| **a == Admission::Admitted).count()
+}
+
+#[tokio::test]
+async fn a_batch_takes_one_write_per_domain_and_the_account_caps_the_sum() {
+    let limits =
+        RateLimits::parse(r#"{"default":{"per_second":1,"burst":4},"account":{"per_second":1,"burst":5}}"#)
+            .unwrap()
+            .unwrap();
+    let store = Arc::new(CountingStore::default());
+    let gate = BucketGate::new(store.clone(), limits);
+    let t = at("2026-12-02T12:00:00Z");
+    // 6 to a.example (burst 4: 2 limited by the domain), 3 to b.example: 7 pass the domains, the
+    // account's burst of 5 admits 5 of them.
+    let batch = requests(&[
+        ("a.example", 0),
+        ("a.example", 0),
+        ("a.example", 0),
+        ("a.example", 0),
+        ("a.example", 0),
+        ("a.example", 0),
+        ("b.example", 0),
+        ("b.example", 0),
+        ("b.example", 0),
+    ]);
+    let answers = gate.admit_batch(&batch, t).await.unwrap();
+    assert_eq!(count_admitted(&answers), 5, "{answers:?}");
+    let by = |scope| {
+        answers.iter().filter(|a| matches!(a, Admission::Limited { scope: s, .. } if *s == scope)).count()
+    };
+    assert_eq!(by(RateScope::Domain), 2);
+    assert_eq!(by(RateScope::Account), 2);
+    assert_eq!(store.writes(), 3, "one write per domain and one for the account");
+    // The account is empty now: a lone record to a fresh domain is limited by the account.
+    let one = gate.admit_batch(&requests(&[("c.example", 0)]), t).await.unwrap();
+    assert!(matches!(one[0], Admission::Limited { scope: RateScope::Account, .. }), "{one:?}");
+}
+
+#[tokio::test]
+async fn a_sharded_domain_splits_its_bound_picks_by_key_and_spills_once() {
+    let limits = RateLimits::parse(r#"{"domains":{"gmail.com":{"per_second":4,"burst":8,"shards":4}}}"#)
+        .unwrap()
+        .unwrap();
+    let store = Arc::new(MemoryBuckets::default());
+    let gate = BucketGate::new(store.clone(), limits);
+    let t = at("2026-12-02T12:00:00Z");
+    // Shard 1 holds burst 2; 3 records keyed to it: 2 there, 1 spilled to shard 2.
+    let answers = gate
+        .admit_batch(&requests(&[("gmail.com", 1), ("gmail.com", 5), ("gmail.com", 9)]), t)
+        .await
+        .unwrap();
+    assert_eq!(count_admitted(&answers), 3, "{answers:?}");
+    let mut used = Vec::new();
+    for s in 0..4 {
+        used.push(store.load(&format!("gmail.com#{s}")).await.unwrap().is_some());
+    }
+    assert_eq!(used, [false, true, true, false], "seed 1 → shard 1, spilled to shard 2");
+    // Whatever the keys, never more than the whole burst (8) at one instant.
+    let many: Vec<(&str, u64)> = (0..40).map(|i| ("gmail.com", i)).collect();
+    let answers = gate.admit_batch(&requests(&many), t).await.unwrap();
+    assert_eq!(count_admitted(&answers), 8 - 3, "the shards' bursts add up to the domain's");
+    assert!(answers.iter().all(|a| !matches!(a, Admission::Limited { scope: RateScope::Account, .. })));
+}
+
+#[test]
+fn shards_and_account_are_parsed_and_checked_by_name() {
+    let l = RateLimits::parse(
+        r#"{"domains":{"gmail.com":{"per_second":400,"burst":800,"shards":8}},"account":{"per_second":90,"burst":90}}"#,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(l.domain_limit("gmail.com").map(|d| d.shards), Some(8));
+    assert_eq!(l.limit_for("gmail.com").unwrap().shard(8), limit(50.0, 100));
+    assert_eq!(l.account(), Some(limit(90.0, 90)));
+    assert_eq!(l.limit_for("outlook.com"), None, "only listed domains");
+    for (bad, names) in [
+        (r#"{"domains":{"g.com":{"per_second":1,"burst":4,"shards":0}}}"#, "shards"),
+        (r#"{"domains":{"g.com":{"per_second":1,"burst":2,"shards":4}}}"#, "burst"),
+        (r#"{"account":{"per_second":0,"burst":1}}"#, "account"),
+        (r#"{"acount":{"per_second":1,"burst":1}}"#, "acount"),
+    ] {
+        let err = RateLimits::parse(bad).unwrap_err().to_string();
+        assert!(err.contains(RATE_LIMITS_VAR) && err.contains(names), "{bad}: {err}");
+    }
+    // A configured default does not follow the account; the built-in one does.
+    let configured = RateLimits::parse(r#"{"default":{"per_second":3,"burst":3}}"#).unwrap().unwrap();
+    assert_eq!(configured.with_account_rate(Some(100.0)).limit_for("x.org"), Some(limit(3.0, 3)));
+    let builtin = RateLimits::builtin().with_account_rate(Some(100.0));
+    assert_eq!(builtin.account(), Some(limit(90.0, 90)));
+    assert_eq!(builtin.limit_for("x.org"), Some(limit(45.0, 225)));
+    assert_eq!(RateLimits::builtin().with_account_rate(None).limit_for("x.org"), Some(Limit::DEFAULT));
+}
+
+/// Memory buckets that count writes.
+#[derive(Default)]
+struct CountingStore {
+    inner: MemoryBuckets,
+    writes: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingStore {
+    fn writes(&self) -> usize {
+        self.writes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl BucketStore for CountingStore {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+        self.inner.load(bucket).await
+    }
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.add(bucket, add_us, now_us, max_us).await
+    }
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.reset(bucket, tat_us, now_us).await
+    }
+}

@@ -1,0 +1,90 @@
+//! DynamoDB calls per notice on the default send path (rate limits on), counted from moto's own
+//! request log: batches of 10 with a realistic recipient-domain mix (35 % gmail.com, 15 %
+//! outlook.com, 10 % yahoo.com, the rest spread). Per batch: one `BatchGetItem` (the dedupe read),
+//! one token write per distinct domain (plus the rare refused write retried), then a claim and a
+//! commit per notice.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{Duration, Utc};
+use notice_e2e::sender_app::*;
+use notice_ledger::rate::RateLimits;
+use serde_json::Value;
+
+/// The domain of notice `i` of a batch: 3–4 gmail.com, 1–2 outlook.com, 1 yahoo.com, the rest
+/// each its own domain.
+fn domain(batch: usize, i: usize) -> String {
+    match (batch * 10 + i) % 20 {
+        0..=6 => "gmail.com".into(),
+        7..=9 => "outlook.com".into(),
+        10 | 11 => "yahoo.com".into(),
+        n => format!("tail{batch}-{n}.example"),
+    }
+}
+
+/// DynamoDB operations in the recording, by `X-Amz-Target` operation name.
+fn dynamodb_calls(recorded: &[Value]) -> BTreeMap<String, usize> {
+    let mut calls = BTreeMap::new();
+    for entry in recorded {
+        let headers = &entry["headers"];
+        let target = headers
+            .as_object()
+            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")))
+            .and_then(|(_, v)| v.as_str())
+            .unwrap_or("");
+        if let Some(op) = target.strip_prefix("DynamoDB_20120810.") {
+            *calls.entry(op.to_owned()).or_default() += 1;
+        }
+    }
+    calls
+}
+
+#[tokio::test]
+async fn the_default_path_makes_one_read_per_batch_one_token_write_per_domain_and_two_writes_per_notice() {
+    let env = env().await;
+    let mut s = settings(&env, false);
+    s.rate_limits = Some(RateLimits::builtin());
+    let app = app_with(&env, s, None).await;
+    let charge = Utc::now() + Duration::hours(48);
+    let batches = 6;
+    let mut events = Vec::new();
+    let mut domains_per_batch = Vec::new();
+    for b in 0..batches {
+        let bodies: Vec<String> = (0..10)
+            .map(|i| {
+                let mut job = job_charged(&format!("calls_{b}_{i}"), 0, charge);
+                job["email"] = format!("c{b}x{i}@{}", domain(b, i)).into();
+                job.to_string()
+            })
+            .collect();
+        domains_per_batch.push((0..10).map(|i| domain(b, i)).collect::<BTreeSet<_>>().len());
+        events.push(batch(&env, &bodies).await);
+    }
+    env.moto.start_recording().await;
+    for event in events {
+        let resp = invoke(&app, event).await;
+        assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    }
+    let recorded = env.moto.recorded_requests().await;
+    let calls = dynamodb_calls(&recorded);
+    let notices = batches * 10;
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), notices, "every notice sent once");
+    let get = |op: &str| calls.get(op).copied().unwrap_or(0);
+    assert_eq!(get("BatchGetItem"), batches, "one dedupe read per batch: {calls:?}");
+    assert_eq!(get("GetItem"), 0, "no read per record: {calls:?}");
+    assert_eq!(get("PutItem"), notices, "one claim per notice: {calls:?}");
+    let token_writes = get("UpdateItem") - notices; // the rest are the commits
+    let distinct: usize = domains_per_batch.iter().sum();
+    assert!(
+        token_writes >= distinct && token_writes <= distinct + batches,
+        "one token write per (batch, domain), {distinct} in all, plus at most one refused write a batch: {token_writes} ({calls:?})"
+    );
+    let total: usize = calls.values().sum();
+    let per_notice = total as f64 / notices as f64;
+    eprintln!(
+        "measured: {total} DynamoDB calls for {notices} notices in batches of 10 ({per_notice:.2} per notice; \
+         {} distinct domains a batch on average): {calls:?}",
+        distinct as f64 / batches as f64
+    );
+    assert!(per_notice <= 3.0, "{per_notice:.2} calls per notice");
+}
