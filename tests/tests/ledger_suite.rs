@@ -19,11 +19,10 @@ use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{ClaimRequest, Ledger, RowState};
 use notice_ledger::links::ManageLinks;
-use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::{BucketStore, MemoryBuckets};
 use notice_ledger::render::Renderer;
 use notice_ledger::{
-    ConfigError, Job, LedgerError, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
+    ConfigError, Job, LedgerError, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
 };
 use notice_postgres::{PostgresLedger, QUARANTINE_QUERY};
 use notice_setup::ledger_url::ledger_for;
@@ -252,24 +251,21 @@ fn now() -> DateTime<Utc> {
 }
 
 fn sender(ledger: PostgresLedger, mailer: Arc<RecordingMailer>) -> NoticeSender {
-    NoticeSender {
-        ledger: Arc::new(ledger),
+    NoticeSender::new(
+        Arc::new(ledger),
         mailer,
-        renderer: Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::new(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap_or_else(|e| panic!("{e}")),
         ))),
-        policy: WindowPolicy::default(),
-        secret: NoticeSecret::new(SECRET).unwrap_or_else(|e| panic!("{e}")),
-        mode: Mode::Enforce,
-        budget: SendBudget {
-            send_timeout: Duration::from_secs(5),
-            min_time_left: Duration::from_secs(1),
-            ..SendBudget::default()
-        },
-        metrics: Arc::new(Metrics::default()),
-        rate_gate: None,
-    }
+        WindowPolicy::default(),
+        NoticeSecret::new(SECRET).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .with_budget(SendBudget {
+        send_timeout: Duration::from_secs(5),
+        min_time_left: Duration::from_secs(1),
+        ..SendBudget::default()
+    })
 }
 
 /// Two sender processes (each with its own connection pool) get the same 40 jobs at the same

@@ -17,10 +17,9 @@ use notice_e2e::{start_moto, Moto};
 use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
-use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::{BucketGate, RateLimits};
 use notice_ledger::render::Renderer;
-use notice_ledger::{Job, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_ledger::{Job, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 use notice_setup::aws;
 use serde_json::json;
 
@@ -57,20 +56,17 @@ fn limits() -> RateLimits {
 async fn sender(moto: &Moto, mailer: Arc<dyn Mailer>) -> NoticeSender {
     let sdk = moto.sdk_config().await;
     let secret = NoticeSecret::new(SECRET).unwrap();
-    NoticeSender {
-        ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
+    NoticeSender::new(
+        Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
         mailer,
-        renderer: Arc::new(Renderer::new(ManageLinks::new("https://b.example/m", secret.derive_subkey("l")))),
-        policy: WindowPolicy::default(),
+        Arc::new(Renderer::new(ManageLinks::new("https://b.example/m", secret.derive_subkey("l")))),
+        WindowPolicy::default(),
         secret,
-        mode: Mode::Enforce,
-        budget: SendBudget::default(),
-        metrics: Arc::new(Metrics::default()),
-        rate_gate: Some(Arc::new(BucketGate::new(
-            Arc::new(DynamoBuckets::new(aws::dynamodb_client(&sdk), TABLE)),
-            limits(),
-        ))),
-    }
+    )
+    .with_rate_gate(Some(Arc::new(BucketGate::new(
+        Arc::new(DynamoBuckets::new(aws::dynamodb_client(&sdk), TABLE)),
+        limits(),
+    ))))
 }
 
 fn body(email: &str, charge_at: DateTime<Utc>) -> String {
@@ -225,7 +221,7 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
     let row = DynamoLedger::new(moto.dynamodb().await, TABLE).get(&key).await.unwrap();
     assert!(row.is_none(), "the limited job claimed nothing: {row:?}");
     assert_eq!(mailer.sent.lock().unwrap().len(), BURST);
-    let m = s.metrics.drain();
+    let m = s.metrics().drain();
     assert_eq!((m.claims_minted, m.duplicates_suppressed, m.rate_limited), (BURST as u64, BURST as u64, 1));
 }
 

@@ -9,7 +9,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::mailer::outbox::FileOutbox;
-use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::{BucketGate, RateGate};
 use notice_ledger::{Mode, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget};
 use notice_setup::config;
@@ -55,26 +54,22 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
         .map_err(|e| format!("{}: {e}", state.outbox_dir().display()))?;
     let renderer = config::renderer_from_env(&secret).map_err(|e| e.to_string())?;
     let policy = config::windows_from_env().map_err(|e| e.to_string())?;
-    let sender = Arc::new(NoticeSender {
-        ledger,
-        mailer: Arc::new(outbox),
-        renderer: Arc::new(renderer),
-        policy,
-        secret,
-        mode: args.mode,
-        budget: SendBudget {
-            send_timeout: SEND_TIMEOUT,
-            min_time_left: SendBudget::default().min_time_left,
-            claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)
-                .map_err(|e| e.to_string())?,
-        },
-        metrics: Arc::new(Metrics::default()),
-        // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
-        // the real clock, since --now only pins the send windows.
-        rate_gate: limits
-            .clone()
-            .map(|l| Arc::new(BucketGate::new(opened.buckets, l).on_wall_clock()) as Arc<dyn RateGate>),
-    });
+    let sender =
+        Arc::new(
+            NoticeSender::new(ledger, Arc::new(outbox), Arc::new(renderer), policy, secret)
+                .with_mode(args.mode)
+                .with_budget(SendBudget {
+                    send_timeout: SEND_TIMEOUT,
+                    min_time_left: SendBudget::default().min_time_left,
+                    claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)
+                        .map_err(|e| e.to_string())?,
+                })
+                // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
+                // the real clock, since --now only pins the send windows.
+                .with_rate_gate(limits.clone().map(|l| {
+                    Arc::new(BucketGate::new(opened.buckets, l).on_wall_clock()) as Arc<dyn RateGate>
+                })),
+        );
     let now = args.now.unwrap_or_else(Utc::now);
     eprintln!(
         "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {} · rate {}",

@@ -13,9 +13,8 @@ use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
-use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
-use notice_ledger::{Delivery, Mode, NoticeKey, NoticeSecret, NoticeSender, SendBudget};
+use notice_ledger::{Delivery, NoticeKey, NoticeSecret, NoticeSender, SendBudget};
 use notice_sqlite::SqliteLedger;
 
 use super::args::{Params, SimLedger};
@@ -111,23 +110,20 @@ impl Durable {
         let gate = Arc::new(Mutex::new(GateState::default()));
         let secret = NoticeSecret::new("simulation-key-secret").map_err(|e| e.to_string())?;
         let links = NoticeSecret::new("simulation-links").map_err(|e| e.to_string())?;
-        let sender = NoticeSender {
-            ledger: ledger.clone(),
-            mailer: Arc::new(SimMailer { gate: gate.clone() }),
-            renderer: Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links))),
-            policy: trace.policy.clone(),
+        let sender = NoticeSender::new(
+            ledger.clone(),
+            Arc::new(SimMailer { gate: gate.clone() }),
+            Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links))),
+            trace.policy.clone(),
             secret,
-            mode: Mode::Enforce,
-            // Send timeouts are simulated (the mailer answers "unknown" in simulated time); the real
-            // timer must never fire, however long the host takes between two polls.
-            budget: SendBudget {
-                send_timeout: std::time::Duration::from_secs(7 * 86_400),
-                ..SendBudget::default()
-            },
-            metrics: Arc::new(Metrics::default()),
-            rate_gate: None,
-        };
-        let keys = trace.notices.iter().map(|n| n.job.key(&sender.secret)).collect();
+        )
+        // Send timeouts are simulated (the mailer answers "unknown" in simulated time); the real
+        // timer must never fire, however long the host takes between two polls.
+        .with_budget(SendBudget {
+            send_timeout: std::time::Duration::from_secs(7 * 86_400),
+            ..SendBudget::default()
+        });
+        let keys = trace.notices.iter().map(|n| sender.key(&n.job)).collect();
         Ok(Self { sender: Arc::new(sender), ledger, gate, keys, _dir: dir })
     }
 }

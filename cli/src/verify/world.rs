@@ -22,10 +22,9 @@ use notice_ledger::ledger::{
 };
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
-use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
 use notice_ledger::{
-    Job, LedgerError, Mode, NoticeKey, NoticeSecret, NoticeSender, Outcome, QueuePolicy, Receive, SendBudget,
+    Job, LedgerError, NoticeKey, NoticeSecret, NoticeSender, Outcome, QueuePolicy, Receive, SendBudget,
     WindowDecision, WindowPolicy,
 };
 
@@ -437,22 +436,21 @@ impl Core {
             .map(|v| {
                 let secret =
                     if v == 0 { secret.clone() } else { secret.derive_subkey(&format!("delivery-{v}")) };
-                Arc::new(NoticeSender {
-                    ledger: Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() }),
-                    mailer: Arc::new(ScriptedMailer { script: script.clone() }),
-                    renderer: renderer.clone(),
-                    policy: policy.clone(),
-                    secret,
-                    mode: Mode::Enforce,
+                Arc::new(
+                    NoticeSender::new(
+                        Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() }),
+                        Arc::new(ScriptedMailer { script: script.clone() }),
+                        renderer.clone(),
+                        policy.clone(),
+                        secret,
+                    )
                     // The model decides when a send times out (it answers "unknown"); the real timer
                     // never fires.
-                    budget: SendBudget {
+                    .with_budget(SendBudget {
                         send_timeout: std::time::Duration::from_secs(7 * 86_400),
                         ..SendBudget::default()
-                    },
-                    metrics: Arc::new(Metrics::default()),
-                    rate_gate: None,
-                })
+                    }),
+                )
             })
             .collect();
         let runtime =
@@ -473,7 +471,7 @@ impl Core {
     pub(super) fn key_of(&mut self, variant: u8, notice: u8) -> Result<u8, VerifyError> {
         let key = {
             let sender = self.sender(variant)?;
-            self.notice(notice)?.job.key(&sender.secret)
+            sender.key(&self.notice(notice)?.job)
         };
         self.intern(key)
     }

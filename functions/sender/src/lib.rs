@@ -123,21 +123,20 @@ impl SenderApp {
             .rate_limits
             .map(|limits| Arc::new(BucketGate::new(buckets, limits).on_wall_clock()) as Arc<dyn RateGate>);
         let mailer = SesMailer::new(sesv2, settings.from, settings.configuration_set);
-        let sender = NoticeSender {
+        let sender = NoticeSender::new(
             ledger,
-            mailer: Arc::new(mailer),
-            renderer: Arc::new(settings.renderer),
-            policy: settings.policy,
-            secret: settings.secret,
-            mode: settings.mode,
-            budget: SendBudget {
-                send_timeout: settings.send_timeout,
-                min_time_left: settings.send_timeout * 2,
-                claim_lifetime: settings.claim_lifetime,
-            },
-            metrics: Arc::new(Metrics::default()),
-            rate_gate,
-        };
+            Arc::new(mailer),
+            Arc::new(settings.renderer),
+            settings.policy,
+            settings.secret,
+        )
+        .with_mode(settings.mode)
+        .with_budget(SendBudget {
+            send_timeout: settings.send_timeout,
+            min_time_left: settings.send_timeout * 2,
+            claim_lifetime: settings.claim_lifetime,
+        })
+        .with_rate_gate(rate_gate);
         Self {
             sender: Arc::new(sender),
             sqs,
@@ -215,7 +214,7 @@ impl ReplayBatches {
     /// The counters a record counts into: its replay batch's, or the sender's own.
     fn metrics_for(&self, app: &SenderApp, replay_batch: Option<&str>) -> Arc<Metrics> {
         match replay_batch.filter(|b| !b.is_empty()) {
-            None => Arc::clone(&app.sender.metrics),
+            None => Arc::clone(app.sender.metrics()),
             Some(batch) => {
                 let mut batches = self.0.lock().unwrap_or_else(|p| p.into_inner());
                 Arc::clone(batches.entry(batch.to_owned()).or_default())
@@ -471,7 +470,7 @@ pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
 /// own numbers are found in Logs Insights by the property (README, *Operating*).
 fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Value> {
     let function = app.function_name.as_str();
-    let mut documents = vec![app.sender.metrics.drain().to_emf(function, now_ms)];
+    let mut documents = vec![app.sender.metrics().drain().to_emf(function, now_ms)];
     let batches = batches.0.into_inner().unwrap_or_else(|p| p.into_inner());
     for (batch, metrics) in batches {
         documents.push(metrics.drain().to_emf_for_batch(function, now_ms, &batch));

@@ -19,9 +19,8 @@ use notice_ledger::faults::FaultyLedger;
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
-use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
-use notice_ledger::{Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_ledger::{NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 
 /// Accepts at once and notes how many ledger calls had been made when the send started.
 struct ProbeMailer {
@@ -84,20 +83,16 @@ fn main() {
     };
     let ledger = Arc::new(FaultyLedger::new(MemoryLedger::new(), None));
     let mailer = Arc::new(ProbeMailer { ledger: ledger.clone(), calls_at_send: AtomicUsize::new(0) });
-    let sender = NoticeSender {
-        ledger: ledger.clone(),
-        mailer: mailer.clone(),
-        renderer: Arc::new(Renderer::new(ManageLinks::new(
+    let sender = NoticeSender::new(
+        ledger.clone(),
+        mailer.clone(),
+        Arc::new(Renderer::new(ManageLinks::new(
             "https://billing.example.com/manage",
             secret("footprint-links"),
         ))),
-        policy: WindowPolicy::default(),
-        secret: secret("footprint-secret"),
-        mode: Mode::Enforce,
-        budget: SendBudget::default(),
-        metrics: Arc::new(Metrics::default()),
-        rate_gate: None,
-    };
+        WindowPolicy::default(),
+        secret("footprint-secret"),
+    );
     let now: DateTime<Utc> = match DateTime::parse_from_rfc3339("2026-10-02T00:00:00Z") {
         Ok(t) => t.with_timezone(&Utc),
         Err(e) => panic!("{e}"),

@@ -21,9 +21,8 @@ use futures::StreamExt;
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
-use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
-use notice_ledger::{Job, Mode, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_ledger::{Job, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 
 /// Accepts every message, after `latency` (zero: at once, without touching the timer).
 struct BenchMailer {
@@ -71,17 +70,13 @@ fn renderer() -> Renderer {
 }
 
 fn sender(latency: Duration) -> NoticeSender {
-    NoticeSender {
-        ledger: Arc::new(MemoryLedger::new()),
-        mailer: Arc::new(BenchMailer { latency, sent: AtomicU64::new(0) }),
-        renderer: Arc::new(renderer()),
-        policy: WindowPolicy::default(),
-        secret: secret("bench-secret"),
-        mode: Mode::Enforce,
-        budget: SendBudget::default(),
-        metrics: Arc::new(Metrics::default()),
-        rate_gate: None,
-    }
+    NoticeSender::new(
+        Arc::new(MemoryLedger::new()),
+        Arc::new(BenchMailer { latency, sent: AtomicU64::new(0) }),
+        Arc::new(renderer()),
+        WindowPolicy::default(),
+        secret("bench-secret"),
+    )
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -164,19 +164,81 @@ impl Default for SendBudget {
     }
 }
 
-/// The sender: ports plus configuration. Cheap to share (`Arc`) across concurrent jobs.
+/// The sender: ports plus configuration. Cheap to share (`Arc`) across concurrent jobs. Made by
+/// [`NoticeSender::new`] (the ports and the send policy), refined with the `with_*` methods.
 pub struct NoticeSender {
     /// Only the claim → commit port: the send path cannot resolve or release claims it does not hold.
-    pub ledger: Arc<dyn ClaimLedger>,
-    pub mailer: Arc<dyn Mailer>,
-    pub renderer: Arc<Renderer>,
-    pub policy: WindowPolicy,
-    pub secret: NoticeSecret,
-    pub mode: Mode,
-    pub budget: SendBudget,
-    pub metrics: Arc<Metrics>,
+    ledger: Arc<dyn ClaimLedger>,
+    mailer: Arc<dyn Mailer>,
+    renderer: Arc<Renderer>,
+    policy: WindowPolicy,
+    secret: NoticeSecret,
+    mode: Mode,
+    budget: SendBudget,
+    metrics: Arc<Metrics>,
     /// Shared per-domain send rate, taken after the dedupe read and before the claim (`None`: no limit).
-    pub rate_gate: Option<Arc<dyn RateGate>>,
+    rate_gate: Option<Arc<dyn RateGate>>,
+}
+
+impl NoticeSender {
+    /// A sender over these ports: enforce mode, the default [`SendBudget`], no rate gate, its own
+    /// metrics.
+    pub fn new(
+        ledger: Arc<dyn ClaimLedger>,
+        mailer: Arc<dyn Mailer>,
+        renderer: Arc<Renderer>,
+        policy: WindowPolicy,
+        secret: NoticeSecret,
+    ) -> Self {
+        Self {
+            ledger,
+            mailer,
+            renderer,
+            policy,
+            secret,
+            mode: Mode::Enforce,
+            budget: SendBudget::default(),
+            metrics: Arc::new(Metrics::default()),
+            rate_gate: None,
+        }
+    }
+
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn with_budget(mut self, budget: SendBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    pub fn with_policy(mut self, policy: WindowPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Counts into `metrics` (shared with whoever publishes them).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Paces sends through `gate` (`None`: no limit).
+    pub fn with_rate_gate(mut self, gate: Option<Arc<dyn RateGate>>) -> Self {
+        self.rate_gate = gate;
+        self
+    }
+
+    /// The counters the send path increments.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The notice key of `job` under this sender's secret (which never leaves it otherwise).
+    pub fn key(&self, job: &Job) -> NoticeKey {
+        job.key(&self.secret)
+    }
 }
 
 /// The dedupe reads of a batch's records, made in one call ([`NoticeSender::prefetch`]) instead of

@@ -47,24 +47,23 @@ fn world(mode: Mode) -> World {
     let limits =
         RateLimits::parse(r#"{"domains":{"slow.example":{"per_second":0.01,"burst":1}}}"#).unwrap().unwrap();
     let mailer = Arc::new(RecordingMailer::default());
-    let sender = NoticeSender {
-        ledger: ledger.clone(),
-        mailer: mailer.clone(),
-        renderer: Arc::new(Renderer::new(ManageLinks::new(
+    let sender = NoticeSender::new(
+        ledger.clone(),
+        mailer.clone(),
+        Arc::new(Renderer::new(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap(),
         ))),
-        policy: WindowPolicy::default(),
-        secret: NoticeSecret::new(SECRET).unwrap(),
-        mode,
-        budget: SendBudget {
-            send_timeout: Duration::from_millis(500),
-            min_time_left: Duration::from_secs(1),
-            ..SendBudget::default()
-        },
-        metrics: Arc::new(Metrics::default()),
-        rate_gate: Some(Arc::new(BucketGate::new(buckets.clone(), limits))),
-    };
+        WindowPolicy::default(),
+        NoticeSecret::new(SECRET).unwrap(),
+    )
+    .with_mode(mode)
+    .with_budget(SendBudget {
+        send_timeout: Duration::from_millis(500),
+        min_time_left: Duration::from_secs(1),
+        ..SendBudget::default()
+    })
+    .with_rate_gate(Some(Arc::new(BucketGate::new(buckets.clone(), limits))));
     World { _dir: dir, ledger, buckets, mailer, sender }
 }
 
@@ -102,7 +101,7 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
 
     assert_eq!(w.buckets.load("slow.example").await.unwrap(), spent, "no token spent on duplicates");
     assert_eq!(w.mailer.sent().len(), 1);
-    let m = w.sender.metrics.drain();
+    let m = w.sender.metrics().drain();
     assert_eq!((m.claims_minted, m.duplicates_suppressed, m.rate_limited), (1, 6, 0));
 }
 
@@ -124,7 +123,7 @@ async fn a_job_without_a_token_claims_nothing_and_is_claimed_when_one_is_due() {
     // When the token is due the same job claims and sends.
     assert!(matches!(w.deliver(&c, until).await, Outcome::Sent { .. }));
     assert_eq!(w.state(&c).await, Some(RowState::Sent));
-    let m = w.sender.metrics.drain();
+    let m = w.sender.metrics().drain();
     assert_eq!((m.claims_minted, m.sent, m.rate_limited, m.released), (3, 3, 1, 0));
 }
 

@@ -13,7 +13,6 @@ use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, Ledger, Row
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
-use notice_ledger::metrics::Metrics;
 use notice_ledger::render::Renderer;
 use notice_ledger::{
     Job, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget,
@@ -84,30 +83,28 @@ impl World {
     }
 
     async fn state(&self) -> Option<RowState> {
-        let key = Job::parse(JOB).unwrap().key(&self.sender.secret);
+        let key = self.sender.key(&Job::parse(JOB).unwrap());
         self.ledger.inner().get(&key).await.unwrap().map(|r| r.state)
     }
 }
 
 fn sender_over(ledger: Arc<dyn Ledger>, mailer: Arc<dyn Mailer>, mode: Mode) -> NoticeSender {
-    NoticeSender {
+    NoticeSender::new(
         ledger,
         mailer,
-        renderer: Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::new(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap(),
         ))),
-        policy: WindowPolicy::default(),
-        secret: NoticeSecret::new("test-secret").unwrap(),
-        mode,
-        budget: SendBudget {
-            send_timeout: Duration::from_millis(500),
-            min_time_left: Duration::from_secs(2),
-            ..SendBudget::default()
-        },
-        metrics: Arc::new(Metrics::default()),
-        rate_gate: None,
-    }
+        WindowPolicy::default(),
+        NoticeSecret::new("test-secret").unwrap(),
+    )
+    .with_mode(mode)
+    .with_budget(SendBudget {
+        send_timeout: Duration::from_millis(500),
+        min_time_left: Duration::from_secs(2),
+        ..SendBudget::default()
+    })
 }
 
 fn with_field(field: &str, value: serde_json::Value) -> String {
@@ -157,7 +154,7 @@ async fn ack_lost_after_commit_then_redelivery_is_suppressed() {
     // The ack never reached the queue: the same message comes back.
     assert_eq!(w.deliver(JOB).await, Outcome::Suppressed { state: RowState::Sent });
     assert_eq!(w.outbox_len(), 1);
-    let m = w.sender.metrics.drain();
+    let m = w.sender.metrics().drain();
     assert_eq!((m.claims_minted, m.sent, m.duplicates_suppressed), (1, 1, 1));
     assert_eq!(m.claim_to_commit_ms.len(), 1);
 }
@@ -206,7 +203,7 @@ async fn provider_outcome_unknown_quarantines_and_redelivery_sends_nothing() {
     w.redelivery_waits_then_finds_the_claim_quarantined().await;
     assert_eq!(w.mailer.attempts(), 1, "one attempt per claim");
     assert_eq!(w.outbox_len(), 1);
-    assert_eq!(w.sender.metrics.drain().quarantined, 1);
+    assert_eq!(w.sender.metrics().drain().quarantined, 1);
 }
 
 #[tokio::test]
@@ -241,7 +238,7 @@ async fn a_duplicate_held_by_a_claim_in_flight_waits_and_sends_once_the_claimer_
     // Another delivery of the same job claimed and is still sending (a duplicate receive).
     let w = World::new(vec![]);
     let job = Job::parse(JOB).unwrap();
-    let req = ClaimRequest::for_job(&job, job.key(&w.sender.secret), now());
+    let req = ClaimRequest::for_job(&job, w.sender.key(&job), now());
     let ClaimOutcome::Minted(claim) = w.ledger.inner().claim(&req).await.unwrap() else {
         panic!("not minted")
     };
@@ -328,7 +325,7 @@ async fn changed_content_without_revision_bump_is_a_payload_conflict() {
     assert_eq!(outcome, Outcome::PayloadConflict { state: RowState::Sent });
     assert_eq!(queue_action(&outcome, now()), QueueAction::DeadLetter);
     assert_eq!(w.outbox_len(), 1);
-    assert_eq!(w.sender.metrics.drain().payload_conflicts, 1);
+    assert_eq!(w.sender.metrics().drain().payload_conflicts, 1);
 }
 
 #[tokio::test]
@@ -341,7 +338,7 @@ async fn shadow_mode_counts_would_be_suppressions_but_never_blocks() {
         "{second:?}"
     );
     assert_eq!(w.outbox_len(), 2);
-    assert_eq!(w.sender.metrics.drain().shadow_would_suppress, 1);
+    assert_eq!(w.sender.metrics().drain().shadow_would_suppress, 1);
     // Shadow mode never blocks a send, not even when the ledger is down.
     w.ledger.set_fault(Some(LedgerFault::Down));
     assert!(matches!(w.deliver(JOB).await, Outcome::ShadowSent { .. }));
@@ -374,13 +371,15 @@ async fn late_job_is_recorded_as_missed_and_never_sent() {
     assert_eq!(queue_action(&outcome, now()), QueueAction::Delete);
     assert_eq!(w.deliver(&late).await, Outcome::Suppressed { state: RowState::Missed });
     assert_eq!(w.mailer.attempts(), 0);
-    assert_eq!(w.sender.metrics.drain().missed_window, 1);
+    assert_eq!(w.sender.metrics().drain().missed_window, 1);
 }
 
 #[tokio::test]
 async fn jurisdiction_floor_makes_a_job_late() {
     let mut w = World::new(vec![]);
-    w.sender.policy = WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"US-NY":60}}"#).unwrap();
+    w.sender = w
+        .sender
+        .with_policy(WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"US-NY":60}}"#).unwrap());
     let mut ny: serde_json::Value =
         serde_json::from_str(&with_field("jurisdiction", "US-NY".into())).unwrap();
     ny["subscription_id"] = "sub_ny".into();
