@@ -4,9 +4,13 @@
 # their median), then throughput with 50 ms of SES latency and the AWS calls per notice behind
 # BENCHMARKS.md's cost table. Method: BENCHMARKS.md, "Side by side with Powertools".
 #
+# notice-sender is measured as shipped (NOTICE_RATE_LIMITS unset: its rate limits on, sized from
+# SES GetAccount, which the emulator's proxy answers with a production account), recipients in a
+# realistic domain mix; `--rate-limits off` measures NOTICE_RATE_LIMITS=off instead, labelled.
+#
 # Builds the release notice-sender, makes benchmarks/.venv (pinned: benchmarks/side_by_side/
 # requirements.txt) and runs benchmarks/side_by_side/run.py; extra arguments go to run.py
-# (e.g. --runs 1, --batches 100, --no-throughput, --direct, --json out.json).
+# (e.g. --runs 1, --batches 100, --no-throughput, --rate-limits off, --domains 1, --json out.json).
 # Everything runs on this machine; the only sockets are on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -17,7 +17,7 @@ echo "rustc:  $(rustc --version)"
 
 echo
 echo "== release binaries (cargo build --release)"
-cargo build --release -p notice-sender -p notice-reconciler -p notice-reporter -p noticectl
+cargo build --release -p notice-sender -p notice-reconciler -p notice-reporter -p noticectl -p notice-proof
 for bin in notice-sender notice-reconciler notice-reporter noticectl; do
     bytes=$(stat -c %s "$target/release/$bin")
     awk -v b="$bin" -v n="$bytes" 'BEGIN { printf "%-18s %6.2f MB  (%d bytes)\n", b, n / 1e6, n }'
@@ -62,5 +62,5 @@ echo "== notice-sender cold start (spawn -> first Runtime API poll, local stub)"
 NOTICE_SENDER_BIN="$target/release/notice-sender" cargo bench -p notice_ledger --bench cold_start
 
 echo
-echo "== chaos simulation (noticectl simulate, release)"
-/usr/bin/time -f "wall %e s, peak RSS %M KiB" "$target/release/noticectl" simulate
+echo "== chaos simulation (notice-proof simulate, release)"
+/usr/bin/time -f "wall %e s, peak RSS %M KiB" "$target/release/notice-proof" simulate

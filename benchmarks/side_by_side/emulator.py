@@ -4,9 +4,11 @@ as real DynamoDB applies each conditional write atomically) on a free 127.0.0.1 
 `GET /moto-api/` until 200. Resources are created the way template.yaml deploys them.
 
 `Proxy` sits between a sender and moto when the benchmark needs it: it counts every AWS call by
-operation and outcome (the cost model's inputs), and it can hold SES calls for a fixed latency
-(`ses_latency`) or answer them with HTTP 500 without forwarding (`ses_fail`: the outcome of the
-send is unknown, so the claim stays open: quarantine).
+operation and outcome (the cost model's inputs; DynamoDB calls on a rate bucket item, `rate#…`,
+are counted apart from the ledger's, and so are the keys each `BatchGetItem` asks for), and it
+can hold SES calls for a fixed latency (`ses_latency`) or answer them with HTTP 500 without
+forwarding (`ses_fail`: the outcome of the send is unknown, so the claim stays open: quarantine).
+It answers SES v2 `GetAccount` itself (moto does not implement it; see `SES_ACCOUNT`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,20 @@ import yaml
 
 REGION = "us-east-1"
 CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+
+# SES v2 `GetAccount` (`GET /v2/email/account`), answered by the proxy because moto does not
+# implement it. notice-sender reads `SendQuota.MaxSendRate` at cold start to size its rate limits
+# (account bucket 90 % of it, each domain half of that, burst 5 s); without an answer it warns and
+# falls back to 10/s burst 50 per domain, a sandbox-sized account. This is an SES account out of
+# the sandbox with a production quota (1 000 sends/s, 1 million a day), as an account sending at
+# this volume would have: the limits are then the shipped ones for such a user, and high enough
+# that the benchmark's notices are never rate-limited (run.py checks that none were).
+SES_ACCOUNT = {
+    "SendQuota": {"Max24HourSend": 1000000.0, "MaxSendRate": 1000.0, "SentLast24Hours": 0.0},
+    "SendingEnabled": True,
+    "ProductionAccessEnabled": True,
+}
+GET_ACCOUNT_PATH = "/v2/email/account"
 
 
 def free_port() -> int:
@@ -199,6 +215,8 @@ class Proxy(ThreadingHTTPServer):
         self.ses_fail = False
         self.lock = threading.Lock()
         self.calls: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        # Keys asked for by BatchGetItem calls (each key is billed as one read).
+        self.batch_get_keys = 0
         self.local = threading.local()
         threading.Thread(target=self.serve_forever, name="proxy", daemon=True).start()
 
@@ -210,10 +228,16 @@ class Proxy(ThreadingHTTPServer):
     def reset_counts(self) -> None:
         with self.lock:
             self.calls.clear()
+            self.batch_get_keys = 0
 
     def counts(self) -> collections.Counter:
         with self.lock:
             return collections.Counter(self.calls)
+
+    def keys_read(self) -> int:
+        """Keys the counted `BatchGetItem` calls asked for."""
+        with self.lock:
+            return self.batch_get_keys
 
     def close(self) -> None:
         self.shutdown()
@@ -225,15 +249,39 @@ class Proxy(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def _operation(method: str, path: str, headers) -> tuple[str, str]:
+RATE_BUCKET_PREFIX = "rate#"  # shared/dynamodb/src/rate.rs: BUCKET_KEY_PREFIX
+ACCOUNT_BUCKET = "rate#@account"
+
+
+def _operation(method: str, path: str, headers, body: bytes) -> tuple[str, str, int]:
+    """(service, operation, keys read): DynamoDB writes to a rate bucket item are named apart
+    (`UpdateItem domain bucket`, `UpdateItem account bucket`); `BatchGetItem` also gives the
+    number of keys it asks for."""
     target = headers.get("X-Amz-Target", "")
     if target.startswith("DynamoDB_"):
-        return "dynamodb", target.split(".", 1)[1]
+        op = target.split(".", 1)[1]
+        keys = 0
+        if op in ("UpdateItem", "PutItem", "GetItem", "DeleteItem", "BatchGetItem"):
+            try:
+                request = json.loads(body or b"{}")
+            except ValueError:
+                request = {}
+            if op == "BatchGetItem":
+                keys = sum(len(t.get("Keys", [])) for t in request.get("RequestItems", {}).values())
+            else:
+                key = (request.get("Key") or request.get("Item") or {}).get("notice_key", {}).get("S", "")
+                if key == ACCOUNT_BUCKET:
+                    op += " account bucket"
+                elif key.startswith(RATE_BUCKET_PREFIX):
+                    op += " domain bucket"
+        return "dynamodb", op, keys
     if target.startswith("AmazonSQS."):
-        return "sqs", target.split(".", 1)[1]
+        return "sqs", target.split(".", 1)[1], 0
     if path.startswith("/v2/email/outbound-emails"):
-        return "sesv2", "SendEmail"
-    return "other", f"{method} {path.split('?')[0]}"
+        return "sesv2", "SendEmail", 0
+    if method == "GET" and path.split("?")[0] == GET_ACCOUNT_PATH:
+        return "sesv2", "GetAccount", 0
+    return "other", f"{method} {path.split('?')[0]}", 0
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -253,8 +301,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _forward(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        service, op = _operation(self.command, self.path, self.headers)
-        if service == "sesv2" and self.server.ses_fail:
+        service, op, keys = _operation(self.command, self.path, self.headers, body)
+        if op == "GetAccount":
+            # moto has no GetAccount: answer with a production SES account (SES_ACCOUNT).
+            status, reply_headers, reply = 200, [("Content-Type", "application/json")], json.dumps(SES_ACCOUNT).encode()
+        elif service == "sesv2" and self.server.ses_fail:
             status, reply_headers, reply = 500, [("x-amzn-ErrorType", "InternalFailure")], b'{"message":"InternalFailure"}'
         else:
             if service == "sesv2" and self.server.ses_latency:
@@ -290,6 +341,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 pass
         with self.server.lock:
             self.server.calls[(service, op, outcome)] += 1
+            self.server.batch_get_keys += keys
         self.send_response(status)
         for k, v in reply_headers:
             self.send_header(k, v)

@@ -36,9 +36,11 @@ impl InputItem {
     }
 }
 
+/// The io error is the `source()`, not part of the message: `noticectl` prints the whole chain
+/// (`{:#}`: "cannot read PATH: <io error>").
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read { path: String, source: std::io::Error },
 }
 
@@ -109,7 +111,12 @@ fn parse_line(line: &str, line_no: usize) -> Vec<InputItem> {
         if trimmed.is_empty() {
             return items;
         }
-        match serde_json::from_str::<Value>(trimmed).ok().as_ref().and_then(sqs_records) {
+        let value = match serde_json::from_str::<Value>(trimmed) {
+            Ok(value) => value,
+            // A file line is not an SQS body: name the line, not a field.
+            Err(e) => return vec![unreadable(line_no, format!("line {line_no} is not valid JSON: {e}"))],
+        };
+        match sqs_records(&value) {
             Some(records) => items.extend(records_to_items(records, line_no, false)),
             None => items.push(InputItem {
                 origin: format!("line {line_no}"),
@@ -168,7 +175,8 @@ mod tests {
         let items = parse_items("{\"a\":1}\n\n   \nnot json\n{\"b\":2}\n");
         let origins: Vec<_> = items.iter().map(|i| i.origin.as_str()).collect();
         assert_eq!(origins, ["line 1", "line 4", "line 5"]);
-        assert_eq!(items[1].body, "not json");
+        let problem = items[1].unreadable.as_deref().unwrap_or_default();
+        assert!(problem.starts_with("line 4 is not valid JSON"), "{problem}");
     }
 
     #[test]

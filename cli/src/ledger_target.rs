@@ -10,14 +10,30 @@ use notice_ledger::ledger::Ledger;
 use notice_ledger::rate::BucketStore;
 use notice_setup::ledger_url::{retention_days_from_env, LedgerUrl};
 
+/// `--ledger`, declared once for every subcommand that works on a ledger.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct LedgerArg {
+    /// The ledger: sqlite:PATH (default: <state-dir>/ledger.db), dynamodb:TABLE or
+    /// postgres://USER@HOST/DB (the one grammar of NOTICE_LEDGER_URL).
+    #[arg(long = "ledger", env = "NOTICE_LEDGER_URL", global = true, hide_env_values = true)]
+    pub url: Option<String>,
+}
+
+impl LedgerArg {
+    /// The ledger this names, or the state directory's SQLite file.
+    pub fn target(&self, state_dir: &std::path::Path) -> anyhow::Result<LedgerTarget> {
+        LedgerTarget::resolve(self.url.as_deref(), state_dir)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerTarget(LedgerUrl);
 
 impl LedgerTarget {
     /// `--ledger` when given, else the state directory's SQLite ledger.
-    pub fn resolve(arg: Option<&str>, state_dir: &std::path::Path) -> Result<Self, String> {
+    pub fn resolve(arg: Option<&str>, state_dir: &std::path::Path) -> anyhow::Result<Self> {
         match arg {
-            Some(value) => LedgerUrl::parse(value).map(Self).map_err(|e| e.to_string()),
+            Some(value) => Ok(Self(LedgerUrl::parse(value)?)),
             None => Ok(Self(LedgerUrl::Sqlite(crate::local::ledger_path(state_dir)))),
         }
     }
@@ -26,12 +42,12 @@ impl LedgerTarget {
         self.0.describe()
     }
 
-    pub async fn open(&self) -> Result<Opened, String> {
+    pub async fn open(&self) -> anyhow::Result<Opened> {
         let retention_days = match self.0 {
-            LedgerUrl::DynamoDb(_) => retention_days_from_env().map_err(|e| e.to_string())?,
+            LedgerUrl::DynamoDb(_) => retention_days_from_env()?,
             _ => 0,
         };
-        let opened = self.0.open_with_buckets(None, retention_days).await.map_err(|e| e.to_string())?;
+        let opened = self.0.open_with_buckets(None, retention_days).await?;
         Ok(Opened { ledger: opened.ledger, buckets: opened.buckets })
     }
 

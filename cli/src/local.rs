@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 
 use notice_ledger::NoticeSecret;
 
+/// The io error of `Dir` and `Secret` is their `source()`, not part of their message: `noticectl`
+/// prints the whole chain (`{:#}`: "cannot prepare state directory X: <io error>").
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("cannot prepare state directory {path}: {source}")]
+    #[error("cannot prepare state directory {path}")]
     Dir { path: String, source: std::io::Error },
-    #[error("cannot read or create the local secret {path}: {source}")]
+    #[error("cannot read or create the local secret {path}")]
     Secret { path: String, source: std::io::Error },
     #[error("{0}")]
     Invalid(String),

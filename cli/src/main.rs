@@ -1,4 +1,5 @@
-//! `noticectl`: the operator and local-run tool for notice-ledger.
+//! `noticectl`: the operator and local-run tool for notice-ledger. The proof tools (the chaos
+//! simulation and the model check) are a separate binary, `notice-proof` (`proof/`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,9 +11,7 @@ mod input;
 mod ledger_target;
 mod local;
 mod queue;
-mod simulate;
 mod terminal;
-mod verify;
 
 use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show};
 
@@ -59,10 +58,6 @@ enum Command {
     Capacity(capacity::CapacityArgs),
     /// Print the send-rate limits a configuration gives (account, other domains, listed domains and their shards): no AWS calls.
     Limits(commands::limits::LimitsArgs),
-    /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
-    Simulate(simulate::SimulateArgs),
-    /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
-    Verify(verify::VerifyArgs),
     /// Prepare a ledger: `ledger init --postgres URL` creates the PostgreSQL schema.
     Ledger(ledger::LedgerArgs),
 }
@@ -82,8 +77,6 @@ async fn main() -> ExitCode {
         Command::Send(args) => send::run(cli.state_dir, args).await,
         Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
         Command::Key(args) => key::run(cli.state_dir, args).await,
-        Command::Simulate(args) => simulate::run(args).await,
-        Command::Verify(args) => verify::run(args).await,
         Command::Show(args) => show::run(cli.state_dir, args).await,
         Command::Replay(args) => replay::run(cli.state_dir, args).await,
         Command::Backfill(args) => backfill::run(cli.state_dir, args).await,
@@ -95,8 +88,9 @@ async fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
-            eprintln!("noticectl: {message}");
+        Err(e) => {
+            // `{:#}`: the message with its context chain ("context: cause"), as one line.
+            eprintln!("noticectl: {e:#}");
             ExitCode::from(2)
         }
     }

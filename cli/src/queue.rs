@@ -71,6 +71,7 @@ pub async fn enqueue(
                     pending = failed.into_iter().map(|(i, job, _)| (i, job)).collect();
                 }
                 Err(e) if attempt >= MAX_ATTEMPTS => {
+                    let e = e.to_string();
                     for (_, job) in &pending {
                         report.failed.push((job.origin.clone(), e.clone()));
                         progress.inc(1);
@@ -93,21 +94,20 @@ async fn send_batch(
     queue_url: &str,
     entries: &[(usize, &Outgoing)],
     batch_id: Option<&str>,
-) -> Result<Vec<(usize, String)>, String> {
+) -> anyhow::Result<Vec<(usize, String)>> {
     let mut request = sqs.send_message_batch().queue_url(queue_url);
     for (i, job) in entries {
         let mut entry = SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(&job.body);
         if let Some(batch) = batch_id {
-            let attr = MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(batch)
-                .build()
-                .map_err(|e| e.to_string())?;
+            let attr = MessageAttributeValue::builder().data_type("String").string_value(batch).build()?;
             entry = entry.message_attributes("replay_batch", attr);
         }
-        request = request.entries(entry.build().map_err(|e| e.to_string())?);
+        request = request.entries(entry.build()?);
     }
-    let out = request.send().await.map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+    let out = request
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
     Ok(out
         .failed()
         .iter()

@@ -7,20 +7,20 @@ use std::io::{BufRead, IsTerminal, Write};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Asks `question`; true only when the operator types `yes`.
-pub(crate) fn confirm(question: &str) -> Result<bool, String> {
+pub(crate) fn confirm(question: &str) -> anyhow::Result<bool> {
     ask(&format!("{question} Type 'yes' to continue: "), "yes", "refusing without confirmation")
 }
 
 /// Prints `prompt` and reads one line; true only when it is `word`. Without a terminal it returns
 /// `refusal` as an error, so `--yes` is the only way to skip the question.
-pub(crate) fn ask(prompt: &str, word: &str, refusal: &str) -> Result<bool, String> {
+pub(crate) fn ask(prompt: &str, word: &str, refusal: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
-        return Err(format!("{refusal}: stdin is not a terminal (pass --yes)"));
+        anyhow::bail!("{refusal}: stdin is not a terminal (pass --yes)");
     }
     print!("{prompt}");
-    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    std::io::stdout().flush()?;
     let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer).map_err(|e| e.to_string())?;
+    std::io::stdin().lock().read_line(&mut answer)?;
     Ok(answer.trim() == word)
 }
 

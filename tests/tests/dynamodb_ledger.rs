@@ -286,3 +286,53 @@ async fn only_decided_rows_carry_a_ttl_and_malformed_items_are_reported() {
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
+
+/// An attribute value as DynamoDB's JSON (the types a ledger row uses).
+fn value_json(v: &AttributeValue) -> serde_json::Value {
+    match v {
+        AttributeValue::S(s) => serde_json::json!({ "S": s }),
+        AttributeValue::N(n) => serde_json::json!({ "N": n }),
+        AttributeValue::Bool(b) => serde_json::json!({ "BOOL": b }),
+        AttributeValue::Null(b) => serde_json::json!({ "NULL": b }),
+        AttributeValue::Ss(v) => serde_json::json!({ "SS": v }),
+        AttributeValue::L(v) => serde_json::json!({ "L": v.iter().map(value_json).collect::<Vec<_>>() }),
+        AttributeValue::M(m) => {
+            serde_json::json!({ "M": m.iter().map(|(k, v)| (k.clone(), value_json(v))).collect::<serde_json::Map<_, _>>() })
+        }
+        other => panic!("no JSON form for {other:?} in this test"),
+    }
+}
+
+/// DynamoDB may leave keys of a `BatchGetItem` unprocessed (throughput, size): the sender's batch
+/// read asks again for exactly those and answers with every row — or, when they stay
+/// unprocessed, fails (each record then reads on its own) rather than answer "no row".
+#[tokio::test]
+async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_absent() {
+    let f = fixture().await;
+    let k = key();
+    assert!(matches!(f.ledger.claim(&request(&k, t(0))).await, Ok(ClaimOutcome::Minted(_))));
+    let item: serde_json::Map<String, serde_json::Value> =
+        f.item(&k).await.iter().map(|(name, v)| (name.clone(), value_json(v))).collect();
+    let unprocessed = serde_json::json!({
+        "Responses": { TABLE: [] },
+        "UnprocessedKeys": { TABLE: { "Keys": [{ "notice_key": { "S": k.as_str() } }], "ConsistentRead": true } }
+    });
+    let answered = serde_json::json!({ "Responses": { TABLE: [item] }, "UnprocessedKeys": {} });
+    let stub = notice_e2e::start_ses_stub(vec![
+        notice_e2e::StubReply::Json(unprocessed.clone()),
+        notice_e2e::StubReply::Json(answered),
+    ])
+    .await;
+    let cfg = f.moto.sdk_config().await.to_builder().endpoint_url(stub.endpoint()).build();
+    let via_stub = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&cfg), TABLE);
+    let rows = via_stub.get_many(std::slice::from_ref(&k)).await.expect("get_many");
+    assert_eq!(rows.len(), 1, "the unprocessed key was asked for again");
+    assert_eq!((rows[0].key.clone(), rows[0].state), (k.clone(), RowState::Claimed));
+    assert_eq!(stub.requests(), 2);
+
+    let stuck = notice_e2e::start_ses_stub(vec![notice_e2e::StubReply::Json(unprocessed)]).await;
+    let cfg = f.moto.sdk_config().await.to_builder().endpoint_url(stuck.endpoint()).build();
+    let via_stuck = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&cfg), TABLE);
+    let err = via_stuck.get_many(std::slice::from_ref(&k)).await.expect_err("never answered");
+    assert!(err.to_string().contains("unprocessed"), "{err}");
+}

@@ -2,9 +2,11 @@
 //! enforcement on does not send them again. Never overwrites a row the ledger already has. Only
 //! for notices known to be delivered: a backfilled row of an unsent notice means it is never sent.
 
+use crate::ledger_target::LedgerArg;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use chrono::Utc;
 use notice_ledger::ledger::{LedgerRow, Origin, RowState};
 use notice_ledger::{Job, NoticeKey};
@@ -17,14 +19,14 @@ pub(crate) struct BackfillArgs {
     /// Jobs for notices already DELIVERED before enforcement began (not queued, not in flight).
     #[arg(long = "from")]
     from: PathBuf,
-    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
-    ledger: Option<String>,
+    #[command(flatten)]
+    ledger: LedgerArg,
     /// Only count what would be written.
     #[arg(long)]
     dry_run: bool,
 }
 
-pub(crate) async fn run(state_dir: PathBuf, args: BackfillArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(state_dir: PathBuf, args: BackfillArgs) -> anyhow::Result<ExitCode> {
     let (census, target, ledger) = census(&state_dir, &args.from, &args.ledger).await?;
     census.print_summary(&target);
     if args.dry_run {
@@ -40,7 +42,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: BackfillArgs) -> Result<ExitCo
     let (mut written, mut existing) = (0usize, 0usize);
     for (_, job, key) in &census.new {
         let row = backfill_row(job, key, now);
-        if ledger.backfill(&row).await.map_err(|e| format!("backfill stopped after {written} row(s): {e}"))? {
+        if ledger.backfill(&row).await.with_context(|| format!("backfill stopped after {written} row(s)"))? {
             written += 1;
         } else {
             existing += 1;

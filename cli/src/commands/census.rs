@@ -9,11 +9,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use anyhow::Context;
 use notice_ledger::ledger::{Ledger, LedgerRow, RowState};
 use notice_ledger::{Job, NoticeKey};
 
 use crate::input::read_items;
-use crate::ledger_target::LedgerTarget;
+use crate::ledger_target::{LedgerArg, LedgerTarget};
 use crate::local::StateDir;
 use crate::terminal::progress;
 
@@ -89,12 +90,12 @@ impl Verdict {
 pub(super) async fn census(
     state_dir: &Path,
     from: &Path,
-    ledger: &Option<String>,
-) -> Result<(Census, LedgerTarget, Arc<dyn Ledger>), String> {
-    let items = read_items(from).map_err(|e| e.to_string())?;
-    let state = StateDir::open(state_dir).map_err(|e| e.to_string())?;
-    let secret = state.secret().await.map_err(|e| e.to_string())?;
-    let target = LedgerTarget::resolve(ledger.as_deref(), &state.root)?;
+    ledger: &LedgerArg,
+) -> anyhow::Result<(Census, LedgerTarget, Arc<dyn Ledger>)> {
+    let items = read_items(from)?;
+    let state = StateDir::open(state_dir)?;
+    let secret = state.secret().await?;
+    let target = ledger.target(&state.root)?;
     let ledger = target.open().await?.ledger;
 
     let mut census = Census { jobs: items.len(), ..Census::default() };
@@ -117,7 +118,7 @@ pub(super) async fn census(
     let mut rows: BTreeMap<NoticeKey, LedgerRow> = BTreeMap::new();
     for chunk in candidates.chunks(100) {
         let keys: Vec<NoticeKey> = chunk.iter().map(|(_, _, k)| k.clone()).collect();
-        for row in ledger.get_many(&keys).await.map_err(|e| format!("ledger lookup failed: {e}"))? {
+        for row in ledger.get_many(&keys).await.context("ledger lookup failed")? {
             rows.insert(row.key.clone(), row);
         }
         bar.inc(chunk.len() as u64);

@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::{anyhow, Context};
 use chrono::Utc;
 use notice_ledger::park::{ParkRequest, Parked, Parker};
 use notice_ledger::{Job, Outcome, QueueAction, QueuePolicy, Receive, WindowDecision};
@@ -27,21 +28,18 @@ pub(crate) struct EnqueueArgs {
     schedule_dead_letter_arn: Option<String>,
 }
 
-pub(crate) async fn run(args: EnqueueArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     let body = match args.job.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
+        Some(path) => std::fs::read_to_string(path).with_context(|| path.to_owned())?,
         None => args.job.clone(),
     };
     // Refuse here what the sender would dead-letter later.
-    let job = Job::parse(&body).map_err(|e| e.to_string())?;
+    let job = Job::parse(&body)?;
     let body = job.to_value().to_string();
-    let policy = notice_setup::config::windows_from_env().map_err(|e| e.to_string())?;
+    let policy = notice_setup::config::windows_from_env()?;
     let now = Utc::now();
     if let WindowDecision::Defer { until, closes_at } = policy.decide(&job, now) {
-        let queue = QueuePolicy {
-            parking: true,
-            park_spread: notice_setup::config::park_spread_from_env().map_err(|e| e.to_string())?,
-        };
+        let queue = QueuePolicy { parking: true, park_spread: notice_setup::config::park_spread_from_env()? };
         let deferred = Outcome::Deferred { until, closes_at };
         if let QueueAction::Park { .. } =
             queue.action(&deferred, &Receive { key: None, count: 1, now, jitter: 0.0 })
@@ -65,7 +63,7 @@ pub(crate) async fn run(args: EnqueueArgs) -> Result<ExitCode, String> {
         .message_body(body)
         .send()
         .await
-        .map_err(|e| format!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+        .map_err(|e| anyhow!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
     println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
     Ok(ExitCode::SUCCESS)
 }
@@ -84,15 +82,15 @@ async fn park(
     group: &str,
     role: &str,
     wake: Wake,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     // The schedule is named by the notice key, so it must be the deployment's key: a local secret
     // would name a schedule the sender never finds, and the job would be parked twice.
     let need = "parking needs the deployment's NOTICE_KEY_SECRET or NOTICE_KEY_SECRET_ARN (the schedule is named by the notice key)";
     let sdk = notice_setup::aws::load_sdk_config().await;
     let secret = notice_setup::secret::resolve(&sdk)
         .await
-        .map_err(|e| format!("{need}: {e}"))?
-        .ok_or_else(|| format!("{need}: neither is set"))?;
+        .context(need)?
+        .with_context(|| format!("{need}: neither is set"))?;
     let key = job.key(&secret);
     let at = wake.queue.park_time(wake.until, Some(wake.closes_at), Some(&key));
     let sqs = crate::queue::client().await;
@@ -102,14 +100,14 @@ async fn park(
         .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| format!("cannot read the queue's ARN: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
+        .map_err(|e| anyhow!("cannot read the queue's ARN: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
         .attributes()
         .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn).cloned())
-        .ok_or("the queue did not report its ARN")?;
+        .context("the queue did not report its ARN")?;
     let parker = SchedulerParker::new(scheduler::client().await, group, role)
         .with_dead_letter(args.schedule_dead_letter_arn.clone());
     let request = ParkRequest { key: &key, at, body, queue_arn: &queue_arn, replay_batch: None };
-    match parker.park(&request).await.map_err(|e| format!("not parked: {e}"))? {
+    match parker.park(&request).await.context("not parked")? {
         Parked::Scheduled => println!("parked {key} until {at} (schedule group {group})"),
         Parked::AlreadyParked { .. } => println!("already parked: {key} (schedule group {group})"),
     }

@@ -18,12 +18,11 @@ pub(crate) struct KeyArgs {
     revision: u64,
 }
 
-pub(crate) async fn run(state_dir: PathBuf, args: KeyArgs) -> Result<ExitCode, String> {
-    let state = StateDir::open(&state_dir).map_err(|e| e.to_string())?;
-    let secret = state.secret().await.map_err(|e| e.to_string())?;
+pub(crate) async fn run(state_dir: PathBuf, args: KeyArgs) -> anyhow::Result<ExitCode> {
+    let state = StateDir::open(&state_dir)?;
+    let secret = state.secret().await?;
     let identity =
-        notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)
-            .map_err(|e| e.to_string())?;
+        notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)?;
     println!("{}", identity.derive_key(&secret));
     Ok(ExitCode::SUCCESS)
 }

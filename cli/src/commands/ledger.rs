@@ -47,25 +47,25 @@ impl std::fmt::Debug for InitArgs {
     }
 }
 
-pub(crate) async fn run(args: LedgerArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(args: LedgerArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         LedgerCommand::Init(init) => init_postgres(init).await,
     }
 }
 
-async fn init_postgres(args: InitArgs) -> Result<ExitCode, String> {
+async fn init_postgres(args: InitArgs) -> anyhow::Result<ExitCode> {
     if args.print_sql {
         println!("{}", MIGRATION.trim());
         return Ok(ExitCode::SUCCESS);
     }
     let Some(url) = args.postgres else {
-        return Err("ledger init needs --postgres URL (or NOTICE_LEDGER_URL)".into());
+        anyhow::bail!("ledger init needs --postgres URL (or NOTICE_LEDGER_URL)");
     };
     if !notice_postgres::is_postgres_url(&url) {
-        return Err("ledger init: --postgres takes a postgres:// or postgresql:// URL".into());
+        anyhow::bail!("ledger init: --postgres takes a postgres:// or postgresql:// URL");
     }
-    let ledger = PostgresLedger::connect(&url).await.map_err(|e| e.to_string())?;
-    ledger.migrate().await.map_err(|e| e.to_string())?;
+    let ledger = PostgresLedger::connect(&url).await?;
+    ledger.migrate().await?;
     println!(
         "ledger schema ready at {} (tables notices and rate_buckets, index notices_open_claims); use --ledger with the same URL",
         ledger.target()

@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use notice_ledger::rate::limits::{DomainLimit, ACCOUNT_SHARE, DOMAIN_BURST_SECS, DOMAIN_SHARE};
 use notice_ledger::rate::{Limit, RateLimits, RATE_LIMITS_VAR};
 use serde::Serialize;
@@ -140,7 +141,7 @@ pub(crate) struct LimitsReport {
 
 /// The configuration text and where it came from: `--rate-limits` (inline or @FILE) or the
 /// environment, read as the sender reads it.
-fn configuration(flag: Option<&str>) -> Result<(Option<RateLimits>, String), String> {
+fn configuration(flag: Option<&str>) -> anyhow::Result<(Option<RateLimits>, String)> {
     let Some(value) = flag else {
         let source = match std::env::var_os(RATE_LIMITS_VAR) {
             None => format!("{RATE_LIMITS_VAR} (unset: the built-in default)"),
@@ -149,12 +150,12 @@ fn configuration(flag: Option<&str>) -> Result<(Option<RateLimits>, String), Str
             }
             Some(_) => RATE_LIMITS_VAR.to_owned(),
         };
-        let limits = notice_setup::config::rate_limits_from_env().map_err(|e| e.to_string())?;
+        let limits = notice_setup::config::rate_limits_from_env()?;
         return Ok((limits, source));
     };
     let (text, source) = match value.strip_prefix('@') {
         Some(path) => (
-            std::fs::read_to_string(path).map_err(|e| format!("--rate-limits {path}: {e}"))?,
+            std::fs::read_to_string(path).with_context(|| format!("--rate-limits {path}"))?,
             format!("--rate-limits @{path}"),
         ),
         None => (value.to_owned(), "--rate-limits".to_owned()),
@@ -163,17 +164,17 @@ fn configuration(flag: Option<&str>) -> Result<(Option<RateLimits>, String), Str
     if text.trim().is_empty() {
         return Ok((Some(RateLimits::builtin()), format!("{source} (empty: the built-in default)")));
     }
-    let limits = RateLimits::parse(&text).map_err(|e| format!("{source}: {e}"))?;
+    let limits = RateLimits::parse(&text).with_context(|| source.clone())?;
     Ok((limits, source))
 }
 
 /// The recipient domain as the sender keys it: lower case, after the last `@` (so an address
 /// works too).
-fn normalize_domain(raw: &str) -> Result<String, String> {
+fn normalize_domain(raw: &str) -> anyhow::Result<String> {
     let trimmed = raw.trim();
     let domain = trimmed.rsplit_once('@').map_or(trimmed, |(_, d)| d).to_ascii_lowercase();
     if domain.is_empty() || domain.contains(['#', ' ']) {
-        return Err(format!("limits: --domain {raw:?} is not a domain name"));
+        anyhow::bail!("limits: --domain {raw:?} is not a domain name");
     }
     Ok(domain)
 }
@@ -533,17 +534,17 @@ pub(crate) fn render(r: &LimitsReport) -> String {
     out
 }
 
-pub(crate) fn run(args: LimitsArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
     if let Some(rate) = args.max_send_rate {
         if !(rate.is_finite() && rate > 0.0) {
-            return Err(format!("limits: --max-send-rate must be a number > 0, not {rate}"));
+            anyhow::bail!("limits: --max-send-rate must be a number > 0, not {rate}");
         }
     }
     let queries = args.domains.iter().map(|d| normalize_domain(d)).collect::<Result<Vec<_>, _>>()?;
     let (configured, source) = configuration(args.rate_limits.as_deref())?;
     let r = report(configured, source, args.max_send_rate, &queries);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print!("{}", render(&r));
     }
@@ -571,7 +572,7 @@ mod tests {
     fn a_domain_is_keyed_as_the_sender_keys_it() {
         assert_eq!(normalize_domain(" Gmail.COM ").unwrap(), "gmail.com");
         assert_eq!(normalize_domain("ada@Example.org").unwrap(), "example.org");
-        assert!(normalize_domain("").unwrap_err().contains("--domain"));
+        assert!(normalize_domain("").unwrap_err().to_string().contains("--domain"));
         assert!(normalize_domain("gmail.com#1").is_err());
     }
 }

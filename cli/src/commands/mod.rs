@@ -1,5 +1,5 @@
-//! One module per `noticectl` subcommand: its arguments and its `run`. `simulate` lives apart
-//! (`crate::simulate`): it is a model, not an operation on a ledger or a queue.
+//! One module per `noticectl` subcommand: its arguments and its `run`. The proof tools
+//! (`simulate`, `verify`) are not operations on a ledger or a queue: they live in `notice-proof`.
 
 pub(crate) mod backfill;
 pub(crate) mod capacity;

@@ -38,7 +38,7 @@ enum ParkedCommand {
     },
 }
 
-pub(crate) async fn run(args: ParkedArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(args: ParkedArgs) -> anyhow::Result<ExitCode> {
     let group = scheduler::group(&args.scheduler)?;
     // Listing and cancelling pass no role: the parker's role is only used to create schedules.
     let parker = SchedulerParker::new(scheduler::client().await, group, "");
@@ -48,12 +48,12 @@ pub(crate) async fn run(args: ParkedArgs) -> Result<ExitCode, String> {
     }
 }
 
-async fn list(parker: &SchedulerParker, limit: usize) -> Result<ExitCode, String> {
-    let mut names = parker.list().await.map_err(|e| e.to_string())?;
+async fn list(parker: &SchedulerParker, limit: usize) -> anyhow::Result<ExitCode> {
+    let mut names = parker.list().await?;
     names.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
     println!("{} parked job(s) in schedule group {}", names.len(), parker.group());
     for (name, _) in names.iter().take(limit) {
-        match parker.get(name).await.map_err(|e| e.to_string())? {
+        match parker.get(name).await? {
             Some(s) => println!("{}", describe(&s)),
             None => println!("{name}  (fired or cancelled since the listing)"),
         }
@@ -80,9 +80,9 @@ fn describe(s: &ParkedSchedule) -> String {
     )
 }
 
-async fn cancel(parker: &SchedulerParker, key: &str, dry_run: bool, yes: bool) -> Result<ExitCode, String> {
-    let key = NoticeKey::parse(key).map_err(|e| e.to_string())?;
-    let Some(schedule) = parker.get(key.as_str()).await.map_err(|e| e.to_string())? else {
+async fn cancel(parker: &SchedulerParker, key: &str, dry_run: bool, yes: bool) -> anyhow::Result<ExitCode> {
+    let key = NoticeKey::parse(key)?;
+    let Some(schedule) = parker.get(key.as_str()).await? else {
         println!("{key}: nothing parked under this key in {}", parker.group());
         return Ok(ExitCode::from(1));
     };
@@ -96,7 +96,7 @@ async fn cancel(parker: &SchedulerParker, key: &str, dry_run: bool, yes: bool) -
         println!("not deleted");
         return Ok(ExitCode::from(1));
     }
-    if parker.cancel(key.as_str()).await.map_err(|e| e.to_string())? {
+    if parker.cancel(key.as_str()).await? {
         println!("cancelled {key}");
         Ok(ExitCode::SUCCESS)
     } else {

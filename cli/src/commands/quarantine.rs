@@ -9,18 +9,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::{anyhow, Context};
 use chrono::Utc;
 use notice_ledger::ledger::{LedgerRow, RowState};
 use notice_ledger::NoticeKey;
 
-use crate::ledger_target::LedgerTarget;
+use crate::ledger_target::LedgerArg;
 use crate::terminal::ask;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct QuarantineArgs {
-    /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
-    #[arg(long, env = "NOTICE_LEDGER_URL", global = true, hide_env_values = true)]
-    ledger: Option<String>,
+    #[command(flatten)]
+    ledger: LedgerArg,
     #[command(subcommand)]
     command: QuarantineCommand,
 }
@@ -83,14 +83,19 @@ fn parse_age(value: &str) -> Result<Duration, String> {
     let value = value.trim();
     let (digits, unit) = value.split_at(value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len()));
     let n: u64 = digits.parse().map_err(|_| format!("{value:?}: want a number with s, m, h or d"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+    let per_unit: u64 = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
         _ => return Err(format!("{value:?}: unknown unit {unit:?} (use s, m, h or d)")),
     };
-    Ok(Duration::from_secs(secs))
+    // Longer than any claim could have waited (and than chrono can subtract from now).
+    const MAX_SECS: u64 = 100 * 365 * 86_400;
+    match n.checked_mul(per_unit) {
+        Some(secs) if secs <= MAX_SECS => Ok(Duration::from_secs(secs)),
+        _ => Err(format!("{value:?}: at most 100 years")),
+    }
 }
 
 fn operator(by: Option<String>) -> String {
@@ -99,18 +104,18 @@ fn operator(by: Option<String>) -> String {
         .unwrap_or_else(|| "unknown-operator".into())
 }
 
-pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<ExitCode, String> {
-    let target = LedgerTarget::resolve(args.ledger.as_deref(), &state_dir)?;
+pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Result<ExitCode> {
+    let target = args.ledger.target(&state_dir)?;
     let ledger = target.open().await?.ledger;
     match args.command {
         QuarantineCommand::List { older_than, limit, json } => {
             let age = match older_than {
                 Some(age) => age,
-                None => notice_setup::config::stale_after_from_env().map_err(|e| e.to_string())?,
+                None => notice_setup::config::stale_after_from_env()?,
             };
             let now = Utc::now();
-            let cut = now - chrono::Duration::from_std(age).map_err(|e| e.to_string())?;
-            let rows = ledger.open_claims(cut, limit).await.map_err(|e| e.to_string())?;
+            let cut = now - chrono::Duration::from_std(age)?;
+            let rows = ledger.open_claims(cut, limit).await?;
             for row in &rows {
                 let age_s = row.claimed_at.map(|t| (now - t).num_seconds()).unwrap_or(0);
                 if json {
@@ -133,7 +138,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<Exit
                     );
                 }
             }
-            let (total, oldest) = ledger.count_open_claims(cut).await.map_err(|e| e.to_string())?;
+            let (total, oldest) = ledger.count_open_claims(cut).await?;
             let shown = if total > rows.len() {
                 format!(" (showing the oldest {}; raise --limit)", rows.len())
             } else {
@@ -150,12 +155,12 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<Exit
             Ok(ExitCode::SUCCESS)
         }
         QuarantineCommand::Resolve { key, sent: _, message_id, by } => {
-            let key = NoticeKey::parse(&key).map_err(|e| e.to_string())?;
+            let key = NoticeKey::parse(&key)?;
             let who = operator(by);
             ledger
                 .operator_resolve_sent(&key, &message_id, &who, Utc::now())
                 .await
-                .map_err(|e| format!("not resolved: {e}"))?;
+                .context("not resolved")?;
             println!("resolved {key} as sent (message {message_id}) by {who}");
             Ok(ExitCode::SUCCESS)
         }
@@ -169,32 +174,28 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<Exit
             events_dlq_url,
             force,
         } => {
-            let key = NoticeKey::parse(&key).map_err(|e| e.to_string())?;
+            let key = NoticeKey::parse(&key)?;
             if reason.trim().is_empty() {
-                return Err("--reason must say why (it is recorded on the row)".into());
+                anyhow::bail!("--reason must say why (it is recorded on the row)");
             }
-            let row = ledger
-                .get(&key)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("{key} has no ledger row"))?;
+            let row = ledger.get(&key).await?.with_context(|| format!("{key} has no ledger row"))?;
             if row.state != RowState::Claimed {
-                return Err(format!(
+                anyhow::bail!(
                     "refusing: {key} is {}, not an open claim — only open claims can be released",
                     row.state
-                ));
+                );
             }
             describe(&row);
             let queues = EventQueues { queue: events_queue_url, dlq: events_dlq_url };
             match queues.pending(target.is_local()).await {
                 Ok(status) => println!("{status}"),
-                Err(why) if force => println!("--force: releasing although {why}"),
+                Err(why) if force => println!("--force: releasing although {why:#}"),
                 Err(why) => {
-                    return Err(format!(
-                        "refusing to release {key}: {why} — an event there may prove the notice was sent. \
+                    anyhow::bail!(
+                        "refusing to release {key}: {why:#} — an event there may prove the notice was sent. \
                          Let the reconciler drain the queue (and redrive or inspect the DLQ), then retry; \
                          --force overrides"
-                    ))
+                    )
                 }
             }
             if dry_run {
@@ -206,10 +207,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> Result<Exit
                 return Ok(ExitCode::from(1));
             }
             let who = operator(by);
-            ledger
-                .operator_release(&key, &who, &reason, Utc::now())
-                .await
-                .map_err(|e| format!("not released: {e}"))?;
+            ledger.operator_release(&key, &who, &reason, Utc::now()).await.context("not released")?;
             println!("released {key} by {who}: {reason}\nThe next delivery of this notice will send it.");
             Ok(ExitCode::SUCCESS)
         }
@@ -226,28 +224,30 @@ impl EventQueues {
     /// `Ok(summary)` when nothing is waiting; `Err(why)` when events are queued, dead-lettered or
     /// cannot be counted. A local SQLite ledger has no event stream, so nothing to wait for there
     /// unless queues are named.
-    async fn pending(&self, local_ledger: bool) -> Result<String, String> {
+    async fn pending(&self, local_ledger: bool) -> anyhow::Result<String> {
         if self.queue.is_none() && self.dlq.is_none() {
             if local_ledger {
                 return Ok("no SES event queues given (local ledger): not checked".into());
             }
-            return Err("the SES event queues cannot be checked: pass --events-queue-url and \
-                        --events-dlq-url (or NOTICE_EVENTS_QUEUE_URL / NOTICE_EVENTS_DLQ_URL)"
-                .into());
+            anyhow::bail!(
+                "the SES event queues cannot be checked: pass --events-queue-url and \
+                 --events-dlq-url (or NOTICE_EVENTS_QUEUE_URL / NOTICE_EVENTS_DLQ_URL)"
+            );
         }
         let (Some(queue), Some(dlq)) = (&self.queue, &self.dlq) else {
-            return Err("both the SES event queue and its DLQ must be checked: pass both \
-                        --events-queue-url and --events-dlq-url"
-                .into());
+            anyhow::bail!(
+                "both the SES event queue and its DLQ must be checked: pass both \
+                 --events-queue-url and --events-dlq-url"
+            );
         };
         let sqs = crate::queue::client().await;
         let events = queue_depth(&sqs, queue).await?;
         let dead = queue_depth(&sqs, dlq).await?;
         if events.total() > 0 {
-            return Err(format!("the SES event queue still holds {events}"));
+            anyhow::bail!("the SES event queue still holds {events}");
         }
         if dead.total() > 0 {
-            return Err(format!("the SES event dead-letter queue holds {dead}"));
+            anyhow::bail!("the SES event dead-letter queue holds {dead}");
         }
         Ok("SES event queue and its DLQ are empty".into())
     }
@@ -276,7 +276,7 @@ impl std::fmt::Display for Depth {
     }
 }
 
-async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Depth, String> {
+async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<Depth> {
     use aws_sdk_sqs::types::QueueAttributeName as A;
     let out = sqs
         .get_queue_attributes()
@@ -286,12 +286,12 @@ async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Depth, Stri
         .attribute_names(A::ApproximateNumberOfMessagesDelayed)
         .send()
         .await
-        .map_err(|e| format!("cannot read {url}: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+        .map_err(|e| anyhow!("cannot read {url}: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
     let attrs = out.attributes();
-    let count = |name: A| -> Result<u64, String> {
+    let count = |name: A| -> anyhow::Result<u64> {
         match attrs.and_then(|a| a.get(&name)) {
-            None => Err(format!("{url}: SQS did not report {}", name.as_str())),
-            Some(v) => v.parse().map_err(|_| format!("{url}: {} is {v:?}, not a count", name.as_str())),
+            None => Err(anyhow!("{url}: SQS did not report {}", name.as_str())),
+            Some(v) => v.parse().map_err(|_| anyhow!("{url}: {} is {v:?}, not a count", name.as_str())),
         }
     };
     Ok(Depth {
@@ -314,7 +314,7 @@ fn describe(row: &LedgerRow) {
 }
 
 /// A release allows a resend, so the operator types the verb itself rather than `yes`.
-fn confirm(key: &NoticeKey) -> Result<bool, String> {
+fn confirm(key: &NoticeKey) -> anyhow::Result<bool> {
     ask(
         &format!("Release {}? The notice may then be sent again. Type 'release' to confirm: ", key.prefix()),
         "release",
@@ -343,5 +343,7 @@ mod tests {
         assert_eq!(parse_age("1d").unwrap(), Duration::from_secs(86_400));
         assert!(parse_age("15 minutes").is_err());
         assert!(parse_age("m").is_err());
+        assert!(parse_age("99999999999999999d").is_err(), "an overflowing age is an error, not a panic");
+        assert!(parse_age("36600d").is_err());
     }
 }

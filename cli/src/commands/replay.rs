@@ -9,9 +9,11 @@
 //! often a wrong file, secret or ledger than notices owed. `--yes` only skips the prompt. Exit
 //! code [`EXIT_STOPPED`] says the stop rule refused.
 
+use crate::ledger_target::LedgerArg;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use chrono::Utc;
 
 use super::census::census;
@@ -27,9 +29,8 @@ pub(crate) struct ReplayArgs {
     /// JSON Lines of jobs, a Lambda SQS event, or JSON Lines of dumped SQS events.
     #[arg(long = "from")]
     from: PathBuf,
-    /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
-    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
-    ledger: Option<String>,
+    #[command(flatten)]
+    ledger: LedgerArg,
     /// Only count: look every key up and change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -60,7 +61,7 @@ fn percent(value: &str) -> Result<f64, String> {
     }
 }
 
-pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let (census, target, _) = census(&state_dir, &args.from, &args.ledger).await?;
     census.print_summary(&target);
     let verdict = census.verdict(args.stop_below);
@@ -81,7 +82,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> Result<ExitCode
     if verdict.stop {
         println!("--force: enqueueing despite the stop verdict");
     }
-    let queue_url = args.queue_url.ok_or("--queue-url (or NOTICE_QUEUE_URL) is required to enqueue")?;
+    let queue_url = args.queue_url.context("--queue-url (or NOTICE_QUEUE_URL) is required to enqueue")?;
     let batch_id = args.batch_id.unwrap_or_else(|| format!("replay-{}", Utc::now().format("%Y%m%dT%H%M%SZ")));
     if !args.yes
         && !confirm(&format!(

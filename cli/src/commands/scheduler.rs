@@ -14,9 +14,10 @@ pub(super) async fn client() -> aws_sdk_scheduler::Client {
 }
 
 /// The group, or an error that says where to find it: an empty name would list nothing.
-pub(super) fn group(args: &SchedulerArgs) -> Result<&str, String> {
+pub(super) fn group(args: &SchedulerArgs) -> anyhow::Result<&str> {
     args.schedule_group.as_deref().filter(|g| !g.trim().is_empty()).ok_or_else(|| {
-        "no schedule group: pass --schedule-group or set NOTICE_SCHEDULE_GROUP (stack output ParkedJobsGroupName)"
-            .to_owned()
+        anyhow::anyhow!(
+            "no schedule group: pass --schedule-group or set NOTICE_SCHEDULE_GROUP (stack output ParkedJobsGroupName)"
+        )
     })
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::mailer::outbox::FileOutbox;
@@ -14,7 +15,7 @@ use notice_ledger::{Mode, NoticeSender, Outcome, QueueAction, QueuePolicy, Recei
 use notice_setup::config;
 
 use crate::input::{read_items, InputItem};
-use crate::ledger_target::LedgerTarget;
+use crate::ledger_target::LedgerArg;
 use crate::local::StateDir;
 
 /// One local send's limit (writing to the file outbox); the claim lifetime is checked against it.
@@ -24,9 +25,8 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct SendArgs {
     /// JSON Lines of job bodies, or a Lambda SQS event JSON.
     file: PathBuf,
-    /// Ledger to claim in (default: sqlite:<state-dir>/ledger.db).
-    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
-    ledger: Option<String>,
+    #[command(flatten)]
+    ledger: LedgerArg,
     /// From address written into the outbox messages.
     #[arg(long, env = "NOTICE_FROM", default_value = "Billing <billing@example.com>")]
     from: String,
@@ -41,19 +41,19 @@ pub(crate) struct SendArgs {
     mode: Mode,
 }
 
-pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, String> {
-    notice_ledger::address::parse_sender(&args.from).map_err(|e| format!("--from (NOTICE_FROM) {e}"))?;
-    let items = read_items(&args.file).map_err(|e| e.to_string())?;
-    let state = StateDir::open(&state_dir).map_err(|e| e.to_string())?;
-    let secret = state.secret().await.map_err(|e| e.to_string())?;
-    let target = LedgerTarget::resolve(args.ledger.as_deref(), &state.root)?;
+pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<ExitCode> {
+    notice_ledger::address::parse_sender(&args.from).map_err(|e| anyhow!("--from (NOTICE_FROM) {e}"))?;
+    let items = read_items(&args.file)?;
+    let state = StateDir::open(&state_dir)?;
+    let secret = state.secret().await?;
+    let target = args.ledger.target(&state.root)?;
     let opened = target.open().await?;
-    let limits = config::rate_limits_from_env().map_err(|e| e.to_string())?;
+    let limits = config::rate_limits_from_env()?;
     let ledger = opened.ledger;
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
-        .map_err(|e| format!("{}: {e}", state.outbox_dir().display()))?;
-    let renderer = config::renderer_from_env(&secret).map_err(|e| e.to_string())?;
-    let policy = config::windows_from_env().map_err(|e| e.to_string())?;
+        .with_context(|| state.outbox_dir().display().to_string())?;
+    let renderer = config::renderer_from_env(&secret)?;
+    let policy = config::windows_from_env()?;
     let sender =
         Arc::new(
             NoticeSender::new(ledger, Arc::new(outbox), Arc::new(renderer), policy, secret)
@@ -61,8 +61,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
                 .with_budget(SendBudget {
                     send_timeout: SEND_TIMEOUT,
                     min_time_left: SendBudget::default().min_time_left,
-                    claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)
-                        .map_err(|e| e.to_string())?,
+                    claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?,
                 })
                 // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
                 // the real clock, since --now only pins the send windows.
@@ -100,7 +99,28 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
 
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut failed = 0usize;
+    let mut held = Vec::new();
     while let Some((item, delivery)) = results.next().await {
+        // Held by a claim that may still be running — often this run's own copy of the notice:
+        // once every job here has finished, the ledger can say more.
+        if matches!(delivery.outcome, Outcome::InFlight { .. }) {
+            held.push(item);
+            continue;
+        }
+        let prefix = delivery.key.as_ref().map_or("-", |k| k.prefix()).to_owned();
+        println!(
+            "{:<16} {prefix:<12}  {:<18} {}",
+            item.origin,
+            delivery.outcome.label(),
+            crate::terminal::escape(&detail(&item, &delivery.outcome))
+        );
+        *counts.entry(delivery.outcome.label()).or_default() += 1;
+        if needs_attention(&delivery.outcome) {
+            failed += 1;
+        }
+    }
+    for item in held {
+        let delivery = sender.deliver_body(&item.body, now, None).await;
         let prefix = delivery.key.as_ref().map_or("-", |k| k.prefix()).to_owned();
         println!(
             "{:<16} {prefix:<12}  {:<18} {}",
@@ -118,6 +138,14 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> Result<ExitCode, 
     println!("{total} job(s): {}", if parts.is_empty() { "nothing to do".into() } else { parts.join(", ") });
     if failed > 0 {
         eprintln!("noticectl: {failed} job(s) need attention (invalid input, conflicts or ledger errors): see above");
+        return Ok(ExitCode::from(1));
+    }
+    // Held by another process's claim that may still be running: neither sent nor decided.
+    if let Some(held) = counts.get("in_flight") {
+        eprintln!(
+            "noticectl: {held} job(s) held by another process's claim still in flight — neither sent nor \
+             decided here; run them again after the claim lifetime (NOTICE_CLAIM_LIFETIME_SECS)"
+        );
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -163,6 +191,7 @@ fn detail(item: &InputItem, outcome: &Outcome) -> String {
             format!("enforce mode would suppress (already {s})")
         }
         Outcome::ShadowSent { would_suppress: None, .. } => String::new(),
+        Outcome::Invalid(_) if item.unreadable.is_some() => item.unreadable.clone().unwrap_or_default(),
         Outcome::Invalid(e) => e.to_string(),
         Outcome::RenderFailed(e) | Outcome::LedgerUnavailable(e) => e.clone(),
         Outcome::NoTimeLeft => "no time left".into(),

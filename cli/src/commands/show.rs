@@ -4,22 +4,21 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::ledger_target::LedgerTarget;
+use crate::ledger_target::LedgerArg;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ShowArgs {
     /// The notice key (64 hex characters).
     key: String,
-    /// sqlite:PATH (default: <state-dir>/ledger.db) or dynamodb:TABLE.
-    #[arg(long, env = "NOTICE_LEDGER_URL", hide_env_values = true)]
-    ledger: Option<String>,
+    #[command(flatten)]
+    ledger: LedgerArg,
 }
 
-pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> Result<ExitCode, String> {
-    let key = notice_ledger::NoticeKey::parse(&args.key).map_err(|e| e.to_string())?;
-    let target = LedgerTarget::resolve(args.ledger.as_deref(), &state_dir)?;
+pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let key = notice_ledger::NoticeKey::parse(&args.key)?;
+    let target = args.ledger.target(&state_dir)?;
     let ledger = target.open().await?.ledger;
-    match ledger.get(&key).await.map_err(|e| e.to_string())? {
+    match ledger.get(&key).await? {
         None => {
             println!("{key}: no ledger row in {}", target.describe());
             Ok(ExitCode::from(1))
@@ -33,7 +32,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> Result<ExitCode, 
                 "delivery_status": row.delivery_status.map(|d| d.as_str()),
                 "duplicate_message_ids": row.duplicate_message_ids,
             });
-            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+            println!("{}", serde_json::to_string_pretty(&doc)?);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -108,7 +108,7 @@ pub async fn handle(app: &ReporterApp, _event: LambdaEvent<Value>) -> Result<Val
         tracing::error!(
             quarantined = report.quarantined,
             oldest_age_secs = report.oldest_age_secs,
-            "quarantined claims need resolution (see README: quarantine runbook)"
+            "quarantined claims need resolution (see docs/operations.md: quarantine runbook)"
         );
     }
     Ok(serde_json::to_value(&report)?)

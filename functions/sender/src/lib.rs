@@ -361,7 +361,7 @@ fn refused(app: &SenderApp, e: &ParkError) {
     match e.reason {
         ParkRefusal::Quota => error!(
             reason = e.reason.as_str(), error = %e,
-            "parking refused by an EventBridge Scheduler quota (live schedules per Region, or CreateSchedule requests/s): raise it (README, Capacity); the job stays on the queue"
+            "parking refused by an EventBridge Scheduler quota (live schedules per Region, or CreateSchedule requests/s): raise it (docs/deploy.md, Capacity); the job stays on the queue"
         ),
         ParkRefusal::Throttled => error!(
             reason = e.reason.as_str(), error = %e,
@@ -467,7 +467,7 @@ pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
 /// replay batch seen in the invocation, counting only that batch's notices and carrying
 /// `replay_batch` as a property. Every document has the same `Function` dimension (the deployed
 /// function's name), so a batch's notices count in the function's metrics and alarms; a batch's
-/// own numbers are found in Logs Insights by the property (README, *Operating*).
+/// own numbers are found in Logs Insights by the property (docs/metrics.md).
 fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Value> {
     let function = app.function_name.as_str();
     let mut documents = vec![app.sender.metrics().drain().to_emf(function, now_ms)];

@@ -44,7 +44,7 @@ pub enum Parked {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParkRefusal {
     /// A service quota is used up (Scheduler's live schedules per Region, or its request rate
-    /// quota): raise it (README, *Capacity*).
+    /// quota): raise it (docs/deploy.md, *Capacity*).
     Quota,
     /// The request was throttled.
     Throttled,

@@ -2,7 +2,7 @@
 //!
 //! A reminder must reach the customer while they can still cancel. By default the window opens
 //! 72 h and closes 24 h before `charge_at`; a notice kind may have its own window and a
-//! jurisdiction may raise the close (its floor). Configuration comes as JSON (see README,
+//! jurisdiction may raise the close (its floor). Configuration comes as JSON (see docs/configuration.md,
 //! "Send windows"):
 //!
 //! ```json

@@ -2,8 +2,9 @@
 //!
 //! Every write is a single conditional request, so DynamoDB itself arbitrates races: a claim is
 //! one `PutItem` guarded by "no row, or a released row", and every transition out of `claimed` is
-//! an `UpdateItem` guarded by the claim token. The SDK retries these writes (its retries stay on),
-//! so a write whose first response was lost can come back as a failed condition; each write reads
+//! an `UpdateItem` guarded by the claim token. These writes are retried (by the lean client in
+//! `hot`, like the SDK's standard policy; by the SDK for an SDK-only client), so a write whose
+//! first response was lost can come back as a failed condition; each write reads
 //! the item DynamoDB returns with the failure (`ReturnValuesOnConditionCheckFailure::ALL_OLD`) and
 //! recognises its own earlier write instead of reporting a conflict.
 //!

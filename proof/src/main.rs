@@ -1,0 +1,66 @@
+//! `notice-proof`: the proof tools of notice-ledger, beside the product and not in it.
+//!
+//! * `simulate` ([`simulate`]) — a seeded chaos simulation that runs the dedupe strategies, the
+//!   real core among them, over the same at-least-once traces and counts what customers got.
+//! * `verify` ([`verify`]) — an exhaustive model check of every interleaving of claim → send →
+//!   commit over a bounded world, with the project's real rules, and mutants it must catch.
+//!
+//! Both link the core's fault-injecting doubles (`notice_ledger` feature `testing`); the operator
+//! tool (`noticectl`) and the Lambdas do not.
+//!
+//! Inside each tool the files are layered, each importing only from the layers before it:
+//! inputs (arguments, trace, world) → model (queue, services, strategies) → run (event loop,
+//! search) → report.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod simulate;
+mod verify;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "notice-proof",
+    version,
+    about = "notice-ledger's proof tools: the seeded chaos simulation and the exhaustive model check"
+)]
+struct Cli {
+    /// Log the send path as JSON on stderr (RUST_LOG overrides the level).
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
+    Simulate(simulate::SimulateArgs),
+    /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
+    Verify(verify::VerifyArgs),
+}
+
+fn init_tracing(verbose: bool) {
+    let default = if verbose { "info" } else { "off" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().json().with_writer(std::io::stderr).with_env_filter(filter).init();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let result = match cli.command {
+        Command::Simulate(args) => simulate::run(args).await,
+        Command::Verify(args) => verify::run(args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("notice-proof: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The durable strategies: the real core ([`NoticeSender`]) over a real ledger, with a mailer that
+//! hands each send to the simulation and parks the delivery future until the simulated answer.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use chrono::{DateTime, Utc};
+
+use async_trait::async_trait;
+use notice_ledger::faults::FaultyLedger;
+use notice_ledger::ledger::memory::MemoryLedger;
+use notice_ledger::ledger::Ledger;
+use notice_ledger::links::ManageLinks;
+use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
+use notice_ledger::render::Renderer;
+use notice_ledger::{Delivery, NoticeKey, NoticeSecret, NoticeSender, SendBudget};
+use notice_sqlite::SqliteLedger;
+
+use super::args::{Params, SimLedger};
+use super::trace::Trace;
+
+/// What the simulation and the suspended mailer call tell each other.
+#[derive(Default)]
+struct GateState {
+    /// The job whose future is being polled.
+    current: usize,
+    /// The job that called the mailer during this poll (its claim is committed).
+    issued: Option<usize>,
+    /// The polled future is waiting for a simulated send.
+    parked: bool,
+    /// Answers of finished simulated sends, by job.
+    answers: HashMap<usize, SendResult>,
+}
+
+fn lock(gate: &Mutex<GateState>) -> MutexGuard<'_, GateState> {
+    gate.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Hands every send to the simulation and waits (in simulated time) for its answer.
+struct SimMailer {
+    gate: Arc<Mutex<GateState>>,
+}
+
+#[async_trait]
+impl Mailer for SimMailer {
+    async fn send(&self, _mail: &OutgoingMail) -> SendResult {
+        let job = {
+            let mut g = lock(&self.gate);
+            g.issued = Some(g.current);
+            g.current
+        };
+        std::future::poll_fn(|_| {
+            let mut g = lock(&self.gate);
+            match g.answers.remove(&job) {
+                Some(answer) => Poll::Ready(answer),
+                None => {
+                    g.parked = true;
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+}
+
+pub(super) type DeliveryFuture = Pin<Box<dyn Future<Output = Delivery>>>;
+
+/// Polls a real `deliver_body` future until it finishes (`Some`) or parks in the simulated mailer
+/// (`None`). Real I/O (the SQLite ledger's blocking pool) is awaited as usual.
+struct UntilParked<'a> {
+    fut: &'a mut DeliveryFuture,
+    gate: &'a Mutex<GateState>,
+}
+
+impl Future for UntilParked<'_> {
+    type Output = Option<Delivery>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match this.fut.as_mut().poll(cx) {
+            Poll::Ready(delivery) => Poll::Ready(Some(delivery)),
+            Poll::Pending if lock(this.gate).parked => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The real sender of one durable run, with the ledger it writes and every notice's key, both
+/// read by the report.
+pub(super) struct Durable {
+    sender: Arc<NoticeSender>,
+    pub(super) ledger: Arc<FaultyLedger<Arc<dyn Ledger>>>,
+    gate: Arc<Mutex<GateState>>,
+    pub(super) keys: Vec<NoticeKey>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Durable {
+    pub(super) fn new(p: &Params, trace: &Trace) -> Result<Self, String> {
+        let (inner, dir): (Arc<dyn Ledger>, _) = match p.ledger {
+            SimLedger::Memory => (Arc::new(MemoryLedger::new()), None),
+            SimLedger::Sqlite => {
+                let dir = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+                let ledger = SqliteLedger::open(dir.path().join("ledger.db")).map_err(|e| e.to_string())?;
+                (Arc::new(ledger), Some(dir))
+            }
+        };
+        let ledger = Arc::new(FaultyLedger::new(inner, None));
+        let gate = Arc::new(Mutex::new(GateState::default()));
+        let secret = NoticeSecret::new("simulation-key-secret").map_err(|e| e.to_string())?;
+        let links = NoticeSecret::new("simulation-links").map_err(|e| e.to_string())?;
+        let sender = NoticeSender::new(
+            ledger.clone(),
+            Arc::new(SimMailer { gate: gate.clone() }),
+            Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links))),
+            trace.policy.clone(),
+            secret,
+        )
+        // Send timeouts are simulated (the mailer answers "unknown" in simulated time); the real
+        // timer must never fire, however long the host takes between two polls.
+        .with_budget(SendBudget {
+            send_timeout: std::time::Duration::from_secs(7 * 86_400),
+            ..SendBudget::default()
+        });
+        let keys = trace.notices.iter().map(|n| sender.key(&n.job)).collect();
+        Ok(Self { sender: Arc::new(sender), ledger, gate, keys, _dir: dir })
+    }
+
+    /// The real `deliver_body` of one job's body at the simulated `now`, not yet polled.
+    pub(super) fn deliver(&self, body: Arc<str>, now: DateTime<Utc>) -> DeliveryFuture {
+        let sender = Arc::clone(&self.sender);
+        Box::pin(async move { sender.deliver_body(&body, now, None).await })
+    }
+
+    /// The simulated send of job `job` is over: its suspended mailer call returns `answer`.
+    pub(super) fn answer(&self, job: usize, answer: SendResult) {
+        lock(&self.gate).answers.insert(job, answer);
+    }
+
+    /// Polls job `job`'s real delivery until it finishes or parks in the mailer.
+    pub(super) async fn poll(&self, job: usize, fut: &mut DeliveryFuture) -> Polled {
+        {
+            let mut g = lock(&self.gate);
+            g.current = job;
+            g.issued = None;
+            g.parked = false;
+        }
+        match (UntilParked { fut, gate: &self.gate }).await {
+            Some(delivery) => Polled::Done(delivery),
+            None => Polled::Parked { issued: lock(&self.gate).issued.take() == Some(job) },
+        }
+    }
+}
+
+/// Where one poll of a job's real delivery stopped.
+pub(super) enum Polled {
+    /// The sender finished.
+    Done(Delivery),
+    /// The sender waits in the mailer for a simulated answer; `issued`: it called the mailer
+    /// during this poll (its claim is committed), so the send must be issued now.
+    Parked { issued: bool },
+}

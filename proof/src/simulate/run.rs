@@ -1,0 +1,328 @@
+//! One run: one strategy over the trace, as a discrete-event loop in simulated time — the events,
+//! a receive, and a job's steps: the durable strategies' (the real sender, `durable.rs`) and the
+//! baselines' (the same window policy and queue policy, a different dedupe).
+
+use std::sync::Arc;
+
+use notice_ledger::ledger::RowState;
+use notice_ledger::mailer::{NotAccepted, SendResult};
+use notice_ledger::{NoticeKey, Outcome, QueueAction, Receive, WindowDecision};
+
+use super::durable::{DeliveryFuture, Polled};
+use super::queue::{Ev, JobRun, Ready, Run};
+use super::strategies::Strategy;
+use super::time::{ms, Ms};
+use super::trace::{fate, Answer, Crash, Fate};
+
+impl Run<'_> {
+    /// Runs the trace to its horizon; the finished run is read by the report.
+    pub(super) async fn run(mut self) -> Result<Self, String> {
+        for (idx, &(at, _, _)) in self.trace.enqueues.iter().enumerate() {
+            self.schedule(at, Ev::Enqueue { idx });
+        }
+        if let Some(at) = self.p.redeploy_at_ms {
+            self.schedule(at, Ev::Redeploy);
+        }
+        // Ample for any sensible parameters (the defaults need about 16 events per enqueue); a
+        // visibility timeout far below the send latency makes messages bounce without end.
+        let budget = 1_000 * self.trace.enqueues.len() as u64 + 1_000_000;
+        let mut events = 0u64;
+        while let Some((at, ev)) = self.next_event() {
+            if at > self.trace.horizon {
+                break;
+            }
+            events += 1;
+            if events > budget {
+                return Err(format!(
+                    "{}: more than {budget} events; the parameters keep messages bouncing (is the \
+                     visibility timeout far below the send latency?)",
+                    self.strategy.name(self.p.ledger)
+                ));
+            }
+            self.now = at;
+            self.handle(ev).await;
+            self.dispatch().await;
+        }
+        Ok(self)
+    }
+
+    async fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Enqueue { idx } => self.enqueue(idx),
+            Ev::Visible { msg, gen } => {
+                if self.messages.get(msg).is_some_and(|m| !m.deleted && m.gen == gen) {
+                    self.ready.push_back(Ready::Visible { msg, gen });
+                }
+            }
+            Ev::Ghost { msg } => {
+                if self.messages.get(msg).is_some_and(|m| !m.deleted) {
+                    self.ready.push_back(Ready::Ghost { msg });
+                }
+            }
+            Ev::SendDone { job } => self.send_done(job).await,
+            Ev::Accepted { notice } => {
+                self.deliveries[notice] += 1;
+                let n = &self.trace.notices[notice];
+                if self.now < n.opens_at || self.now >= n.closes_at {
+                    self.outside_window += 1;
+                }
+            }
+            Ev::Redeploy => {
+                for i in 0..self.instances.len() {
+                    let killed = self.kill(i);
+                    self.c.jobs_killed_by_redeploy += killed;
+                }
+            }
+            Ev::Unpark { notice } => {
+                self.schedules.remove(&notice);
+                self.c.unparked += 1;
+                // A new message: new enqueue time, receive count 0, its own chaos.
+                let chaos = self.trace.enqueues.len() + self.c.unparked as usize;
+                self.push_message(chaos, notice);
+            }
+        }
+    }
+
+    /// Free consumer slots take visible messages, oldest first.
+    async fn dispatch(&mut self) {
+        while let Some(entry) = self.ready.pop_front() {
+            let (msg, ghost, current) = match entry {
+                Ready::Visible { msg, gen } => (msg, false, self.messages[msg].gen == gen),
+                Ready::Ghost { msg } => (msg, true, true),
+            };
+            if !current || self.messages[msg].deleted || self.leaves_queue(msg) {
+                continue;
+            }
+            let Some(instance) = self.free_instance() else {
+                self.ready.push_front(entry);
+                return;
+            };
+            self.receive(instance, msg, ghost).await;
+        }
+    }
+
+    /// A consumer slot on `instance` receives `msg`.
+    async fn receive(&mut self, instance: usize, msg: usize, ghost: bool) {
+        let (enqueue, notice, receipt, gen) = {
+            let m = &mut self.messages[msg];
+            m.receives += 1;
+            m.gen += 1;
+            (m.chaos, m.notice, m.receives, m.gen)
+        };
+        self.schedule(self.now + self.p.visibility_timeout_ms, Ev::Visible { msg, gen });
+        self.c.receives += 1;
+        if ghost {
+            self.c.ghost_deliveries += 1;
+        } else if self.in_flight.get(&msg).is_some_and(|&n| n > 0) {
+            self.c.redelivered_while_in_flight += 1;
+        }
+        let fate = fate(self.p, enqueue, receipt);
+        if let Some(after) = fate.ghost_after {
+            // A FIFO-style broker does not hand one message to two consumers.
+            if !matches!(self.strategy, Strategy::BrokerDedup { .. }) {
+                self.schedule(self.now + after, Ev::Ghost { msg });
+            }
+        }
+        if fate.crash == Some(Crash::BeforeClaim) {
+            self.crash(instance);
+            return;
+        }
+        let id = self.next_job;
+        self.next_job += 1;
+        self.instances[instance].jobs.insert(id);
+        *self.in_flight.entry(msg).or_default() += 1;
+        self.jobs.insert(id, JobRun { msg, receipt, notice, instance, fate, future: None });
+        if self.strategy.durable() {
+            self.durable_start(id).await;
+        } else {
+            self.baseline_start(id);
+        }
+    }
+
+    /// The job is done with `outcome`; the worker does what the shipped queue policy says with
+    /// its message, unless it dies first (a park's schedule is made before that crash point, so
+    /// a crash before the ack leaves both the schedule and the message).
+    fn finish(&mut self, id: usize, outcome: &Outcome, key: Option<&NoticeKey>) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        let receive =
+            Receive { key, count: job.receipt, now: self.trace.at(self.now), jitter: job.fate.jitter };
+        let action = self.queue.action(outcome, &receive);
+        if let QueueAction::Park { at } = action {
+            let notice = job.notice;
+            self.park(notice, self.trace.ms(at));
+        }
+        let Some(job) = self.jobs.get(&id) else { return };
+        if job.fate.crash == Some(Crash::AfterCommitBeforeAck) {
+            let instance = job.instance;
+            self.crash(instance);
+            return;
+        }
+        let Some(job) = self.remove_job(id) else { return };
+        match action {
+            QueueAction::Delete | QueueAction::Park { .. } => self.delete(job.msg, job.receipt),
+            QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
+                self.change_visibility(job.msg, job.receipt, ms(wait))
+            }
+            QueueAction::DeadLetter => {
+                self.c.dead_lettered += 1;
+                self.delete(job.msg, job.receipt);
+            }
+        }
+    }
+
+    /// Parks the notice: a one-time schedule named by the notice key puts the same body back on
+    /// the queue at `at`; a second park of a parked notice finds the first.
+    fn park(&mut self, notice: usize, at: Ms) {
+        if self.schedules.insert(notice) {
+            self.c.parked += 1;
+            self.schedule(at, Ev::Unpark { notice });
+        } else {
+            self.c.park_conflicts += 1;
+        }
+    }
+
+    /// The provider gets the request now; the customer gets the copy (unless throttled) when its
+    /// latency is up; the worker hears back then or gives up at the send timeout.
+    fn issue_send(&mut self, id: usize) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        let (fate, notice) = (job.fate, job.notice);
+        self.sends += 1;
+        if fate.answer != Answer::Throttled {
+            self.schedule(self.now + fate.latency, Ev::Accepted { notice });
+        }
+        self.schedule(self.now + fate.latency.min(self.p.send_timeout_ms), Ev::SendDone { job: id });
+    }
+
+    fn answer(&self, fate: &Fate, id: usize) -> SendResult {
+        if fate.latency > self.p.send_timeout_ms {
+            return SendResult::Unknown { reason: "no answer within the send timeout".into() };
+        }
+        match fate.answer {
+            Answer::Accepted => SendResult::Accepted { message_id: format!("sim-{id}") },
+            Answer::UnknownAfterAccept => SendResult::Unknown { reason: "500 after accept".into() },
+            Answer::Throttled => {
+                SendResult::NotAccepted { class: NotAccepted::Throttled, reason: "throttled".into() }
+            }
+        }
+    }
+
+    async fn send_done(&mut self, id: usize) {
+        let Some(job) = self.jobs.get(&id) else { return }; // the worker died meanwhile
+        let (instance, fate) = (job.instance, job.fate);
+        if fate.crash == Some(Crash::AfterSendBeforeCommit) {
+            self.crash(instance);
+            return;
+        }
+        let answer = self.answer(&fate, id);
+        if self.strategy.durable() {
+            self.durable_resume(id, answer).await;
+        } else {
+            self.baseline_done(id, answer);
+        }
+    }
+
+    // ── The durable strategies: the real sender, suspended in the mailer while a send runs ──
+
+    async fn durable_start(&mut self, id: usize) {
+        let Some(d) = &self.durable else { return };
+        let Some(job) = self.jobs.get(&id) else { return };
+        let body = Arc::clone(&self.trace.notices[job.notice].body);
+        let fut = d.deliver(body, self.trace.at(self.now));
+        self.drive(id, fut).await;
+    }
+
+    async fn durable_resume(&mut self, id: usize, answer: SendResult) {
+        let Some(d) = &self.durable else { return };
+        let Some(fut) = self.jobs.get_mut(&id).and_then(|j| j.future.take()) else { return };
+        d.answer(id, answer);
+        self.drive(id, fut).await;
+    }
+
+    /// Polls the job's real delivery until it finishes or parks in the mailer.
+    async fn drive(&mut self, id: usize, mut fut: DeliveryFuture) {
+        let Some(d) = &self.durable else { return };
+        match d.poll(id, &mut fut).await {
+            Polled::Done(delivery) => {
+                *self.outcomes.entry(delivery.outcome.label().to_owned()).or_default() += 1;
+                self.finish(id, &delivery.outcome, delivery.key.as_ref());
+            }
+            Polled::Parked { issued } => {
+                let Some(job) = self.jobs.get_mut(&id) else { return };
+                job.future = Some(fut);
+                if issued {
+                    // The claim is committed and the sender called the mailer.
+                    if job.fate.crash == Some(Crash::AfterClaimBeforeSend) {
+                        let instance = job.instance;
+                        self.crash(instance);
+                        return;
+                    }
+                    self.issue_send(id);
+                }
+            }
+        }
+    }
+
+    // ── Baselines: the same window policy and queue policy, a different dedupe ──
+
+    fn baseline_start(&mut self, id: usize) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        let (notice, instance, fate) = (job.notice, job.instance, job.fate);
+        match self.trace.policy.decide(&self.trace.notices[notice].job, self.trace.at(self.now)) {
+            WindowDecision::Send { .. } => {}
+            WindowDecision::Defer { until, closes_at } => {
+                return self.finish(id, &Outcome::Deferred { until, closes_at }, None)
+            }
+            WindowDecision::Missed { closed_at } => {
+                self.missed[notice] = true;
+                return self.finish(id, &Outcome::Missed { closed_at }, None);
+            }
+        }
+        match self.strategy {
+            Strategy::InProcessCache if self.instances[instance].sent.contains(&notice) => {
+                self.c.suppressed_by_cache += 1;
+                return self.finish(id, &CACHED, None);
+            }
+            Strategy::SharedCache { ttl } => {
+                if self.shared.get(&notice).is_some_and(|&expiry| expiry > self.now) {
+                    self.c.suppressed_by_cache += 1;
+                    return self.finish(id, &CACHED, None);
+                }
+                self.shared.insert(notice, self.now + ttl);
+            }
+            _ => {}
+        }
+        if fate.crash == Some(Crash::AfterClaimBeforeSend) {
+            self.crash(instance);
+            return;
+        }
+        self.issue_send(id);
+    }
+
+    /// The worker heard back: a cache remembers what was sent; a failed send releases its claim.
+    fn baseline_done(&mut self, id: usize, answer: SendResult) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        let (instance, notice) = (job.instance, job.notice);
+        if matches!(answer, SendResult::Accepted { .. }) {
+            match self.strategy {
+                Strategy::InProcessCache => {
+                    self.instances[instance].sent.insert(notice);
+                }
+                Strategy::SharedCache { ttl } => {
+                    self.shared.insert(notice, self.now + ttl);
+                }
+                _ => {}
+            }
+            self.finish(id, &Outcome::Sent { message_id: format!("sim-{id}") }, None);
+        } else {
+            if let Strategy::SharedCache { .. } = self.strategy {
+                self.shared.remove(&notice); // release the claim so a retry may send
+            }
+            // A baseline cannot tell "not accepted" from "unknown": it releases and retries.
+            let released = Outcome::Released { class: NotAccepted::Throttled, reason: format!("{answer:?}") };
+            self.finish(id, &released, None);
+        }
+    }
+}
+
+/// A cache's "already sent": acked like the ledger's suppression.
+const CACHED: Outcome = Outcome::Suppressed { state: RowState::Sent };

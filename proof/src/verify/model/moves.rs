@@ -1,0 +1,494 @@
+//! The transitions: every way the world can move on from a state.
+
+use notice_ledger::ledger::rules::Verdict;
+use notice_ledger::ledger::{Origin, RowState};
+
+use super::invariants::backwards;
+use super::rules::{Model, Probe};
+use super::state::{
+    bit, broken, Attempt, Invariant, Job, Label, Msg, Role, Row, Sent, SlotInfo, State, Succ, Violation,
+};
+use super::symmetry::canonical;
+use crate::verify::args::Faults;
+use crate::verify::error::VerifyError;
+use crate::verify::world::{Answer, Answers, QueueAction, Step, EVENTS, MAX_SENDS};
+
+impl Model {
+    // ── successors ──
+
+    pub(in crate::verify) fn successors(
+        &mut self,
+        s: &State,
+        out: &mut Vec<Succ>,
+    ) -> Result<(), VerifyError> {
+        out.clear();
+        let n_slots = self.slots.len();
+        if let Some(phase) = s.phase.next() {
+            let mut n = s.clone();
+            n.phase = phase;
+            self.push(out, s, Label::Tick(phase), n, None, false);
+        }
+        // Further messages of a notice are interchangeable: only the first pending one is enqueued.
+        for notice in 0..self.bounds.notices {
+            let next = (0..n_slots).find(|&i| {
+                let info = self.slots[i];
+                info.notice == notice && info.role == Role::Extra && s.queue[i] == Msg::Pending
+            });
+            if let Some(i) = next {
+                let mut n = s.clone();
+                n.queue[i] = Msg::Visible;
+                self.push(out, s, Label::Enqueue { slot: i as u8 }, n, None, false);
+            }
+        }
+        // Idle workers are interchangeable: the first one receives.
+        let idle = (0..usize::from(self.bounds.workers)).find(|&w| s.workers[w].is_none());
+        for i in 0..n_slots {
+            match s.queue[i] {
+                Msg::Visible => {
+                    if let Some(w) = idle {
+                        let mut n = s.clone();
+                        n.queue[i] = Msg::InFlight(w as u8);
+                        let job = Job {
+                            slot: i as u8,
+                            now: s.phase,
+                            token: None,
+                            answers: Answers::default(),
+                            acked: false,
+                        };
+                        n.workers[w] = Some(job);
+                        self.push(
+                            out,
+                            s,
+                            Label::Receive { worker: w as u8, slot: i as u8, now: s.phase },
+                            n,
+                            None,
+                            false,
+                        );
+                    }
+                }
+                Msg::InFlight(_) if !self.bounds.in_flight_redelivery => {}
+                Msg::InFlight(_) | Msg::Orphan => {
+                    let mut n = s.clone();
+                    n.queue[i] = Msg::Visible;
+                    self.push(out, s, Label::Expire { slot: i as u8 }, n, None, false);
+                }
+                Msg::Pending | Msg::Gone | Msg::DeadLetter => {}
+            }
+        }
+        for w in 0..usize::from(self.bounds.workers) {
+            let Some(job) = s.workers[w] else { continue };
+            let info = self.slot(job.slot)?;
+            let step = self.core.step(info.variant, info.notice, job.now, job.answers)?;
+            // A crash between any two steps: the job is gone, its message comes back by visibility.
+            let mut n = s.clone();
+            n.workers[w] = None;
+            if n.queue[usize::from(job.slot)] == Msg::InFlight(w as u8) {
+                n.queue[usize::from(job.slot)] = Msg::Orphan;
+            }
+            self.push(out, s, Label::Crash { worker: w as u8, before: step.name() }, n, None, false);
+            match step {
+                Step::Done { outcome, queue } => {
+                    // A job holding a claim ends `ledger_unavailable` only when its release failed.
+                    let failed_release = outcome == "ledger_unavailable" && job.token.is_some();
+                    let queue = if (outcome == "in_flight" && self.rules.acks_held_in_flight())
+                        || (failed_release && self.rules.acks_failed_release())
+                    {
+                        QueueAction::Ack
+                    } else {
+                        queue
+                    };
+                    self.finish(out, s, w, job, outcome, queue)
+                }
+                _ => {
+                    if self.rules.acks_before_commit() && step.is_post_send_write() && !job.acked {
+                        self.early_ack(out, s, w, job);
+                    }
+                    self.call(out, s, w, job, info, step)?;
+                }
+            }
+        }
+        self.events(out, s)?;
+        self.operator(out, s)?;
+        self.ttl(out, s)?;
+        Ok(())
+    }
+
+    /// Canonical form (workers sorted), the backwards check, and the successor itself.
+    fn push(
+        &self,
+        out: &mut Vec<Succ>,
+        before: &State,
+        label: Label,
+        mut next: State,
+        broken: Option<Violation>,
+        ttl: bool,
+    ) {
+        let broken = broken.or_else(|| backwards(before, &next, ttl, self));
+        let moved = self.canonical_messages(&mut next);
+        let renumbered = canonical(&mut next, usize::from(self.bounds.workers));
+        out.push(Succ { label, next, broken, renumbered, moved });
+    }
+
+    fn finish(
+        &self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        job: Job,
+        outcome: &'static str,
+        queue: QueueAction,
+    ) {
+        let slot = usize::from(job.slot);
+        let current = s.queue[slot] == Msg::InFlight(w as u8);
+        let mut n = s.clone();
+        n.workers[w] = None;
+        let label = |effect| Label::Finish { worker: w as u8, slot: job.slot, outcome, queue, effect };
+        match queue {
+            QueueAction::Ack if job.acked => self.push(out, s, label("already deleted"), n, None, false),
+            QueueAction::Ack if current => {
+                n.queue[slot] = Msg::Gone;
+                self.push(out, s, label("deleted"), n, None, false);
+            }
+            QueueAction::Ack => {
+                let gone = matches!(s.queue[slot], Msg::Gone | Msg::DeadLetter);
+                if self.bounds.stale_deletes && !gone {
+                    let mut deleted = n.clone();
+                    deleted.queue[slot] = Msg::Gone;
+                    self.push(out, s, label("stale receipt, deleted anyway"), deleted, None, false);
+                }
+                self.push(out, s, label("stale receipt, not deleted"), n, None, false);
+            }
+            QueueAction::Retry if current => {
+                n.queue[slot] = Msg::Visible;
+                self.push(out, s, label("visible again"), n, None, false);
+            }
+            QueueAction::Retry => self.push(out, s, label("stale receipt, ignored"), n, None, false),
+            QueueAction::DeadLetter => {
+                if current {
+                    n.queue[slot] = Msg::DeadLetter;
+                }
+                let v = broken(
+                    Invariant::NoSilentEnd,
+                    format!("{} was dead-lettered ({outcome})", self.slot_role(job.slot)),
+                );
+                self.push(out, s, label("dead-lettered"), n, v, false);
+            }
+        }
+    }
+
+    fn early_ack(&self, out: &mut Vec<Succ>, s: &State, w: usize, job: Job) {
+        let slot = usize::from(job.slot);
+        let mut n = s.clone();
+        if n.queue[slot] == Msg::InFlight(w as u8) {
+            n.queue[slot] = Msg::Gone;
+        }
+        if let Some(j) = n.workers[w].as_mut() {
+            j.acked = true;
+        }
+        let v = broken(
+            Invariant::AckAfterDurable,
+            format!(
+                "{} was acked while its job still had the commit of its send result to write",
+                self.slot_role(job.slot)
+            ),
+        );
+        self.push(out, s, Label::EarlyAck { worker: w as u8, slot: job.slot }, n, v, false);
+    }
+
+    /// The worker's next port call, answered every way it can be.
+    fn call(
+        &mut self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        job: Job,
+        info: SlotInfo,
+        step: Step,
+    ) -> Result<(), VerifyError> {
+        let faults = self.bounds.ledger_faults != Faults::Off;
+        let ambiguous = self.bounds.ledger_faults == Faults::Ambiguous;
+        // (answer, the row written if any, whether the job now holds the claim)
+        let mut branches: Vec<(Answer, Option<Option<Row>>, bool)> = Vec::new();
+        match step {
+            Step::Claim { key } | Step::RecordMissed { key } => {
+                let t = self.fresh_token(s)?;
+                let verdict = self.verdict(key, s.rows[usize::from(key)], Probe::Claim(t))?;
+                let row = s.rows[usize::from(key)];
+                let held = row.map(|r| Answer::Held { state: r.state, digest: r.notice, young: false });
+                let missed = matches!(step, Step::RecordMissed { .. });
+                let refused = match (verdict, held) {
+                    // The memory ledger's reading: a refused claim reports the row; its own token
+                    // (a retried write) is its claim; anything else writes.
+                    (Verdict::Refuse, Some(h)) => Some(h),
+                    (Verdict::AlreadyOwn, Some(h)) if missed => Some(h),
+                    (Verdict::AlreadyOwn, Some(_)) => {
+                        branches.push((Answer::Minted, None, true));
+                        None
+                    }
+                    _ => {
+                        let state = if missed { RowState::Missed } else { RowState::Claimed };
+                        let written = Some(Some(self.written(info.notice, key, job.now, t, state)?));
+                        let ok = if missed { Answer::Recorded } else { Answer::Minted };
+                        branches.push((ok, written, !missed));
+                        if ambiguous {
+                            branches.push((Answer::Failed, written, false));
+                        }
+                        None
+                    }
+                };
+                if let Some(h) = refused {
+                    for &age in self.claim_ages(s, row) {
+                        let h = match h {
+                            Answer::Held { state, digest, .. } => Answer::Held { state, digest, young: age },
+                            other => other,
+                        };
+                        branches.push((h, None, false));
+                    }
+                }
+                if faults {
+                    branches.push((Answer::Failed, None, false));
+                }
+                for (answer, write, owns) in branches {
+                    let mut n = s.clone();
+                    if let Some(row) = write {
+                        n.rows[usize::from(key)] = row;
+                    }
+                    let mut j = job;
+                    j.answers = j.answers.with(answer)?;
+                    if owns {
+                        j.token = Some(t);
+                    }
+                    n.workers[w] = Some(j);
+                    let label = Label::Call {
+                        worker: w as u8,
+                        step,
+                        answer,
+                        applied: write.is_some(),
+                        attempts: [None; 2],
+                    };
+                    self.push(out, s, label, n, None, false);
+                }
+            }
+            Step::Send { key } => {
+                for attempts in self.provider_answers(s)? {
+                    let mut n = s.clone();
+                    let mut v = None;
+                    let mut last = None;
+                    for a in attempts.iter().flatten() {
+                        if let Attempt::Accepted(m) | Attempt::TimedOut(m) = *a {
+                            n.sends[usize::from(m)] = Some(Sent { notice: info.notice, key, seen: false });
+                            if v.is_none() && !self.core.in_window(info.notice, job.now)? {
+                                v = broken(
+                                    Invariant::InsideWindow,
+                                    format!(
+                                        "m{m} of notice {} was accepted for a job received {}",
+                                        self.notice_name(info.notice),
+                                        job.now.name()
+                                    ),
+                                );
+                            }
+                        }
+                        last = Some(*a);
+                    }
+                    let answer = match last {
+                        Some(Attempt::Accepted(m)) => Answer::Accepted(m),
+                        Some(Attempt::NotAccepted) => Answer::NotAccepted,
+                        Some(Attempt::Rejected) => Answer::Rejected,
+                        _ if self.rules.unknown_reads_as_not_accepted() => Answer::NotAccepted,
+                        _ => Answer::Unknown,
+                    };
+                    let mut j = job;
+                    j.answers = j.answers.with(answer)?;
+                    n.workers[w] = Some(j);
+                    let label = Label::Call { worker: w as u8, step, answer, applied: false, attempts };
+                    self.push(out, s, label, n, v, false);
+                }
+            }
+            Step::CommitSent { key, .. } | Step::CommitRejected { key } | Step::Release { key } => {
+                let t = job.token.ok_or_else(|| {
+                    VerifyError::Unexpected(format!("{} without a claim of its own", step.name()))
+                })?;
+                let verdict = self.verdict(key, s.rows[usize::from(key)], Probe::Commit(t))?;
+                let mut answers: Vec<(Answer, Option<Row>)> = Vec::new();
+                match (verdict, s.rows[usize::from(key)]) {
+                    (Verdict::Apply, Some(mut row)) => {
+                        match step {
+                            Step::CommitSent { message, .. } => {
+                                row.state = RowState::Sent;
+                                row.message = Some(message);
+                            }
+                            Step::CommitRejected { .. } => row.state = RowState::Rejected,
+                            _ => row.state = RowState::Released,
+                        }
+                        answers.push((Answer::Written, Some(row)));
+                        if ambiguous {
+                            answers.push((Answer::Failed, Some(row)));
+                        }
+                    }
+                    _ => answers.push((Answer::Refused, None)),
+                }
+                if faults {
+                    answers.push((Answer::Failed, None));
+                }
+                for (answer, write) in answers {
+                    let mut n = s.clone();
+                    if let Some(row) = write {
+                        n.rows[usize::from(key)] = Some(row);
+                    }
+                    let mut j = job;
+                    j.answers = j.answers.with(answer)?;
+                    n.workers[w] = Some(j);
+                    let label = Label::Call {
+                        worker: w as u8,
+                        step,
+                        answer,
+                        applied: write.is_some(),
+                        attempts: [None; 2],
+                    };
+                    self.push(out, s, label, n, None, false);
+                }
+            }
+            Step::Done { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A claim token no row and no job holds: what `ClaimToken::random` gives in practice.
+    fn fresh_token(&self, s: &State) -> Result<u8, VerifyError> {
+        let used = |t: u8| {
+            s.rows.iter().flatten().any(|r| r.token == Some(t))
+                || s.workers.iter().flatten().any(|j| j.token == Some(t))
+        };
+        (0..u8::MAX).find(|t| !used(*t)).ok_or_else(|| VerifyError::Bound("claim tokens".into()))
+    }
+
+    /// How old an open claim can look to a job that finds it: young while its claimer still runs
+    /// (the stale cut-off outlasts any invocation: `NOTICE_STALE_AFTER_SECS` > the function
+    /// timeout), young or stale once it is dead; decided rows have no age that matters.
+    fn claim_ages(&self, s: &State, row: Option<Row>) -> &'static [bool] {
+        let Some(row) = row.filter(|r| r.state == RowState::Claimed) else { return &[false] };
+        let claimer_runs = row.token.is_some_and(|t| s.workers.iter().flatten().any(|j| j.token == Some(t)));
+        if claimer_runs {
+            &[true]
+        } else {
+            &[true, false]
+        }
+    }
+
+    /// Everything the provider can do with one send call: one attempt, or two when the SDK retries
+    /// an unknown outcome (mutant). Accepted messages get the next free message ids.
+    fn provider_answers(&self, s: &State) -> Result<Vec<[Option<Attempt>; 2]>, VerifyError> {
+        let first_free = s.sends.iter().position(Option::is_none);
+        let ids = |skip: usize| -> Result<u8, VerifyError> {
+            first_free
+                .map(|f| f + skip)
+                .filter(|i| *i < MAX_SENDS)
+                .and_then(|i| u8::try_from(i).ok())
+                .ok_or_else(|| VerifyError::Bound(format!("more than {MAX_SENDS} accepted messages")))
+        };
+        let one = |skip: usize| -> Result<Vec<Attempt>, VerifyError> {
+            Ok(vec![
+                Attempt::Accepted(ids(skip)?),
+                Attempt::NotAccepted,
+                Attempt::Rejected,
+                Attempt::Failed,
+                Attempt::TimedOut(ids(skip)?),
+            ])
+        };
+        let mut all = Vec::new();
+        for first in one(0)? {
+            all.push([Some(first), None]);
+            let unknown = matches!(first, Attempt::Failed | Attempt::TimedOut(_));
+            if unknown && self.rules.attempts_per_send() > 1 {
+                let skip = usize::from(matches!(first, Attempt::TimedOut(_)));
+                for second in one(skip)? {
+                    all.push([Some(first), Some(second)]);
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// The reconciler applying one provider event, through the real evidence rules.
+    fn events(&self, out: &mut Vec<Succ>, s: &State) -> Result<(), VerifyError> {
+        for (m, sent) in s.sends.iter().enumerate() {
+            let Some(sent) = sent else { continue };
+            // After the retention period every event that will ever come has come.
+            if s.retired & bit(sent.key) != 0 {
+                continue;
+            }
+            let m = m as u8;
+            for e in 0..EVENTS.len() as u8 {
+                let applied = self.apply_event(sent.key, s.rows[usize::from(sent.key)], m, e)?;
+                let mut n = s.clone();
+                n.rows[usize::from(sent.key)] = Some(applied.row);
+                if let Some(x) = n.sends[usize::from(m)].as_mut() {
+                    x.seen = true;
+                }
+                if let Some(d) = applied.duplicate {
+                    n.detected |= bit(d);
+                }
+                let name = applied.effect;
+                if n != *s {
+                    self.push(out, s, Label::Event { message: m, event: e, effect: name }, n, None, false);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An operator's audited release of an open claim, and the replay that follows it.
+    fn operator(&self, out: &mut Vec<Succ>, s: &State) -> Result<(), VerifyError> {
+        let used: u8 = s.released.iter().sum();
+        if used >= self.bounds.releases {
+            return Ok(());
+        }
+        for key in 0..self.key_notice.len() as u8 {
+            let Some(mut row) = s.rows[usize::from(key)] else { continue };
+            if self.verdict(key, Some(row), Probe::Operator)? != Verdict::Apply {
+                continue;
+            }
+            let notice = self.notice_of_key(key)?;
+            let mut n = s.clone();
+            row.state = RowState::Released;
+            row.origin = Origin::ALL.iter().position(|o| *o == Origin::Operator).unwrap_or(0) as u8;
+            n.rows[usize::from(key)] = Some(row);
+            n.released[usize::from(notice)] += 1;
+            let replay = (0..self.slots.len()).find(|&i| {
+                self.slots[i].notice == notice
+                    && self.slots[i].role == Role::Replay
+                    && s.queue[i] == Msg::Pending
+            });
+            if let Some(i) = replay {
+                n.queue[i] = Msg::Visible;
+            }
+            self.push(
+                out,
+                s,
+                Label::OperatorRelease { key, replay: replay.map(|i| i as u8) },
+                n,
+                None,
+                false,
+            );
+        }
+        Ok(())
+    }
+
+    /// The ledger's TTL, once a notice is settled (no message of it can come back: in the real
+    /// system the retention period is a year, the queue's 14 days).
+    fn ttl(&self, out: &mut Vec<Succ>, s: &State) -> Result<(), VerifyError> {
+        for key in 0..self.key_notice.len() as u8 {
+            let Some(row) = s.rows[usize::from(key)] else { continue };
+            if !self.rules.expires(row.state) || !self.settled(s, self.notice_of_key(key)?) {
+                continue;
+            }
+            let mut n = s.clone();
+            n.rows[usize::from(key)] = None;
+            if matches!(row.state, RowState::Sent | RowState::Rejected | RowState::Missed) {
+                n.retired |= bit(key);
+            }
+            self.push(out, s, Label::Ttl { key, state: row.state }, n, None, true);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,185 @@
+//! One state of the bounded world and one transition out of it: where each message is, what each
+//! worker's job got so far, the ledger's rows (as much of them as the rules read), what the
+//! provider accepted — and the invariants every state must keep.
+
+use notice_ledger::ledger::{DeliveryStatus, RowState};
+use serde::Serialize;
+
+use crate::verify::world::{
+    Answer, Answers, Phase, QueueAction, Step, MAX_KEYS, MAX_NOTICES, MAX_SENDS, MAX_SLOTS, MAX_WORKERS,
+};
+
+/// Where one SQS message is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Msg {
+    /// Not enqueued (yet).
+    Pending,
+    Visible,
+    /// Received by this worker, whose job holds the current receipt.
+    InFlight(u8),
+    /// Received by a worker that crashed: back when the visibility timeout expires.
+    Orphan,
+    Gone,
+    DeadLetter,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    Original,
+    Extra,
+    Replay,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SlotInfo {
+    pub(super) notice: u8,
+    pub(super) role: Role,
+    /// The key this message's jobs claim.
+    pub(super) key: u8,
+    /// The sender (key variant) its jobs run on.
+    pub(super) variant: u8,
+}
+
+/// One ledger row, as much of it as the rules read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Row {
+    pub(super) state: RowState,
+    pub(super) origin: u8,
+    pub(super) token: Option<u8>,
+    /// Whose identity and content the row holds (`None`: learned from provider events).
+    pub(super) notice: Option<u8>,
+    pub(super) claimed_at: bool,
+    pub(super) message: Option<u8>,
+    pub(super) duplicates: u8,
+    pub(super) status: Option<DeliveryStatus>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Job {
+    pub(super) slot: u8,
+    pub(super) now: Phase,
+    pub(super) token: Option<u8>,
+    pub(super) answers: Answers,
+    /// The queue already deleted its message (ack-before-commit mutant).
+    pub(super) acked: bool,
+}
+
+/// A message the provider accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Sent {
+    pub(super) notice: u8,
+    pub(super) key: u8,
+    /// The reconciler has applied one of its events.
+    pub(super) seen: bool,
+}
+
+/// One state of the world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(in crate::verify) struct State {
+    pub(super) phase: Phase,
+    pub(super) queue: [Msg; MAX_SLOTS],
+    pub(super) workers: [Option<Job>; MAX_WORKERS],
+    pub(super) rows: [Option<Row>; MAX_KEYS],
+    /// Keys whose decided row the TTL deleted (after the retention period).
+    pub(super) retired: u8,
+    /// Provider acceptances, by message id.
+    pub(super) sends: [Option<Sent>; MAX_SENDS],
+    /// Message ids the reconciler reported as a duplicate send (`DuplicateSendsDetected`).
+    pub(super) detected: u8,
+    /// Operator releases, per notice.
+    pub(super) released: [u8; MAX_NOTICES],
+}
+
+/// What the provider did with one SendEmail attempt.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::verify) enum Attempt {
+    Accepted(u8),
+    /// Accepted, but the answer never arrived (timeout / 5xx after the send).
+    TimedOut(u8),
+    /// 5xx before anything went out.
+    Failed,
+    NotAccepted,
+    Rejected,
+}
+
+/// One transition, for the trace.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::verify) enum Label {
+    Tick(Phase),
+    Enqueue { slot: u8 },
+    Receive { worker: u8, slot: u8, now: Phase },
+    Expire { slot: u8 },
+    Crash { worker: u8, before: &'static str },
+    Call { worker: u8, step: Step, answer: Answer, applied: bool, attempts: [Option<Attempt>; 2] },
+    Finish { worker: u8, slot: u8, outcome: &'static str, queue: QueueAction, effect: &'static str },
+    EarlyAck { worker: u8, slot: u8 },
+    Event { message: u8, event: u8, effect: &'static str },
+    OperatorRelease { key: u8, replay: Option<u8> },
+    Ttl { key: u8, state: RowState },
+}
+
+/// The properties checked in every state (or on every transition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Invariant {
+    OneAcceptance,
+    DuplicatesDetected,
+    AckAfterDurable,
+    NoSilentEnd,
+    NeverBackwards,
+    InsideWindow,
+}
+
+impl Invariant {
+    pub(crate) const ALL: [Invariant; 6] = [
+        Invariant::OneAcceptance,
+        Invariant::DuplicatesDetected,
+        Invariant::AckAfterDurable,
+        Invariant::NoSilentEnd,
+        Invariant::NeverBackwards,
+        Invariant::InsideWindow,
+    ];
+
+    pub(crate) fn statement(self) -> &'static str {
+        match self {
+            Invariant::OneAcceptance => {
+                "at most one provider acceptance per notice, plus one per explicit operator release"
+            }
+            Invariant::DuplicatesDetected => {
+                "every extra acceptance is detected (DuplicateSendsDetected) once its events arrive"
+            }
+            Invariant::AckAfterDurable => "nothing is acked before its ledger state is durable",
+            Invariant::NoSilentEnd => {
+                "every job ends sent, rejected, missed, or quarantined with the claim on the reporter's view"
+            }
+            Invariant::NeverBackwards => "a key never moves backwards (e.g. sent → claimed, claim → no row)",
+            Invariant::InsideWindow => "nothing is sent outside its window",
+        }
+    }
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Violation {
+    pub(crate) invariant: Invariant,
+    pub(crate) detail: String,
+}
+
+pub(super) fn broken(invariant: Invariant, detail: impl Into<String>) -> Option<Violation> {
+    Some(Violation { invariant, detail: detail.into() })
+}
+
+/// A successor state and how it was reached.
+pub(in crate::verify) struct Succ {
+    pub(in crate::verify) label: Label,
+    pub(in crate::verify) next: State,
+    pub(in crate::verify) broken: Option<Violation>,
+    /// Where each worker of the previous state went in `next` (states keep workers sorted).
+    pub(in crate::verify) renumbered: [u8; MAX_WORKERS],
+    /// Where each message went in `next` (interchangeable duplicates are kept sorted).
+    pub(in crate::verify) moved: [u8; MAX_SLOTS],
+}
+
+pub(super) const fn bit(i: u8) -> u8 {
+    1 << i
+}

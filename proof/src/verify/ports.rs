@@ -1,0 +1,187 @@
+//! The sender's ports under the model: a ledger and a mailer that answer each call from a script
+//! (the answers a worker's port calls got so far), and record the first call nobody has answered
+//! yet — the worker's next step.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use notice_ledger::ledger::{
+    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowReader, RowState,
+};
+use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
+use notice_ledger::{LedgerError, NoticeKey};
+
+use super::world::{epoch, message_id, Answer, Phase};
+
+/// A call the sender made that has no answer yet.
+#[derive(Debug)]
+pub(super) enum Call {
+    Claim(NoticeKey),
+    RecordMissed(NoticeKey),
+    Send(NoticeKey),
+    CommitSent(NoticeKey, String),
+    CommitRejected(NoticeKey),
+    Release(NoticeKey),
+}
+
+#[derive(Default)]
+pub(super) struct Script {
+    pub(super) answers: Vec<Answer>,
+    pub(super) next: usize,
+    pub(super) call: Option<Call>,
+    /// A call the model cannot answer, or an answer of the wrong kind for a call.
+    pub(super) unexpected: Option<String>,
+}
+
+pub(super) type Shared = Arc<Mutex<Script>>;
+
+pub(super) fn lock(script: &Mutex<Script>) -> MutexGuard<'_, Script> {
+    script.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The next scripted answer, or `None` after recording `call` as the one the sender waits on.
+fn take(script: &Mutex<Script>, call: Call) -> Option<Answer> {
+    let mut s = lock(script);
+    match s.answers.get(s.next).copied() {
+        Some(answer) => {
+            s.next += 1;
+            Some(answer)
+        }
+        None => {
+            s.call = Some(call);
+            None
+        }
+    }
+}
+
+/// Records a call the model has no answer for; the sender then waits forever.
+async fn unexpected<T>(script: &Mutex<Script>, what: String) -> T {
+    lock(script).unexpected.get_or_insert(what);
+    std::future::pending().await
+}
+
+/// The stored facts of one notice a held row reports to the sender.
+#[derive(Clone)]
+pub(super) struct Facts {
+    pub(super) digests: Arc<Vec<String>>,
+}
+
+/// The ledger port, answering from the script.
+pub(super) struct ScriptedLedger {
+    pub(super) script: Shared,
+    pub(super) facts: Facts,
+}
+
+impl ScriptedLedger {
+    fn held(&self, key: &NoticeKey, state: RowState, digest: Option<u8>, young: bool) -> LedgerRow {
+        // The sender judges a claim's age against the `now` it read: a claim stamped at the latest
+        // instant of the model's clock is young at every phase, one from long before it stale.
+        let claimed_at =
+            if young { Phase::Closed.at() } else { Phase::Early.at() - chrono::Duration::days(30) };
+        LedgerRow {
+            key: key.clone(),
+            state,
+            origin: Origin::Worker,
+            claim_token: None,
+            subscription_id: String::new(),
+            period_start: String::new(),
+            kind: String::new(),
+            revision: 0,
+            content_digest: digest.and_then(|n| self.facts.digests.get(usize::from(n)).cloned()),
+            claimed_at: (state == RowState::Claimed).then_some(claimed_at),
+            updated_at: epoch(),
+            message_id: None,
+            detail: None,
+            delivery_status: None,
+            duplicate_message_ids: Vec::new(),
+        }
+    }
+
+    async fn write(&self, call: Call, what: &str) -> Result<(), LedgerError> {
+        match take(&self.script, call) {
+            None => std::future::pending().await,
+            Some(Answer::Written) => Ok(()),
+            Some(Answer::Refused) => Err(LedgerError::Conflict("not held by this claim".into())),
+            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(other) => unexpected(&self.script, format!("{what} answered {other:?}")).await,
+        }
+    }
+}
+
+#[async_trait]
+impl RowReader for ScriptedLedger {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        unexpected(&self.script, format!("get {} (shadow mode is not modelled)", key.prefix())).await
+    }
+}
+
+#[async_trait]
+impl ClaimLedger for ScriptedLedger {
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
+        match take(&self.script, Call::Claim(req.key.clone())) {
+            None => std::future::pending().await,
+            Some(Answer::Minted) => Ok(ClaimOutcome::Minted(Claim {
+                key: req.key.clone(),
+                token: req.token.clone(),
+                claimed_at: req.at,
+            })),
+            Some(Answer::Held { state, digest, young }) => {
+                Ok(ClaimOutcome::Held(self.held(&req.key, state, digest, young)))
+            }
+            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(other) => unexpected(&self.script, format!("claim answered {other:?}")).await,
+        }
+    }
+
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
+        _: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.write(Call::CommitSent(claim.key.clone(), message_id.to_owned()), "commit sent").await
+    }
+
+    async fn commit_rejected(&self, claim: &Claim, _: &str, _: DateTime<Utc>) -> Result<(), LedgerError> {
+        self.write(Call::CommitRejected(claim.key.clone()), "commit rejected").await
+    }
+
+    async fn release(&self, claim: &Claim, _: &str, _: DateTime<Utc>) -> Result<(), LedgerError> {
+        self.write(Call::Release(claim.key.clone()), "release").await
+    }
+
+    async fn record_missed(&self, req: &ClaimRequest, _: &str) -> Result<Option<LedgerRow>, LedgerError> {
+        match take(&self.script, Call::RecordMissed(req.key.clone())) {
+            None => std::future::pending().await,
+            Some(Answer::Recorded) => Ok(None),
+            Some(Answer::Held { state, digest, young }) => {
+                Ok(Some(self.held(&req.key, state, digest, young)))
+            }
+            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(other) => unexpected(&self.script, format!("record missed answered {other:?}")).await,
+        }
+    }
+}
+
+/// The mailer port, answering from the script. The provider's side (what really went out) is the
+/// model's; the sender only sees what the SDK call returned.
+pub(super) struct ScriptedMailer {
+    pub(super) script: Shared,
+}
+
+#[async_trait]
+impl Mailer for ScriptedMailer {
+    async fn send(&self, mail: &OutgoingMail) -> SendResult {
+        match take(&self.script, Call::Send(mail.key.clone())) {
+            None => std::future::pending().await,
+            Some(Answer::Accepted(m)) => SendResult::Accepted { message_id: message_id(m) },
+            Some(Answer::NotAccepted) => {
+                SendResult::NotAccepted { class: NotAccepted::Throttled, reason: "throttled".into() }
+            }
+            Some(Answer::Rejected) => SendResult::Rejected { reason: "MessageRejected".into() },
+            Some(Answer::Unknown) => SendResult::Unknown { reason: "500 after the request was sent".into() },
+            Some(other) => unexpected(&self.script, format!("send answered {other:?}")).await,
+        }
+    }
+}

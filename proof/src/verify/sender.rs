@@ -1,0 +1,267 @@
+//! The real core under the model: the project's own [`NoticeSender::deliver`], run one port call at
+//! a time.
+//!
+//! A worker's state in the model is its job plus the answers its port calls got so far. To take
+//! the next step the model runs the real `deliver` future with scripted ports that hand back those
+//! answers, until it makes a call nobody has answered yet: that call is the worker's next step (or
+//! the future finishes, and its [`Outcome`] and [`Outcome::disposition`] are the job's end). The
+//! sender is deterministic given its answers, so each distinct history is run once and remembered.
+//! Nothing of the algorithm is re-stated here: window, render, claim, send, commit, release and
+//! the outcome mapping are the sender's own code.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use chrono::{DateTime, Utc};
+use notice_ledger::ledger::{ClaimRequest, LedgerRow, RowState};
+use notice_ledger::links::ManageLinks;
+use notice_ledger::render::Renderer;
+use notice_ledger::{
+    Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, QueuePolicy, Receive, SendBudget, WindowDecision,
+    WindowPolicy,
+};
+
+use super::error::VerifyError;
+use super::ports::{lock, Call, Facts, Script, ScriptedLedger, ScriptedMailer, Shared};
+use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, MAX_KEYS};
+
+/// The notices of the bounded world, in the order `--notices` adds them.
+const NOTICES: [(&str, &str, u64, &str, &str); 3] = [
+    ("A", "sub_8812", 0, "ada@example.com", "29.00 USD"),
+    // A corrected notice: same subscription, period and kind, revision bumped, other content.
+    ("A'", "sub_8812", 1, "ada@example.com", "24.00 USD"),
+    // Another subscriber at the same recipient domain.
+    ("B", "sub_9001", 0, "bob@example.com", "29.00 USD"),
+];
+
+/// One notice of the world.
+pub(super) struct Notice {
+    pub(super) name: &'static str,
+    pub(super) job: Job,
+    pub(super) digest: String,
+}
+
+type MemoKey = (u8, u8, Phase, Answers);
+
+/// The real sender, its inputs, and every history it has been run on.
+pub(super) struct Core {
+    pub(super) notices: Vec<Notice>,
+    pub(super) policy: WindowPolicy,
+    /// One sender per key variant: index 0 holds the real secret; with per-delivery keys (a mutant)
+    /// delivery `i` uses sender `i`.
+    senders: Vec<Arc<NoticeSender>>,
+    script: Shared,
+    keys: Vec<NoticeKey>,
+    key_ids: HashMap<NoticeKey, u8>,
+    memo: HashMap<MemoKey, Step>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Core {
+    /// `variants` senders: the first with the real key secret, the others with one derived per
+    /// delivery (used only by the per-delivery key mutant).
+    pub(super) fn new(notices: usize, variants: usize) -> Result<Self, VerifyError> {
+        let setup = |e: &dyn std::fmt::Display| VerifyError::Setup(e.to_string());
+        let secret = NoticeSecret::new("verify-notice-key-secret").map_err(|e| setup(&e))?;
+        let links = NoticeSecret::new("verify-links-secret").map_err(|e| setup(&e))?;
+        let mut list = Vec::new();
+        for (name, sub, revision, email, amount) in NOTICES.iter().take(notices) {
+            let body = serde_json::json!({
+                "subscription_id": sub, "period_start": "2026-10-01", "kind": "renewal_notice_t72",
+                "revision": revision, "email": email, "charge_at": "2026-10-04T09:00:00Z",
+                "template_data": {"plan_name": "Coffee Box", "amount": amount},
+            });
+            let job = Job::parse(&body.to_string()).map_err(|e| setup(&e))?;
+            let digest = job.content_digest();
+            list.push(Notice { name, job, digest });
+        }
+        let script: Shared = Arc::default();
+        let facts = Facts { digests: Arc::new(list.iter().map(|n| n.digest.clone()).collect()) };
+        let policy = WindowPolicy::default();
+        let renderer = Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links)));
+        let senders = (0..variants.max(1))
+            .map(|v| {
+                let secret =
+                    if v == 0 { secret.clone() } else { secret.derive_subkey(&format!("delivery-{v}")) };
+                Arc::new(
+                    NoticeSender::new(
+                        Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() }),
+                        Arc::new(ScriptedMailer { script: script.clone() }),
+                        renderer.clone(),
+                        policy.clone(),
+                        secret,
+                    )
+                    // The model decides when a send times out (it answers "unknown"); the real timer
+                    // never fires.
+                    .with_budget(SendBudget {
+                        send_timeout: std::time::Duration::from_secs(7 * 86_400),
+                        ..SendBudget::default()
+                    }),
+                )
+            })
+            .collect();
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| setup(&e))?;
+        Ok(Self {
+            notices: list,
+            policy,
+            senders,
+            script,
+            keys: Vec::new(),
+            key_ids: HashMap::new(),
+            memo: HashMap::new(),
+            runtime,
+        })
+    }
+
+    /// The key id of the key sender `variant` derives for `notice` (what its jobs claim).
+    pub(super) fn key_of(&mut self, variant: u8, notice: u8) -> Result<u8, VerifyError> {
+        let key = {
+            let sender = self.sender(variant)?;
+            sender.key(&self.notice(notice)?.job)
+        };
+        self.intern(key)
+    }
+
+    pub(super) fn key(&self, id: u8) -> Result<&NoticeKey, VerifyError> {
+        self.keys.get(usize::from(id)).ok_or_else(|| VerifyError::Corrupt(format!("no key number {id}")))
+    }
+
+    pub(super) fn notice(&self, n: u8) -> Result<&Notice, VerifyError> {
+        self.notices.get(usize::from(n)).ok_or_else(|| VerifyError::Corrupt(format!("no notice number {n}")))
+    }
+
+    fn sender(&self, variant: u8) -> Result<&Arc<NoticeSender>, VerifyError> {
+        self.senders
+            .get(usize::from(variant))
+            .ok_or_else(|| VerifyError::Corrupt(format!("no sender variant {variant}")))
+    }
+
+    /// Whether the real window policy lets a job of `notice` send at `now`.
+    pub(super) fn in_window(&self, notice: u8, now: Phase) -> Result<bool, VerifyError> {
+        let job = &self.notice(notice)?.job;
+        Ok(matches!(self.policy.decide(job, now.at()), WindowDecision::Send { .. }))
+    }
+
+    fn intern(&mut self, key: NoticeKey) -> Result<u8, VerifyError> {
+        if let Some(id) = self.key_ids.get(&key) {
+            return Ok(*id);
+        }
+        let id = u8::try_from(self.keys.len())
+            .ok()
+            .filter(|id| usize::from(*id) < MAX_KEYS)
+            .ok_or_else(|| VerifyError::Bound(format!("more than {} notice keys", MAX_KEYS)))?;
+        self.keys.push(key.clone());
+        self.key_ids.insert(key, id);
+        Ok(id)
+    }
+
+    /// The next step of a job of `notice`, received at `now` by sender `variant`, whose port calls
+    /// got `answers` so far.
+    pub(super) fn step(
+        &mut self,
+        variant: u8,
+        notice: u8,
+        now: Phase,
+        answers: Answers,
+    ) -> Result<Step, VerifyError> {
+        let memo_key = (variant, notice, now, answers);
+        if let Some(step) = self.memo.get(&memo_key) {
+            return Ok(*step);
+        }
+        let step = self.run(variant, notice, now, answers)?;
+        self.memo.insert(memo_key, step);
+        Ok(step)
+    }
+
+    /// Runs the real `deliver` with `answers` scripted, up to its first unanswered call.
+    fn run(&mut self, variant: u8, notice: u8, now: Phase, answers: Answers) -> Result<Step, VerifyError> {
+        let sender = Arc::clone(self.sender(variant)?);
+        let job = self.notice(notice)?.job.clone();
+        *lock(&self.script) = Script { answers: answers.to_vec(), ..Script::default() };
+        let mut delivery = Box::pin(async move { sender.deliver(&job, now.at(), None).await });
+        let polled = {
+            // The sender's send timeout needs a timer to register with; it never fires.
+            let _runtime = self.runtime.enter();
+            delivery.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        };
+        drop(delivery);
+        let script = std::mem::take(&mut *lock(&self.script));
+        if let Some(what) = script.unexpected {
+            return Err(VerifyError::Unexpected(what));
+        }
+        if script.next != script.answers.len() {
+            return Err(VerifyError::Unexpected(format!(
+                "the sender finished after {} of {} scripted answers",
+                script.next,
+                script.answers.len()
+            )));
+        }
+        match (polled, script.call) {
+            (Poll::Ready(delivery), None) => {
+                let queue = queue_action(&delivery.outcome, delivery.key.as_ref(), now.at());
+                Ok(Step::Done { outcome: delivery.outcome.label(), queue })
+            }
+            (Poll::Pending, Some(call)) => self.step_for(call),
+            (Poll::Ready(_), Some(call)) => {
+                Err(VerifyError::Unexpected(format!("the sender finished while waiting on {call:?}")))
+            }
+            (Poll::Pending, None) => {
+                Err(VerifyError::Unexpected("the sender waited on something other than its ports".into()))
+            }
+        }
+    }
+
+    fn step_for(&mut self, call: Call) -> Result<Step, VerifyError> {
+        Ok(match call {
+            Call::Claim(key) => Step::Claim { key: self.intern(key)? },
+            Call::RecordMissed(key) => Step::RecordMissed { key: self.intern(key)? },
+            Call::Send(key) => Step::Send { key: self.intern(key)? },
+            Call::CommitSent(key, id) => {
+                Step::CommitSent { key: self.intern(key)?, message: parse_message_id(&id)? }
+            }
+            Call::CommitRejected(key) => Step::CommitRejected { key: self.intern(key)? },
+            Call::Release(key) => Step::Release { key: self.intern(key)? },
+        })
+    }
+
+    /// The row a claim (or a recorded miss) by a job of `notice` writes: the real request's own row.
+    pub(super) fn written_row(
+        &self,
+        notice: u8,
+        key: u8,
+        now: Phase,
+        t: u8,
+        state: RowState,
+    ) -> Result<LedgerRow, VerifyError> {
+        let job = &self.notice(notice)?.job;
+        let mut req = ClaimRequest::for_job(job, self.key(key)?.clone(), now.at());
+        req.token = token(t);
+        let detail = (state == RowState::Missed).then(|| "send window closed".to_owned());
+        Ok(req.to_row(state, detail))
+    }
+
+    /// The notice whose content `digest` is.
+    pub(super) fn notice_of_digest(&self, digest: &str) -> Result<u8, VerifyError> {
+        self.notices
+            .iter()
+            .position(|n| n.digest == digest)
+            .and_then(|i| u8::try_from(i).ok())
+            .ok_or_else(|| VerifyError::Corrupt("a row holds content of no notice".into()))
+    }
+}
+
+/// The shipped queue policy's action ([`notice_ledger::queue`]), coarsened to what the model
+/// tells apart: the message stays (hidden, backing off or parked — each comes back) or goes.
+fn queue_action(outcome: &Outcome, key: Option<&NoticeKey>, now: DateTime<Utc>) -> QueueAction {
+    let receive = Receive { key, count: 1, now, jitter: 0.0 };
+    match QueuePolicy::parking().action(outcome, &receive) {
+        notice_ledger::QueueAction::Delete => QueueAction::Ack,
+        notice_ledger::QueueAction::Hide(_)
+        | notice_ledger::QueueAction::Backoff(_)
+        | notice_ledger::QueueAction::Park { .. } => QueueAction::Retry,
+        notice_ledger::QueueAction::DeadLetter => QueueAction::DeadLetter,
+    }
+}

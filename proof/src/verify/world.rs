@@ -1,0 +1,200 @@
+//! The bounded world's vocabulary, shared by the scripted ports, the real sender under the model
+//! and the model itself: its size limits, its clock, what a port call can be answered, a job's
+//! next step, and the numbers the model hands out as message ids and claim tokens.
+
+use chrono::{DateTime, TimeZone, Utc};
+use notice_ledger::ledger::{ClaimToken, DeliveryStatus, RowState};
+
+use super::error::VerifyError;
+
+/// Most workers, messages, notice keys, accepted messages and notices a world holds.
+pub(super) const MAX_WORKERS: usize = 3;
+pub(super) const MAX_SLOTS: usize = 8;
+pub(super) const MAX_KEYS: usize = 8;
+pub(super) const MAX_SENDS: usize = 8;
+pub(super) const MAX_NOTICES: usize = 3;
+
+/// Most port calls one job makes (claim, send, commit).
+pub(super) const MAX_CALLS: usize = 4;
+
+/// The world's clock, coarse: where `now` stands relative to every notice's send window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Phase {
+    Early,
+    Open,
+    Closed,
+}
+
+impl Phase {
+    /// The instant the real window policy is asked about (charge 2026-10-04T09:00Z: the default
+    /// window opens 2026-10-01T09:00Z and closes 2026-10-03T09:00Z).
+    pub(super) fn at(self) -> DateTime<Utc> {
+        let (d, h) = match self {
+            Phase::Early => (1, 6),
+            Phase::Open => (2, 9),
+            Phase::Closed => (3, 12),
+        };
+        Utc.with_ymd_and_hms(2026, 10, d, h, 0, 0).single().unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+
+    pub(super) fn next(self) -> Option<Phase> {
+        match self {
+            Phase::Early => Some(Phase::Open),
+            Phase::Open => Some(Phase::Closed),
+            Phase::Closed => None,
+        }
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Phase::Early => "before the window",
+            Phase::Open => "inside the window",
+            Phase::Closed => "after the window",
+        }
+    }
+}
+
+/// What a port call was answered. The sender sees the matching real value (built by the ports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Answer {
+    /// claim: this attempt owns the key.
+    Minted,
+    /// claim / record missed: the key is held; the sender reads the row's state and content digest
+    /// (`digest`: whose notice's content, `None` for a row learned from provider events) and, for
+    /// an open claim, its age: `young` — younger than the stale cut-off (its claimer may still run).
+    Held { state: RowState, digest: Option<u8>, young: bool },
+    /// record missed: the missed row was written.
+    Recorded,
+    /// Any ledger call: an error (the write may or may not have been applied).
+    Failed,
+    /// commit / release: the row is no longer held by this claim.
+    Refused,
+    /// commit / release: written.
+    Written,
+    /// send: accepted, with this message id.
+    Accepted(u8),
+    /// send: the provider said it did not accept the message (throttled).
+    NotAccepted,
+    /// send: refused permanently.
+    Rejected,
+    /// send: no answer that can be trusted.
+    Unknown,
+}
+
+impl Answer {
+    pub(super) fn describe(self) -> String {
+        match self {
+            Answer::Minted => "minted".into(),
+            Answer::Held { state: RowState::Claimed, young: true, .. } => "held (claimed, young)".into(),
+            Answer::Held { state: RowState::Claimed, young: false, .. } => "held (claimed, stale)".into(),
+            Answer::Held { state, .. } => format!("held ({state})"),
+            Answer::Recorded => "recorded".into(),
+            Answer::Failed => "ledger error".into(),
+            Answer::Refused => "refused (not held by this claim)".into(),
+            Answer::Written => "written".into(),
+            Answer::Accepted(m) => format!("accepted as m{m}"),
+            Answer::NotAccepted => "not accepted (throttled)".into(),
+            Answer::Rejected => "rejected".into(),
+            Answer::Unknown => "unknown (5xx / timeout)".into(),
+        }
+    }
+}
+
+/// The answers one job got, in call order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Answers {
+    len: u8,
+    items: [Option<Answer>; MAX_CALLS],
+}
+
+impl Answers {
+    pub(super) fn with(mut self, answer: Answer) -> Result<Self, VerifyError> {
+        let slot = self
+            .items
+            .get_mut(usize::from(self.len))
+            .ok_or_else(|| VerifyError::Bound(format!("a job made more than {MAX_CALLS} port calls")))?;
+        *slot = Some(answer);
+        self.len += 1;
+        Ok(self)
+    }
+
+    pub(super) fn to_vec(self) -> Vec<Answer> {
+        self.items.iter().flatten().copied().collect()
+    }
+}
+
+/// What the queue does with a finished job's message (the core's queue policy, coarsened: the
+/// model has no clock finer than [`Phase`], so "hidden", "backing off" and "parked" are one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum QueueAction {
+    Ack,
+    Retry,
+    DeadLetter,
+}
+
+/// A job's next step: the port call its sender is waiting on, or its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    Claim { key: u8 },
+    RecordMissed { key: u8 },
+    Send { key: u8 },
+    CommitSent { key: u8, message: u8 },
+    CommitRejected { key: u8 },
+    Release { key: u8 },
+    Done { outcome: &'static str, queue: QueueAction },
+}
+
+impl Step {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Step::Claim { .. } => "claim",
+            Step::RecordMissed { .. } => "record missed",
+            Step::Send { .. } => "send",
+            Step::CommitSent { .. } => "commit sent",
+            Step::CommitRejected { .. } => "commit rejected",
+            Step::Release { .. } => "release",
+            Step::Done { .. } => "ack/retry",
+        }
+    }
+
+    /// A ledger write that settles what the send established: what "ack before commit" skips.
+    pub(super) fn is_post_send_write(self) -> bool {
+        matches!(self, Step::CommitSent { .. } | Step::CommitRejected { .. } | Step::Release { .. })
+    }
+}
+
+/// The provider message id the model hands out as number `m`.
+pub(super) fn message_id(m: u8) -> String {
+    format!("m{m}")
+}
+
+pub(super) fn parse_message_id(id: &str) -> Result<u8, VerifyError> {
+    id.strip_prefix('m')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| VerifyError::Corrupt(format!("message id {id:?} was not handed out by the model")))
+}
+
+/// The claim token the model mints as number `t`.
+pub(super) fn token(t: u8) -> ClaimToken {
+    ClaimToken::from_stored(format!("t{t}"))
+}
+
+pub(super) fn parse_token(token: &ClaimToken) -> Result<u8, VerifyError> {
+    token.as_str().strip_prefix('t').and_then(|n| n.parse().ok()).ok_or_else(|| {
+        VerifyError::Corrupt(format!("claim token {:?} was not minted by the model", token.as_str()))
+    })
+}
+
+/// One fixed instant for every timestamp the model does not reason about.
+pub(super) fn epoch() -> DateTime<Utc> {
+    Phase::Open.at()
+}
+
+/// A delivery status as the model names the reconciler's events (the SES event types of
+/// `notice_ses::events::status_for`).
+pub(super) const EVENTS: [(&str, DeliveryStatus); 4] = [
+    ("Send", DeliveryStatus::Accepted),
+    ("Delivery", DeliveryStatus::Delivered),
+    ("Bounce", DeliveryStatus::Bounced),
+    ("Reject", DeliveryStatus::NotDelivered),
+];

@@ -1,0 +1,77 @@
+//! `notice-proof verify` as CI runs it: a small world, the JSON report, and the exit code that
+//! fails a build when the real rules break or a mutant escapes.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn verify(args: &[&str]) -> (Option<i32>, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_notice-proof"))
+        .arg("verify")
+        .args(args)
+        .output()
+        .expect("run notice-proof verify");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (out.status.code(), json, stderr)
+}
+
+#[test]
+fn a_small_world_passes_and_every_mutant_is_caught_with_a_trace() {
+    let (code, report, stderr) =
+        verify(&["--workers", "2", "--deliveries", "2", "--releases", "0", "--json"]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    assert!(report["states"].as_u64().unwrap_or(0) > 1_000, "{report:#}");
+    assert!(report["depth"].as_u64().unwrap_or(0) > 10, "{report:#}");
+    assert_eq!(report["violations"], serde_json::json!([]));
+    let mutants = report["mutants"].as_array().expect("mutants");
+    assert_eq!(mutants.len(), 8);
+    for m in mutants {
+        assert_eq!(m["caught"], true, "{m:#}");
+        assert!(m["trace"].as_array().is_some_and(|t| !t.is_empty()), "{m:#}");
+    }
+}
+
+#[test]
+fn a_mutant_that_escapes_fails_the_command() {
+    // Without in-flight redelivery and ambiguous ledger answers, the world cannot tell the two
+    // mutants that ack what must be retried from the real rules: the run must not pass.
+    let args = [
+        "--workers",
+        "2",
+        "--deliveries",
+        "2",
+        "--releases",
+        "0",
+        "--in-flight-redelivery",
+        "false",
+        "--ledger-faults",
+        "clean",
+    ];
+    let (code, report, stderr) = verify(&[&args[..], &["--json"]].concat());
+    assert_eq!(code, Some(1), "{report:#}\n{stderr}");
+    assert_eq!(report["violations"], serde_json::json!([]), "the real rules hold: {report:#}");
+    let escaped: Vec<&str> = report["mutants"]
+        .as_array()
+        .expect("mutants")
+        .iter()
+        .filter(|m| m["caught"] == false)
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert_eq!(escaped, ["ack-held-in-flight", "ack-failed-release"], "{report:#}");
+
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_notice-proof")).arg("verify").args(args).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ESCAPED") && text.contains("FAIL"), "{text}");
+}
+
+#[test]
+fn bounds_outside_the_model_are_refused() {
+    let (code, _, stderr) = verify(&["--workers", "4"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, _, stderr) = verify(&["--notices", "3", "--deliveries", "4"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("at most"), "{stderr}");
+}

@@ -1,0 +1,491 @@
+//! The send path, on one screen:
+//!
+//! ```text
+//! parse + validate ─▶ window ─▶ render ─▶ ledger read ─▶ rate token ─▶ CLAIM (committed) ─▶ SEND (one attempt) ─▶ COMMIT ─▶ outcome ─▶ ack
+//! ```
+//!
+//! Dedupe decides before the rate: a key that is already sent, in flight or decided is suppressed
+//! (and acked) even when its domain's bucket is empty, and spends no token. Only a job the ledger
+//! would let claim takes one, before claiming; without a token it comes back when one is due
+//! (`rate_limited`) having claimed nothing — so no claim is ever handed back for want of a token.
+//!
+//! Crash windows, and why each is safe:
+//! 1. before the claim commits: no row, nothing sent — the redelivery starts over.
+//! 2. after the claim, before the send: row `claimed`, nothing sent — redeliveries are suppressed;
+//!    the claim ages into quarantine and is resolved by an operator (no provider event will come).
+//! 3. after the send, before the commit: row `claimed`, message out — redeliveries are suppressed;
+//!    the provider's Send event resolves the claim (reconciler).
+//! 4. after the commit, before the ack: row `sent` — the redelivery is suppressed.
+//!
+//! From inside the worker 2 and 3 look the same, so an uncommitted claim is never released here —
+//! except when the provider itself said "not accepted".
+//!
+//! A claim younger than [`SendBudget::claim_lifetime`] may still be running (a duplicate receive,
+//! a visibility timeout expiring mid-send), and its claimer may yet release it: a delivery held by
+//! it is not acked but comes back once the claimer has finished or died (`in_flight`). Acking it
+//! could leave a released row and no message to send it. Likewise a release that failed is
+//! retried, not acked: it may have landed.
+//!
+//! Files: this one holds the algorithm and [`NoticeSender`]; `outcome.rs` how a job can end (and
+//! the send budget); `batch.rs` the reads and tokens a whole SQS batch shares.
+
+mod batch;
+mod outcome;
+
+pub use batch::Prefetched;
+pub use outcome::{Delivery, Mode, Outcome, SendBudget};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tracing::{error, info, warn};
+
+use crate::identity::{NoticeKey, NoticeSecret};
+use crate::job::Job;
+use crate::ledger::rules::{permits, Verdict, Write};
+use crate::ledger::{Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowState};
+use crate::mailer::{Mailer, NotAccepted, SendResult};
+use crate::metrics::Metrics;
+use crate::policy::{WindowDecision, WindowPolicy};
+use crate::rate::{Admission, RateGate, RateScope, TokenRequest};
+use crate::render::Renderer;
+
+/// The sender: ports plus configuration. Cheap to share (`Arc`) across concurrent jobs. Made by
+/// [`NoticeSender::new`] (the ports and the send policy), refined with the `with_*` methods.
+pub struct NoticeSender {
+    /// Only the claim → commit port: the send path cannot resolve or release claims it does not hold.
+    ledger: Arc<dyn ClaimLedger>,
+    mailer: Arc<dyn Mailer>,
+    renderer: Arc<Renderer>,
+    policy: WindowPolicy,
+    secret: NoticeSecret,
+    mode: Mode,
+    budget: SendBudget,
+    metrics: Arc<Metrics>,
+    /// Shared per-domain send rate, taken after the dedupe read and before the claim (`None`: no limit).
+    rate_gate: Option<Arc<dyn RateGate>>,
+}
+
+impl NoticeSender {
+    /// A sender over these ports: enforce mode, the default [`SendBudget`], no rate gate, its own
+    /// metrics.
+    pub fn new(
+        ledger: Arc<dyn ClaimLedger>,
+        mailer: Arc<dyn Mailer>,
+        renderer: Arc<Renderer>,
+        policy: WindowPolicy,
+        secret: NoticeSecret,
+    ) -> Self {
+        Self {
+            ledger,
+            mailer,
+            renderer,
+            policy,
+            secret,
+            mode: Mode::Enforce,
+            budget: SendBudget::default(),
+            metrics: Arc::new(Metrics::default()),
+            rate_gate: None,
+        }
+    }
+
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn with_budget(mut self, budget: SendBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    pub fn with_policy(mut self, policy: WindowPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Counts into `metrics` (shared with whoever publishes them).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Paces sends through `gate` (`None`: no limit).
+    pub fn with_rate_gate(mut self, gate: Option<Arc<dyn RateGate>>) -> Self {
+        self.rate_gate = gate;
+        self
+    }
+
+    /// The counters the send path increments.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The notice key of `job` under this sender's secret (which never leaves it otherwise).
+    pub fn key(&self, job: &Job) -> NoticeKey {
+        job.key(&self.secret)
+    }
+}
+
+impl NoticeSender {
+    /// Parses a message body and delivers it.
+    pub async fn deliver_body(&self, body: &str, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
+        self.deliver_body_counted(body, now, deadline, &self.metrics).await
+    }
+
+    /// [`NoticeSender::deliver_body`], counting into `metrics` instead of the sender's own — so a
+    /// replay batch's notices can be reported on their own (the sender Lambda's EMF records).
+    pub async fn deliver_body_counted(
+        &self,
+        body: &str,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+        metrics: &Metrics,
+    ) -> Delivery {
+        self.deliver_body_prefetched(body, now, deadline, metrics, None).await
+    }
+
+    /// [`NoticeSender::deliver_body_counted`] with the batch's dedupe reads already made.
+    pub async fn deliver_body_prefetched(
+        &self,
+        body: &str,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+        metrics: &Metrics,
+        prefetched: Option<&Prefetched>,
+    ) -> Delivery {
+        match Job::parse(body) {
+            Ok(job) => {
+                let key = job.key(&self.secret);
+                let outcome = self.run(&job, &key, now, deadline, metrics, prefetched).await;
+                Delivery { key: Some(key), outcome }
+            }
+            Err(invalid) => {
+                Metrics::incr(&metrics.invalid_jobs);
+                warn!(field = invalid.field, error = %invalid, "invalid job");
+                Delivery { key: None, outcome: Outcome::Invalid(invalid) }
+            }
+        }
+    }
+
+    /// claim → send → commit for one validated job.
+    pub async fn deliver(&self, job: &Job, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
+        let key = job.key(&self.secret);
+        let outcome = self.run(job, &key, now, deadline, &self.metrics, None).await;
+        Delivery { key: Some(key), outcome }
+    }
+
+    async fn run(
+        &self,
+        job: &Job,
+        key: &NoticeKey,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+        m: &Metrics,
+        prefetched: Option<&Prefetched>,
+    ) -> Outcome {
+        let decision = self.policy.decide(job, now);
+        if let WindowDecision::Defer { until, closes_at } = decision {
+            // Early jobs are turned away before any ledger work (or digest) is spent on them.
+            Metrics::incr(&m.deferred);
+            return Outcome::Deferred { until, closes_at };
+        }
+        let req = ClaimRequest::for_job(job, key.clone(), now);
+        if let WindowDecision::Missed { closed_at } = decision {
+            return self.record_missed(&req, closed_at, m).await;
+        }
+
+        // Render before claiming: a template error must not leave a claim behind.
+        let mail = match self.renderer.render(job, key) {
+            Ok(mail) => mail,
+            Err(e) => {
+                error!(error = %e, "render failed");
+                return Outcome::RenderFailed(e.to_string());
+            }
+        };
+
+        let send_timeout = match self.send_timeout(deadline) {
+            Some(t) => t,
+            None => return Outcome::NoTimeLeft,
+        };
+
+        // ── DEDUPE, then RATE ── a key the ledger already holds is decided without a token; only a
+        // job that would send takes one, and takes it *before* its claim, so a job without a token
+        // leaves no claim behind. (Releasing a fresh claim instead would race a duplicate delivery
+        // that saw the claim, was suppressed and acked the message: then nobody sends.) Two workers
+        // that both read "free" may both take a token; one claim wins — a token wasted, never one
+        // too many.
+        let mut held_in_shadow = false;
+        if self.rate_gate.is_some() {
+            let read = match prefetched.and_then(|p| p.row(key)) {
+                Some(row) => Ok(row),
+                None => self.ledger.get(key).await,
+            };
+            match read {
+                Ok(Some(row))
+                    if permits(Some(&row), Write::Claim { token: &req.token }) == Verdict::Refuse =>
+                {
+                    if let Some(outcome) = self.refused(&req, &row, m) {
+                        return outcome;
+                    }
+                    held_in_shadow = true;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    Metrics::incr(&m.ledger_errors);
+                    error!(error = %e, "ledger read failed");
+                    if self.mode == Mode::Enforce {
+                        return Outcome::LedgerUnavailable(e.to_string());
+                    }
+                }
+            }
+            if let Some(outcome) = self.take_token(job, key, now, m, prefetched).await {
+                return outcome;
+            }
+        }
+
+        // ── CLAIM ── committed before anything leaves. Crash after this line: window 2.
+        let claim_started = Instant::now();
+        let claim = if held_in_shadow {
+            None // shadow: already counted as "would suppress"; send anyway, without a claim
+        } else {
+            match self.ledger.claim(&req).await {
+                Ok(ClaimOutcome::Minted(claim)) => {
+                    Metrics::incr(&m.claims_minted);
+                    Some(claim)
+                }
+                Ok(ClaimOutcome::Held(row)) => {
+                    if let Some(outcome) = self.refused(&req, &row, m) {
+                        return outcome;
+                    }
+                    None // shadow: send anyway, without a claim of ours
+                }
+                Err(e) => {
+                    Metrics::incr(&m.ledger_errors);
+                    error!(error = %e, "claim failed");
+                    if self.mode == Mode::Enforce {
+                        return Outcome::LedgerUnavailable(e.to_string());
+                    }
+                    None
+                }
+            }
+        };
+
+        // ── SEND ── exactly one attempt. Crash after this line: window 3.
+        let result = match tokio::time::timeout(send_timeout, self.mailer.send(&mail)).await {
+            Ok(result) => result,
+            Err(_) => SendResult::Unknown {
+                reason: format!("send did not answer within {} ms", send_timeout.as_millis()),
+            },
+        };
+
+        let Some(claim) = claim else {
+            return self.shadow_result(result, &req).await;
+        };
+
+        // ── COMMIT ── Crash after this line: window 4 (ack lost, redelivery suppressed).
+        let outcome = self.commit(&claim, result, m).await;
+        if matches!(outcome, Outcome::Sent { .. }) {
+            m.observe_claim_to_commit(claim_started.elapsed().as_secs_f64() * 1000.0);
+        }
+        outcome
+    }
+
+    /// Takes a token for the recipient's domain (the batch's, when it took one for this key);
+    /// `None` means "send". Without one the job is deferred until a token is due — nothing
+    /// claimed, nothing sent. Shadow mode never blocks on a gate error.
+    async fn take_token(
+        &self,
+        job: &Job,
+        key: &NoticeKey,
+        now: DateTime<Utc>,
+        m: &Metrics,
+        prefetched: Option<&Prefetched>,
+    ) -> Option<Outcome> {
+        let gate = self.rate_gate.as_ref()?;
+        let admitted = match prefetched.and_then(|p| p.admission(key)) {
+            Some(planned) => Ok(planned),
+            None => {
+                let request = TokenRequest { domain: job.recipient_domain(), shard_seed: key.seed(1) };
+                let answer = gate.admit_batch(std::slice::from_ref(&request), now).await;
+                answer.map(|mut a| a.pop().unwrap_or(Admission::Admitted))
+            }
+        };
+        m.token_write_conflicts.fetch_add(gate.take_conflicts(), std::sync::atomic::Ordering::Relaxed);
+        match admitted {
+            Ok(Admission::Admitted) => None,
+            Ok(Admission::Limited { retry_at, scope }) => {
+                Metrics::incr(&m.rate_limited);
+                if scope == RateScope::Account {
+                    Metrics::incr(&m.rate_limited_by_account);
+                }
+                info!(until = %retry_at, scope = scope.as_str(), "over the send rate: deferred, nothing claimed or sent");
+                Some(Outcome::RateLimited { until: retry_at })
+            }
+            Err(e) => {
+                Metrics::incr(&m.ledger_errors);
+                error!(error = %e, "rate bucket unavailable");
+                (self.mode == Mode::Enforce).then(|| Outcome::LedgerUnavailable(e.to_string()))
+            }
+        }
+    }
+
+    async fn commit(&self, claim: &Claim, result: SendResult, m: &Metrics) -> Outcome {
+        let now = Utc::now();
+        match result {
+            SendResult::Accepted { message_id } => {
+                match self.ledger.commit_sent(claim, &message_id, now).await {
+                    Ok(()) => {
+                        Metrics::incr(&m.sent);
+                        info!(message_id = %message_id, "sent");
+                        Outcome::Sent { message_id }
+                    }
+                    Err(e) => {
+                        // The message is out; the claim stays and the provider's Send event resolves it.
+                        Metrics::incr(&m.ledger_errors);
+                        Metrics::incr(&m.quarantined);
+                        error!(message_id = %message_id, error = %e, "sent but commit failed: claim left for the reconciler");
+                        Outcome::Quarantined {
+                            reason: format!("commit failed after send: {e}"),
+                            message_id: Some(message_id),
+                        }
+                    }
+                }
+            }
+            SendResult::NotAccepted { class, reason } => {
+                if class == NotAccepted::Configuration {
+                    Metrics::incr(&m.configuration_errors);
+                    error!(%reason, "provider configuration error: nothing is being sent until it is fixed");
+                } else {
+                    warn!(%class, %reason, "provider did not accept the message");
+                }
+                match self.ledger.release(claim, &format!("{class}: {reason}"), now).await {
+                    Ok(()) => {
+                        Metrics::incr(&m.released);
+                        Outcome::Released { class, reason }
+                    }
+                    // Nothing went out, but the release may have landed: acking could leave a
+                    // released row and no message. Retried: the redelivery finds the row released
+                    // (and sends) or still claimed (in flight, then quarantined).
+                    Err(e) => {
+                        Metrics::incr(&m.ledger_errors);
+                        error!(%reason, error = %e, "not accepted and the release failed: retried");
+                        Outcome::LedgerUnavailable(format!(
+                            "not accepted ({reason}) and the release failed: {e}"
+                        ))
+                    }
+                }
+            }
+            SendResult::Rejected { reason } => {
+                warn!(%reason, "provider rejected the message");
+                match self
+                    .ledger
+                    .commit_rejected(
+                        claim,
+                        &crate::ledger::bounded_text(&reason, crate::ledger::MAX_REASON_CHARS),
+                        now,
+                    )
+                    .await
+                {
+                    Ok(()) => {
+                        Metrics::incr(&m.rejected);
+                        Outcome::Rejected { reason }
+                    }
+                    Err(e) => self.quarantine(format!("rejected ({reason}) but commit failed: {e}"), m),
+                }
+            }
+            SendResult::Unknown { reason } => self.quarantine(format!("send outcome unknown: {reason}"), m),
+        }
+    }
+
+    fn quarantine(&self, reason: String, m: &Metrics) -> Outcome {
+        Metrics::incr(&m.quarantined);
+        error!(%reason, "claim quarantined: outcome unknown, resolve from provider events");
+        Outcome::Quarantined { reason, message_id: None }
+    }
+
+    /// The key already has a row. `None` means "send anyway" (shadow mode only).
+    fn refused(&self, req: &ClaimRequest, row: &LedgerRow, m: &Metrics) -> Option<Outcome> {
+        let conflict = row.content_digest.as_deref().is_some_and(|d| d != req.content_digest);
+        if conflict {
+            Metrics::incr(&m.payload_conflicts);
+            error!(state = %row.state, "payload conflict: same notice key, different content; bump `revision` for a corrected notice");
+        }
+        if self.mode == Mode::Shadow {
+            Metrics::incr(&m.shadow_would_suppress);
+            info!(state = %row.state, "shadow: enforce mode would suppress this send");
+            return None;
+        }
+        if conflict {
+            return Some(Outcome::PayloadConflict { state: row.state });
+        }
+        Some(self.held(row, req.at, m))
+    }
+
+    /// A delivery the ledger turned away: acked, unless the claim holding it may still be running.
+    fn held(&self, row: &LedgerRow, now: DateTime<Utc>, m: &Metrics) -> Outcome {
+        Metrics::incr(&m.duplicates_suppressed);
+        if let Some(until) = self.in_flight_until(row, now) {
+            info!(until = %until, "held by a claim that may still be in flight: back when its sender is done");
+            return Outcome::InFlight { until };
+        }
+        info!(state = %row.state, "duplicate suppressed");
+        Outcome::Suppressed { state: row.state }
+    }
+
+    /// When the sender of an open claim younger than `claim_lifetime` is surely gone (a claim
+    /// stamped in the future by a skewed clock counts as young). `None`: decided, older, or no
+    /// claim time to judge by.
+    fn in_flight_until(&self, row: &LedgerRow, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if row.state != RowState::Claimed {
+            return None;
+        }
+        let gone_at = row.claimed_at? + chrono::Duration::from_std(self.budget.claim_lifetime).ok()?;
+        (now < gone_at).then(|| gone_at + chrono::Duration::seconds(1))
+    }
+
+    async fn shadow_result(&self, result: SendResult, req: &ClaimRequest) -> Outcome {
+        let would_suppress = match self.ledger.get(&req.key).await {
+            Ok(Some(row)) if row.claim_token.as_ref() != Some(&req.token) => Some(row.state),
+            _ => None,
+        };
+        let message_id = match result {
+            SendResult::Accepted { message_id } => Some(message_id),
+            other => {
+                warn!(result = ?other, "shadow: send not accepted");
+                None
+            }
+        };
+        Outcome::ShadowSent { message_id, would_suppress }
+    }
+
+    async fn record_missed(&self, req: &ClaimRequest, closed_at: DateTime<Utc>, m: &Metrics) -> Outcome {
+        let reason = format!("send window closed at {}", closed_at.to_rfc3339());
+        match self.ledger.record_missed(req, &reason).await {
+            Ok(None) => {
+                Metrics::incr(&m.missed_window);
+                error!(closed_at = %closed_at, "missed the send window: recorded, not sent");
+                Outcome::Missed { closed_at }
+            }
+            Ok(Some(row)) => self.held(&row, req.at, m),
+            Err(e) => {
+                Metrics::incr(&m.ledger_errors);
+                error!(error = %e, "could not record missed window");
+                Outcome::LedgerUnavailable(e.to_string())
+            }
+        }
+    }
+
+    fn send_timeout(&self, deadline: Option<Instant>) -> Option<Duration> {
+        let Some(deadline) = deadline else {
+            return Some(self.budget.send_timeout);
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < self.budget.min_time_left {
+            warn!(left_ms = left.as_millis() as u64, "too little time left to start a send");
+            return None;
+        }
+        Some(self.budget.send_timeout.min(left / 2))
+    }
+}

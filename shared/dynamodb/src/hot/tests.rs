@@ -1,0 +1,266 @@
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use serde_json::json;
+
+use super::*;
+
+fn response(status: u16, headers: &[(&'static str, &'static str)], body: &str) -> Response {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        map.insert(*name, HeaderValue::from_static(value));
+    }
+    Response {
+        status: StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT),
+        headers: map,
+        body: Bytes::from(body.to_owned()),
+    }
+}
+
+fn sample_item() -> Item {
+    HashMap::from([
+        ("notice_key".to_owned(), AttributeValue::S("ab12".into())),
+        ("revision".to_owned(), AttributeValue::N("3".into())),
+        ("dups".to_owned(), AttributeValue::L(vec![AttributeValue::S("m1".into())])),
+        ("gone".to_owned(), AttributeValue::Null(true)),
+        ("flag".to_owned(), AttributeValue::Bool(false)),
+        (
+            "nested".to_owned(),
+            AttributeValue::M(HashMap::from([("x".to_owned(), AttributeValue::Ns(vec!["1".into()]))])),
+        ),
+        ("raw".to_owned(), AttributeValue::B(Blob::new(b"hi".to_vec()))),
+        ("tags".to_owned(), AttributeValue::Ss(vec!["a".into(), "b".into()])),
+    ])
+}
+
+#[test]
+fn items_round_trip_through_dynamodb_json() {
+    let item = sample_item();
+    let json = serde_json::to_value(ItemJson(&item)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(json["notice_key"], json!({"S": "ab12"}));
+    assert_eq!(json["revision"], json!({"N": "3"}));
+    assert_eq!(json["dups"], json!({"L": [{"S": "m1"}]}));
+    assert_eq!(json["gone"], json!({"NULL": true}));
+    assert_eq!(json["raw"], json!({"B": "aGk="}));
+    assert_eq!(item_from_json(&json), Ok(item));
+}
+
+#[test]
+fn malformed_items_are_errors() {
+    assert!(item_from_json(&json!({"a": {"S": 1}})).is_err());
+    assert!(item_from_json(&json!({"a": {"S": "x", "N": "1"}})).is_err());
+    assert!(item_from_json(&json!({"a": {"Q": "x"}})).is_err());
+    assert!(item_from_json(&json!(["a"])).is_err());
+}
+
+#[test]
+fn put_item_body_is_the_protocol_shape() {
+    let item = HashMap::from([("k".to_owned(), AttributeValue::S("v".into()))]);
+    let names = HashMap::from([("#s".to_owned(), "state".to_owned())]);
+    let values = HashMap::from([(":r".to_owned(), AttributeValue::S("released".into()))]);
+    let body = PutItem {
+        table_name: "t",
+        item: ItemJson(&item),
+        condition_expression: "#s = :r",
+        expression_attribute_names: Some(&names),
+        expression_attribute_values: Some(ItemJson(&values)),
+        return_values_on_condition_check_failure: "ALL_OLD",
+    };
+    assert_eq!(
+        serde_json::to_value(&body).unwrap_or_else(|e| panic!("{e}")),
+        json!({"TableName": "t", "Item": {"k": {"S": "v"}}, "ConditionExpression": "#s = :r",
+            "ExpressionAttributeNames": {"#s": "state"}, "ExpressionAttributeValues": {":r": {"S": "released"}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"})
+    );
+    let empty = HashMap::new();
+    let body = UpdateItem {
+        table_name: "t",
+        key: ItemJson(&item),
+        update_expression: "SET a = b",
+        condition_expression: "c",
+        expression_attribute_names: (!empty.is_empty()).then_some(&empty),
+        expression_attribute_values: None,
+        return_values: None,
+        return_values_on_condition_check_failure: "ALL_OLD",
+    };
+    let json = serde_json::to_value(&body).unwrap_or_else(|e| panic!("{e}"));
+    assert!(json.get("ExpressionAttributeNames").is_none(), "DynamoDB rejects empty maps: {json}");
+    assert!(json.get("ReturnValues").is_none(), "{json}");
+    assert_eq!(json["Key"], json!({"k": {"S": "v"}}));
+    let returning = UpdateItem { return_values: Some("UPDATED_NEW"), ..body };
+    let json = serde_json::to_value(&returning).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(json["ReturnValues"], "UPDATED_NEW");
+}
+
+#[test]
+fn success_applies() {
+    assert!(classify(&response(200, &[], "{}")).failure.is_none());
+}
+
+#[test]
+fn failed_condition_returns_the_held_item() {
+    let body = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed","Item":{"notice_key":{"S":"ab12"},"state":{"S":"claimed"}}}"#;
+    let v = classify(&response(400, &[], body));
+    assert!(!v.retry);
+    let Some(HotFailure::Condition(Some(item))) = v.failure else { panic!("{v:?}") };
+    assert_eq!(item.get("state"), Some(&AttributeValue::S("claimed".into())));
+    // Without ALL_OLD honoured: the condition failed, no item.
+    let body = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}"#;
+    assert!(matches!(classify(&response(400, &[], body)).failure, Some(HotFailure::Condition(None))));
+}
+
+#[test]
+fn throttling_and_server_errors_retry() {
+    let body = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow"}"#;
+    let v = classify(&response(400, &[], body));
+    assert!(v.retry && v.throttled, "{v:?}");
+    let v =
+        classify(&response(400, &[], r#"{"__type":"com.amazon.coral.availability#ThrottlingException"}"#));
+    assert!(v.retry && v.throttled, "{v:?}");
+    let v = classify(&response(500, &[], r#"{"__type":"com.amazon.coral.service#InternalFailure"}"#));
+    assert!(v.retry && !v.throttled, "{v:?}");
+    let v = classify(&response(503, &[], "<html>unavailable</html>"));
+    assert!(v.retry, "an unreadable 5xx is transient: {v:?}");
+}
+
+#[test]
+fn client_errors_do_not_retry() {
+    let body = r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad expression"}"#;
+    let v = classify(&response(400, &[], body));
+    assert!(!v.retry, "{v:?}");
+    let Some(HotFailure::Other(text)) = v.failure else { panic!("{v:?}") };
+    assert!(text.contains("ValidationException") && text.contains("bad expression"), "{text}");
+    let v = classify(&response(
+        400,
+        &[],
+        r#"{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException"}"#,
+    ));
+    assert!(!v.retry, "{v:?}");
+    let v = classify(&response(403, &[("x-amzn-ErrorType", "AccessDeniedException:")], "garbage"));
+    assert!(!v.retry, "{v:?}");
+    let Some(HotFailure::Other(text)) = v.failure else { panic!("{v:?}") };
+    assert!(text.contains("AccessDeniedException"), "{text}");
+}
+
+/// A server answering each request (one per connection, as moto does) with the next reply;
+/// returns its address and the request count.
+async fn scripted(replies: Vec<&'static str>) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        for reply in replies {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let mut buf = vec![0u8; 65536];
+            let mut got = Vec::new();
+            // Headers, then the Content-Length body.
+            loop {
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text
+                        .lines()
+                        .find_map(|l| {
+                            l.strip_prefix("content-length: ").and_then(|v| v.trim().parse::<usize>().ok())
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            seen.fetch_add(1, Ordering::SeqCst);
+            let head = format!(
+                "HTTP/1.1 {}\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                reply.split_once('|').map_or("200 OK", |(h, _)| h),
+                reply.split_once('|').map_or(reply, |(_, b)| b).len()
+            );
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(reply.split_once('|').map_or(reply, |(_, b)| b).as_bytes()).await;
+        }
+    });
+    (format!("http://{addr}"), count)
+}
+
+fn hot_at(endpoint: &str, attempts: u32) -> HotWrites {
+    let creds = aws_credential_types::Credentials::new("AKID", "secret", Some("token".into()), None, "test");
+    let http = AwsHttp::new(
+        Some(aws_credential_types::provider::SharedCredentialsProvider::new(creds)),
+        Duration::from_secs(3),
+    );
+    HotWrites::new(http, Some("us-east-1"), false, false, Some(endpoint))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_retries(attempts, Duration::from_millis(5))
+}
+
+fn one_item() -> Item {
+    HashMap::from([("notice_key".to_owned(), AttributeValue::S("ab".into()))])
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_until_one_applies() {
+    let (endpoint, count) = scripted(vec![
+        "500 Internal Server Error|{\"__type\":\"com.amazon.coral.service#InternalFailure\"}",
+        "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ThrottlingException\"}",
+        "200 OK|{}",
+    ])
+    .await;
+    let hot = hot_at(&endpoint, 3);
+    let result =
+        hot.put_item("t", &one_item(), "attribute_not_exists(#k)", &HashMap::new(), &HashMap::new()).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn retries_stop_at_max_attempts_and_a_failed_condition_is_final() {
+    let (endpoint, count) =
+        scripted(vec!["503 Service Unavailable|{}", "503 Service Unavailable|{}", "200 OK|{}"]).await;
+    let result = hot_at(&endpoint, 2)
+        .update_item("t", &one_item(), "SET a = :a", "b", &HashMap::new(), &HashMap::new())
+        .await;
+    assert!(matches!(result, Err(HotFailure::Other(ref t)) if t.contains("503")), "{result:?}");
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+    let ccf = "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException\",\"Item\":{\"notice_key\":{\"S\":\"ab\"}}}";
+    let (endpoint, count) = scripted(vec![ccf, "200 OK|{}"]).await;
+    let result = hot_at(&endpoint, 3).put_item("t", &one_item(), "c", &HashMap::new(), &HashMap::new()).await;
+    assert!(
+        matches!(result, Err(HotFailure::Condition(Some(ref item))) if item == &one_item()),
+        "{result:?}"
+    );
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[test]
+fn backoff_is_bounded_and_grows() {
+    let http = AwsHttp::new(None, Duration::from_secs(3));
+    let hot = HotWrites::new(http, Some("us-east-1"), false, false, None)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_retries(5, Duration::from_millis(100));
+    for attempt in 1..=40 {
+        assert!(hot.backoff(attempt) <= MAX_BACKOFF);
+    }
+    assert!(hot.backoff(1) <= Duration::from_millis(100));
+}
+
+#[test]
+fn endpoints_resolve_like_the_sdk() {
+    let http = AwsHttp::new(None, Duration::from_secs(3));
+    let regional =
+        HotWrites::new(http.clone(), Some("eu-west-1"), false, false, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(regional.endpoint().to_string(), "https://dynamodb.eu-west-1.amazonaws.com/");
+    let fips =
+        HotWrites::new(http.clone(), Some("us-east-1"), true, false, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(fips.endpoint().host(), Some("dynamodb-fips.us-east-1.amazonaws.com"));
+    let local = HotWrites::new(http.clone(), Some("us-east-1"), false, false, Some("http://127.0.0.1:5000"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(local.endpoint().to_string(), "http://127.0.0.1:5000/");
+    assert!(HotWrites::new(http, None, false, false, None).is_err(), "no region, no endpoint");
+}
