@@ -40,8 +40,11 @@ const SES_MIN_SPREAD_SECS: f64 = 60.0;
 const SECS_PER_DAY: f64 = 86_400.0;
 
 /// DynamoDB item operations of one receive on one path of today's default send path (rate limits
-/// on). Reads are strongly consistent `GetItem`s; writes are conditional (a failed condition still
-/// costs the write).
+/// on), counted in items as DynamoDB bills them: the dedupe read is one strongly consistent
+/// `BatchGetItem` per SQS batch, one item read per record; token writes are one per (domain,
+/// shard) per batch plus one for the account, so at most about one per notice (the figure used
+/// here, an upper bound: a batch whose records share domains writes less); writes are
+/// conditional (a failed condition still costs the write).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub(crate) struct LedgerPath {
     pub(crate) path: &'static str,
@@ -50,23 +53,23 @@ pub(crate) struct LedgerPath {
     pub(crate) which: &'static str,
 }
 
-/// A new notice: the dedupe read, then the rate-bucket write, the claim and the commit.
+/// A new notice: its row in the batch read, then (at most) a token write, the claim and the commit.
 pub(crate) const NEW_NOTICE: LedgerPath = LedgerPath {
     path: "new notice (sent)",
     reads: 1,
     writes: 3,
-    which: "dedupe read; rate-bucket write, claim, commit",
+    which: "its row in the batch read; token write (at most), claim, commit",
 };
 
 /// The per-path table, printed as is. Update it here when the send path changes.
 pub(crate) const LEDGER_PATHS: [LedgerPath; 4] = [
     NEW_NOTICE,
-    LedgerPath { path: "duplicate copy", reads: 1, writes: 0, which: "dedupe read finds the row" },
+    LedgerPath { path: "duplicate copy", reads: 1, writes: 0, which: "the batch read finds the row" },
     LedgerPath {
         path: "rate-limited receive",
         reads: 1,
-        writes: 1,
-        which: "dedupe read; at most one failed rate-bucket write",
+        writes: 0,
+        which: "its row in the batch read; its domain's one token write is the batch's",
     },
     LedgerPath { path: "missed window", reads: 0, writes: 1, which: "the missed row" },
 ];
