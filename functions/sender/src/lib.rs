@@ -330,15 +330,15 @@ async fn park(
                         return dead_letter(app, record, why).await;
                     }
                     match parked_at {
-                        // A schedule whose time has come may have fired already (it deletes itself
-                        // only after delivering): acking could leave the job nowhere.
-                        Some(fires) if fires <= receive.now => {
-                            keep("a schedule by this key is firing or has fired")
-                        }
-                        _ => {
-                            info!(until = %at, parked_until = ?parked_at, "already parked");
+                        Some(fires) if fires > receive.now => {
+                            info!(until = %at, parked_until = %fires, "already parked");
                             return None;
                         }
+                        // A schedule whose time has come may have fired already — this message may
+                        // be what it delivered (it deletes itself only afterwards) — and one that
+                        // cannot be read may be gone: acking could leave the job nowhere.
+                        Some(_) => keep("a schedule by this key is firing or has fired"),
+                        None => keep("a schedule by this key exists but its time cannot be read"),
                     }
                 }
                 Err(e) => {
