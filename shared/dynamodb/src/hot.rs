@@ -166,16 +166,7 @@ impl HotWrites {
         names: &HashMap<String, String>,
         values: &Item,
     ) -> Result<(), HotFailure> {
-        let body = UpdateItem {
-            table_name: table,
-            key: ItemJson(key),
-            update_expression: update,
-            condition_expression: condition,
-            expression_attribute_names: (!names.is_empty()).then_some(names),
-            expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
-            return_values: None,
-            return_values_on_condition_check_failure: "ALL_OLD",
-        };
+        let body = UpdateItem::new(table, key, update, condition, names, values, None);
         self.call(UPDATE_ITEM, &body).await.map(drop)
     }
 
@@ -189,16 +180,7 @@ impl HotWrites {
         names: &HashMap<String, String>,
         values: &Item,
     ) -> Result<Item, HotFailure> {
-        let body = UpdateItem {
-            table_name: table,
-            key: ItemJson(key),
-            update_expression: update,
-            condition_expression: condition,
-            expression_attribute_names: (!names.is_empty()).then_some(names),
-            expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
-            return_values: Some("UPDATED_NEW"),
-            return_values_on_condition_check_failure: "ALL_OLD",
-        };
+        let body = UpdateItem::new(table, key, update, condition, names, values, Some("UPDATED_NEW"));
         let answer = self.call(UPDATE_ITEM, &body).await?;
         let parsed: Value = serde_json::from_slice(&answer)
             .map_err(|e| HotFailure::Other(format!("unreadable UpdateItem answer: {e}")))?;
@@ -316,6 +298,31 @@ struct UpdateItem<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     return_values: Option<&'static str>,
     return_values_on_condition_check_failure: &'static str,
+}
+
+impl<'a> UpdateItem<'a> {
+    /// The request body; empty name or value maps are left out (DynamoDB rejects them). On a
+    /// failed condition DynamoDB returns the item it held (`ALL_OLD`).
+    fn new(
+        table_name: &'a str,
+        key: &'a Item,
+        update_expression: &'a str,
+        condition_expression: &'a str,
+        names: &'a HashMap<String, String>,
+        values: &'a Item,
+        return_values: Option<&'static str>,
+    ) -> Self {
+        Self {
+            table_name,
+            key: ItemJson(key),
+            update_expression,
+            condition_expression,
+            expression_attribute_names: (!names.is_empty()).then_some(names),
+            expression_attribute_values: (!values.is_empty()).then_some(ItemJson(values)),
+            return_values,
+            return_values_on_condition_check_failure: "ALL_OLD",
+        }
+    }
 }
 
 /// An item as DynamoDB's JSON: `{"name": {"S": "…"}, …}`.

@@ -4,7 +4,7 @@
 //! time), so several local processes on one file share one bucket.
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use rusqlite::{OptionalExtension, TransactionBehavior};
 
 use notice_ledger::rate::{Applied, BucketState, BucketStore};
 use notice_ledger::LedgerError;
@@ -50,46 +50,41 @@ impl BucketStore for SqliteBuckets {
     }
 
     async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
-        let bucket = bucket.to_owned();
-        self.ledger
-            .with(move |conn| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-                let now_ms = chrono::Utc::now().timestamp_millis();
-                let written: Option<i64> = tx
-                    .query_row(
-                        "UPDATE rate_buckets SET tat_us = tat_us + ?2, updated_at_ms = ?5
-                         WHERE domain = ?1 AND tat_us >= ?3 AND tat_us <= ?4 RETURNING tat_us",
-                        params![bucket, add_us, now_us, max_us, now_ms],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(sql)?;
-                let applied = match written {
-                    Some(tat_us) => Applied::Done(BucketState { tat_us }),
-                    None => Applied::Refused(current(&tx, &bucket)?),
-                };
-                tx.commit().map_err(sql)?;
-                Ok(applied)
-            })
-            .await
+        const ADD: &str = "UPDATE rate_buckets SET tat_us = tat_us + ?2, updated_at_ms = ?5
+                           WHERE domain = ?1 AND tat_us >= ?3 AND tat_us <= ?4 RETURNING tat_us";
+        self.write(bucket, ADD, [add_us, now_us, max_us]).await
     }
 
     async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+        const RESET: &str = "INSERT INTO rate_buckets (domain, tat_us, updated_at_ms) VALUES (?1, ?2, ?4)
+                             ON CONFLICT (domain) DO UPDATE SET tat_us = excluded.tat_us,
+                                                                updated_at_ms = excluded.updated_at_ms
+                             WHERE rate_buckets.tat_us < ?3
+                             RETURNING tat_us";
+        self.write(bucket, RESET, [tat_us, now_us]).await
+    }
+}
+
+impl SqliteBuckets {
+    /// One conditional statement `RETURNING tat_us` inside `BEGIN IMMEDIATE`, its parameters the
+    /// bucket (`?1`), `numbers` (`?2`…) and the write time in ms (last): the written TAT, or — when
+    /// its condition refused the write — what the bucket holds.
+    async fn write<const N: usize>(
+        &self,
+        bucket: &str,
+        statement: &'static str,
+        numbers: [i64; N],
+    ) -> Result<Applied, LedgerError> {
+        use rusqlite::types::Value;
         let bucket = bucket.to_owned();
         self.ledger
             .with(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-                let now_ms = chrono::Utc::now().timestamp_millis();
+                let values = std::iter::once(Value::Text(bucket.clone()))
+                    .chain(numbers.into_iter().map(Value::Integer))
+                    .chain([Value::Integer(chrono::Utc::now().timestamp_millis())]);
                 let written: Option<i64> = tx
-                    .query_row(
-                        "INSERT INTO rate_buckets (domain, tat_us, updated_at_ms) VALUES (?1, ?2, ?4)
-                         ON CONFLICT (domain) DO UPDATE SET tat_us = excluded.tat_us,
-                                                            updated_at_ms = excluded.updated_at_ms
-                         WHERE rate_buckets.tat_us < ?3
-                         RETURNING tat_us",
-                        params![bucket, tat_us, now_us, now_ms],
-                        |r| r.get(0),
-                    )
+                    .query_row(statement, rusqlite::params_from_iter(values), |r| r.get(0))
                     .optional()
                     .map_err(sql)?;
                 let applied = match written {
