@@ -97,8 +97,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         })
         .buffered(usize::from(args.concurrency));
 
-    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut failed = 0usize;
+    let mut tally = Tally::default();
     let mut held = Vec::new();
     while let Some((item, delivery)) = results.next().await {
         // Held by a claim that may still be running — often this run's own copy of the notice:
@@ -107,32 +106,13 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
             held.push(item);
             continue;
         }
-        let prefix = delivery.key.as_ref().map_or("-", |k| k.prefix()).to_owned();
-        println!(
-            "{:<16} {prefix:<12}  {:<18} {}",
-            item.origin,
-            delivery.outcome.label(),
-            crate::terminal::escape(&detail(&item, &delivery.outcome))
-        );
-        *counts.entry(delivery.outcome.label()).or_default() += 1;
-        if needs_attention(&delivery.outcome) {
-            failed += 1;
-        }
+        tally.report(&item, &delivery);
     }
     for item in held {
         let delivery = sender.deliver_body(&item.body, now, None).await;
-        let prefix = delivery.key.as_ref().map_or("-", |k| k.prefix()).to_owned();
-        println!(
-            "{:<16} {prefix:<12}  {:<18} {}",
-            item.origin,
-            delivery.outcome.label(),
-            crate::terminal::escape(&detail(&item, &delivery.outcome))
-        );
-        *counts.entry(delivery.outcome.label()).or_default() += 1;
-        if needs_attention(&delivery.outcome) {
-            failed += 1;
-        }
+        tally.report(&item, &delivery);
     }
+    let Tally { counts, failed } = tally;
     let total: usize = counts.values().sum();
     let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
     println!("{total} job(s): {}", if parts.is_empty() { "nothing to do".into() } else { parts.join(", ") });
@@ -149,6 +129,29 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's outcomes so far; each job's line is printed as it is counted.
+#[derive(Default)]
+struct Tally {
+    counts: BTreeMap<&'static str, usize>,
+    failed: usize,
+}
+
+impl Tally {
+    fn report(&mut self, item: &InputItem, delivery: &notice_ledger::Delivery) {
+        let prefix = delivery.key.as_ref().map_or("-", |k| k.prefix()).to_owned();
+        println!(
+            "{:<16} {prefix:<12}  {:<18} {}",
+            item.origin,
+            delivery.outcome.label(),
+            crate::terminal::escape(&detail(item, &delivery.outcome))
+        );
+        *self.counts.entry(delivery.outcome.label()).or_default() += 1;
+        if needs_attention(&delivery.outcome) {
+            self.failed += 1;
+        }
+    }
 }
 
 /// Outcomes a queue would dead-letter or retry for a reason other than time.
