@@ -322,7 +322,7 @@ async fn events_for_a_withdrawn_notice_move_it_only_on_a_send() {
     assert_eq!(ledger.get(&k).await.unwrap().map(|r| r.state), Some(RowState::Withdrawn));
 
     let send = sns(&ses_event("Send", Some(&k), "ses-w-1").to_string());
-    let (_, tally) = notice_reconciler::handle_sqs(&reconciler, sqs_event(&[send.clone()])).await;
+    let (_, tally) = notice_reconciler::handle_sqs(&reconciler, sqs_event(std::slice::from_ref(&send))).await;
     assert_eq!(tally.sent_after_withdraw, 1);
     let row = ledger.get(&k).await.unwrap().unwrap();
     assert_eq!((row.state, row.message_id.as_deref()), (RowState::Sent, Some("ses-w-1")));
