@@ -13,7 +13,7 @@ mod local;
 mod queue;
 mod terminal;
 
-use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show};
+use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show, withdraw};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -50,6 +50,12 @@ enum Command {
     /// backfilled row says "sent", so those notices would never be sent at all. For a backlog
     /// whose fate is unknown, use `replay` (it enqueues only what the ledger has not seen).
     Backfill(backfill::BackfillArgs),
+    /// Withdraw notices that must not go out (one, or --from a file); exit 1 when one is already sent or claimed (too late).
+    ///
+    /// A withdrawn tombstone suppresses every copy of the notice still queued, parked or replayed.
+    /// Reads each key first and prints what would happen (would withdraw / already withdrawn /
+    /// too late / not needed); --dry-run stops there; the write asks for confirmation unless --yes.
+    Withdraw(withdraw::WithdrawArgs),
     /// Validate one job and put it on the reminder queue (or park it when its window is far off).
     Enqueue(enqueue::EnqueueArgs),
     /// List or cancel jobs parked in EventBridge Scheduler until their window opens.
@@ -80,6 +86,7 @@ async fn main() -> ExitCode {
         Command::Show(args) => show::run(cli.state_dir, args).await,
         Command::Replay(args) => replay::run(cli.state_dir, args).await,
         Command::Backfill(args) => backfill::run(cli.state_dir, args).await,
+        Command::Withdraw(args) => withdraw::run(cli.state_dir, args).await,
         Command::Enqueue(args) => enqueue::run(args).await,
         Command::Parked(args) => parked::run(args).await,
         Command::Capacity(args) => capacity::run(args),
