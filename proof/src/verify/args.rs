@@ -28,6 +28,11 @@ pub(crate) struct VerifyArgs {
     /// A delete with a stale receipt may still delete the message (SQS: "might not be deleted").
     #[arg(long)]
     stale_deletes: bool,
+    /// The senders run with a rate gate, as deployed by default (`on`): each job reads its row,
+    /// then takes a token (granted, limited, or failing like a ledger call), then claims. `off`:
+    /// no gate, no read — the world before issue 26.
+    #[arg(long, value_enum, default_value = "on")]
+    rate_gate: Switch,
     /// Check the real rules only, not the mutants.
     #[arg(long)]
     pub(super) no_mutants: bool,
@@ -46,8 +51,15 @@ impl VerifyArgs {
             ledger_faults: self.ledger_faults,
             in_flight_redelivery: self.in_flight_redelivery,
             stale_deletes: self.stale_deletes,
+            rate_gate: self.rate_gate == Switch::On,
         }
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
 }
 
 /// The size of the world.
@@ -66,6 +78,8 @@ pub(super) struct Bounds {
     pub(super) in_flight_redelivery: bool,
     /// A delete with a stale receipt may still delete the message (SQS: "might not be deleted").
     pub(super) stale_deletes: bool,
+    /// The senders run with a rate gate (the dedupe read and the token before the claim).
+    pub(super) rate_gate: bool,
 }
 
 /// How ledger calls may fail.

@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 
 // Layers, each file importing only from earlier ones: inputs (error, args, world) → model (ports,
-// sender, mutants, model/) → run (search) → report. This file runs them.
+// wrappers, sender, mutants, model/) → run (search) → report. This file runs them.
 mod args;
 mod error;
 mod model;
@@ -26,6 +26,7 @@ mod sender;
 #[cfg(test)]
 mod tests;
 mod world;
+mod wrappers;
 
 use args::Bounds;
 pub(crate) use args::VerifyArgs;
@@ -38,7 +39,7 @@ use report::{MutantReport, Report};
 fn verify(bounds: Bounds, mutants: &[Mutant]) -> Result<Report, VerifyError> {
     let real = search::explore(&mut Model::new(bounds, Rules::real())?)?;
     let mut caught = Vec::with_capacity(mutants.len());
-    for &mutant in mutants {
+    for &mutant in mutants.iter().filter(|m| bounds.rate_gate || !m.needs_gate()) {
         let run = search::explore(&mut Model::new(bounds, Rules::with(mutant))?)?;
         caught.push(MutantReport::new(mutant, run));
     }

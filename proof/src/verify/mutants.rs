@@ -1,11 +1,14 @@
 //! Mutants: one switch each that perturbs how the model uses the project's real rules, so the
 //! checker has something it must catch. None is a separate model: each wraps a real rule
 //! ([`permits`], [`expires`]), the provider's answer the real sender sees, the key the real sender
-//! derives, or when the queue acks.
+//! derives, when the queue acks, or how the sender's ports are wired ([`Wiring`]: the gate-path
+//! mutants, by port wrappers — the core is not changed).
 
 use notice_ledger::ledger::rules::{self, Verdict, Write};
 use notice_ledger::ledger::{LedgerRow, RowState};
 use serde::Serialize;
+
+use super::wrappers::Wiring;
 
 /// A deliberate bug.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -27,10 +30,16 @@ pub(crate) enum Mutant {
     AckHeldInFlight,
     /// A release that failed is taken for "the claim stays": quarantined and acked.
     AckFailedRelease,
+    /// The token is taken after the claim; with no token left the claim is released.
+    TokenAfterClaim,
+    /// The dedupe read before the token is skipped.
+    SkipPreRead,
+    /// A dedupe read that failed is taken for "no row".
+    FailedReadIsFree,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 8] = [
+    pub(crate) const ALL: [Mutant; 11] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
@@ -39,7 +48,16 @@ impl Mutant {
         Mutant::TtlExpiresOpenClaim,
         Mutant::AckHeldInFlight,
         Mutant::AckFailedRelease,
+        Mutant::TokenAfterClaim,
+        Mutant::SkipPreRead,
+        Mutant::FailedReadIsFree,
     ];
+
+    /// Whether the mutant lives on the rate-gate path (read → token → claim): a world without a
+    /// gate cannot run it.
+    pub(crate) fn needs_gate(self) -> bool {
+        matches!(self, Mutant::TokenAfterClaim | Mutant::SkipPreRead | Mutant::FailedReadIsFree)
+    }
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -51,6 +69,9 @@ impl Mutant {
             Mutant::TtlExpiresOpenClaim => "ttl-expires-open-claim",
             Mutant::AckHeldInFlight => "ack-held-in-flight",
             Mutant::AckFailedRelease => "ack-failed-release",
+            Mutant::TokenAfterClaim => "token-after-claim",
+            Mutant::SkipPreRead => "skip-pre-read",
+            Mutant::FailedReadIsFree => "failed-pre-read-is-free",
         }
     }
 
@@ -64,6 +85,11 @@ impl Mutant {
             Mutant::TtlExpiresOpenClaim => "TTL may delete an open claim",
             Mutant::AckHeldInFlight => "a delivery held by a claim still in flight is acked",
             Mutant::AckFailedRelease => "a failed release is taken for a kept claim: quarantined and acked",
+            Mutant::TokenAfterClaim => {
+                "the token is taken after the claim, and the claim released when no token is left"
+            }
+            Mutant::SkipPreRead => "the ledger read before the token is skipped",
+            Mutant::FailedReadIsFree => "a failed ledger read before the token is taken for \"no row\"",
         }
     }
 }
@@ -127,6 +153,16 @@ impl Rules {
     /// Whether a job whose release failed is acked instead of retried.
     pub(crate) fn acks_failed_release(self) -> bool {
         self.is(Mutant::AckFailedRelease)
+    }
+
+    /// How the sender's ports are wired (the gate-path mutants rewire them).
+    pub(crate) fn wiring(self) -> Wiring {
+        match self.mutant {
+            Some(Mutant::TokenAfterClaim) => Wiring::TokenAfterClaim,
+            Some(Mutant::SkipPreRead) => Wiring::SkipRead,
+            Some(Mutant::FailedReadIsFree) => Wiring::FailedReadIsFree,
+            _ => Wiring::Real,
+        }
     }
 
     /// Whether each delivery derives its own key.

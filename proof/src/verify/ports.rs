@@ -1,6 +1,6 @@
-//! The sender's ports under the model: a ledger and a mailer that answer each call from a script
-//! (the answers a worker's port calls got so far), and record the first call nobody has answered
-//! yet — the worker's next step.
+//! The sender's ports under the model: a ledger, a rate gate and a mailer that answer each call
+//! from a script (the answers a worker's port calls got so far), and record the first call nobody
+//! has answered yet — the worker's next step.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -10,6 +10,7 @@ use notice_ledger::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowReader, RowState, WithdrawRequest,
 };
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
+use notice_ledger::rate::{Admission, RateGate, RateScope, TokenRequest};
 use notice_ledger::{LedgerError, NoticeKey};
 
 use super::world::{epoch, message_id, Answer, Phase};
@@ -17,6 +18,9 @@ use super::world::{epoch, message_id, Answer, Phase};
 /// A call the sender made that has no answer yet.
 #[derive(Debug)]
 pub(super) enum Call {
+    Read(NoticeKey),
+    /// A token take (the gate is asked by domain; the model knows the job's key).
+    Token,
     Claim(NoticeKey),
     RecordMissed(NoticeKey),
     Send(NoticeKey),
@@ -111,8 +115,16 @@ impl ScriptedLedger {
 
 #[async_trait]
 impl RowReader for ScriptedLedger {
+    /// The dedupe read before the token: the row as it stands (a row a claim may overwrite —
+    /// released — reads as none: the sender treats both alike).
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        unexpected(&self.script, format!("get {} (shadow mode is not modelled)", key.prefix())).await
+        match take(&self.script, Call::Read(key.clone())) {
+            None => std::future::pending().await,
+            Some(Answer::Free) => Ok(None),
+            Some(Answer::Held { state, digest, young }) => Ok(Some(self.held(key, state, digest, young))),
+            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger read failed".into())),
+            Some(other) => unexpected(&self.script, format!("read answered {other:?}")).await,
+        }
     }
 }
 
@@ -166,6 +178,35 @@ impl ClaimLedger for ScriptedLedger {
     async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
         // The world enqueues no withdraw messages: a call here is a finding, not a path.
         unexpected(&self.script, format!("withdraw of {} (the world sends none)", req.key.prefix())).await
+    }
+}
+
+/// The rate gate, answering from the script: every take may be granted, limited or fail.
+pub(super) struct ScriptedGate {
+    pub(super) script: Shared,
+}
+
+#[async_trait]
+impl RateGate for ScriptedGate {
+    async fn admit_batch(
+        &self,
+        requests: &[TokenRequest],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Admission>, LedgerError> {
+        if requests.len() != 1 {
+            return unexpected(&self.script, format!("a batch take of {} tokens", requests.len())).await;
+        }
+        match take(&self.script, Call::Token) {
+            None => std::future::pending().await,
+            Some(Answer::Admitted) => Ok(vec![Admission::Admitted]),
+            // Due soon: the queue hides the message (the model's clock is coarser than a token).
+            Some(Answer::Limited) => Ok(vec![Admission::Limited {
+                retry_at: now + chrono::Duration::seconds(1),
+                scope: RateScope::Domain,
+            }]),
+            Some(Answer::GateFailed) => Err(LedgerError::Unavailable("rate bucket write failed".into())),
+            Some(other) => unexpected(&self.script, format!("token take answered {other:?}")).await,
+        }
     }
 }
 

@@ -93,15 +93,17 @@ impl Report {
         let plural = |n: u8, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         let _ = writeln!(
             out,
-            "notice-proof verify: every interleaving of claim → send → commit, with the real rules"
+            "notice-proof verify: every interleaving of {}claim → send → commit, with the real rules",
+            if b.rate_gate { "read → token → " } else { "" }
         );
         let _ = writeln!(
             out,
-            "world: {}, {} of notice A, {}, {} (each with a replay), ledger faults {}, in-flight redelivery {}, stale-receipt deletes {}",
+            "world: {}, {} of notice A, {}, {} (each with a replay), rate gate {}, ledger faults {}, in-flight redelivery {}, stale-receipt deletes {}",
             plural(b.notices, "notice"),
             plural(b.deliveries, "delivery").replace("deliverys", "deliveries"),
             plural(b.workers, "worker"),
             plural(b.releases, "operator release"),
+            if b.rate_gate { "on" } else { "off" },
             match b.ledger_faults {
                 Faults::Off => "off",
                 Faults::Clean => "clean",

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use chrono::{DateTime, Utc};
-use notice_ledger::ledger::{ClaimRequest, LedgerRow, RowState};
+use notice_ledger::ledger::{ClaimLedger, ClaimRequest, LedgerRow, RowState};
 use notice_ledger::links::ManageLinks;
+use notice_ledger::rate::RateGate;
 use notice_ledger::render::Renderer;
 use notice_ledger::{
     Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, QueuePolicy, Receive, SendBudget, WindowDecision,
@@ -24,8 +25,9 @@ use notice_ledger::{
 };
 
 use super::error::VerifyError;
-use super::ports::{lock, Call, Facts, Script, ScriptedLedger, ScriptedMailer, Shared};
+use super::ports::{lock, Call, Facts, Script, ScriptedGate, ScriptedLedger, ScriptedMailer, Shared};
 use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, MAX_KEYS};
+use super::wrappers::{AdmitAll, WiredLedger, Wiring};
 
 /// The notices of the bounded world, in the order `--notices` adds them.
 const NOTICES: [(&str, &str, u64, &str, &str); 3] = [
@@ -61,8 +63,15 @@ pub(super) struct Core {
 
 impl Core {
     /// `variants` senders: the first with the real key secret, the others with one derived per
-    /// delivery (used only by the per-delivery key mutant).
-    pub(super) fn new(notices: usize, variants: usize) -> Result<Self, VerifyError> {
+    /// delivery (used only by the per-delivery key mutant). `gate`: the senders run with a rate
+    /// gate (as deployed by default), so they read the row and take a token before claiming;
+    /// `wiring`: the ports as shipped, or rewired for a gate-path mutant.
+    pub(super) fn new(
+        notices: usize,
+        variants: usize,
+        gate: bool,
+        wiring: Wiring,
+    ) -> Result<Self, VerifyError> {
         let setup = |e: &dyn std::fmt::Display| VerifyError::Setup(e.to_string());
         let secret = NoticeSecret::new("verify-notice-key-secret").map_err(|e| setup(&e))?;
         let links = NoticeSecret::new("verify-links-secret").map_err(|e| setup(&e))?;
@@ -81,13 +90,25 @@ impl Core {
         let facts = Facts { digests: Arc::new(list.iter().map(|n| n.digest.clone()).collect()) };
         let policy = WindowPolicy::default();
         let renderer = Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links)));
+        let scripted_gate: Arc<dyn RateGate> = Arc::new(ScriptedGate { script: script.clone() });
         let senders = (0..variants.max(1))
             .map(|v| {
                 let secret =
                     if v == 0 { secret.clone() } else { secret.derive_subkey(&format!("delivery-{v}")) };
+                let scripted: Arc<dyn ClaimLedger> =
+                    Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() });
+                let ledger: Arc<dyn ClaimLedger> = match wiring {
+                    Wiring::Real => scripted,
+                    _ => Arc::new(WiredLedger { inner: scripted, gate: scripted_gate.clone(), wiring }),
+                };
+                let rate_gate: Option<Arc<dyn RateGate>> = match (gate, wiring) {
+                    (false, _) => None,
+                    (true, Wiring::TokenAfterClaim) => Some(Arc::new(AdmitAll)),
+                    (true, _) => Some(scripted_gate.clone()),
+                };
                 Arc::new(
                     NoticeSender::new(
-                        Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() }),
+                        ledger,
                         Arc::new(ScriptedMailer { script: script.clone() }),
                         renderer.clone(),
                         policy.clone(),
@@ -98,7 +119,8 @@ impl Core {
                     .with_budget(SendBudget {
                         send_timeout: std::time::Duration::from_secs(7 * 86_400),
                         ..SendBudget::default()
-                    }),
+                    })
+                    .with_rate_gate(rate_gate),
                 )
             })
             .collect();
@@ -180,6 +202,7 @@ impl Core {
     fn run(&mut self, variant: u8, notice: u8, now: Phase, answers: Answers) -> Result<Step, VerifyError> {
         let sender = Arc::clone(self.sender(variant)?);
         let job = self.notice(notice)?.job.clone();
+        let job_key = sender.key(&job);
         *lock(&self.script) = Script { answers: answers.to_vec(), ..Script::default() };
         let mut delivery = Box::pin(async move { sender.deliver(&job, now.at(), None).await });
         let polled = {
@@ -204,7 +227,7 @@ impl Core {
                 let queue = queue_action(&delivery.outcome, delivery.key.as_ref(), now.at());
                 Ok(Step::Done { outcome: delivery.outcome.label(), queue })
             }
-            (Poll::Pending, Some(call)) => self.step_for(call),
+            (Poll::Pending, Some(call)) => self.step_for(call, job_key),
             (Poll::Ready(_), Some(call)) => {
                 Err(VerifyError::Unexpected(format!("the sender finished while waiting on {call:?}")))
             }
@@ -214,8 +237,10 @@ impl Core {
         }
     }
 
-    fn step_for(&mut self, call: Call) -> Result<Step, VerifyError> {
+    fn step_for(&mut self, call: Call, job_key: NoticeKey) -> Result<Step, VerifyError> {
         Ok(match call {
+            Call::Read(key) => Step::Read { key: self.intern(key)? },
+            Call::Token => Step::Token { key: self.intern(job_key)? },
             Call::Claim(key) => Step::Claim { key: self.intern(key)? },
             Call::RecordMissed(key) => Step::RecordMissed { key: self.intern(key)? },
             Call::Send(key) => Step::Send { key: self.intern(key)? },

@@ -16,6 +16,7 @@ fn small() -> Bounds {
         ledger_faults: Faults::Ambiguous,
         in_flight_redelivery: true,
         stale_deletes: false,
+        rate_gate: true,
     }
 }
 
@@ -31,7 +32,9 @@ fn clean(run: &Explored) {
 
 #[test]
 fn the_real_rules_hold_over_a_small_world() {
-    let run = run(small(), Rules::real());
+    // With a release and its replay; in-flight redelivery off to stay quick in a debug build (the
+    // CI world of `tests/verify.rs` runs it on, with two messages).
+    let run = run(Bounds { in_flight_redelivery: false, ..small() }, Rules::real());
     clean(&run);
     assert!(run.states > 10_000, "the world is too small to mean anything: {} states", run.states);
 }
@@ -48,6 +51,9 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
         (Mutant::TtlExpiresOpenClaim, &[NeverBackwards, NoSilentEnd][..]),
         (Mutant::AckHeldInFlight, &[NoSilentEnd][..]),
         (Mutant::AckFailedRelease, &[NoSilentEnd][..]),
+        (Mutant::TokenAfterClaim, &[LimitedLeavesNoClaim][..]),
+        (Mutant::SkipPreRead, &[NoTokenOnDecided][..]),
+        (Mutant::FailedReadIsFree, &[NoTokenOnDecided][..]),
     ] {
         let run = run(small(), Rules::with(mutant));
         let Some((v, trace)) = run.violation else {
@@ -62,6 +68,31 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
         );
         assert!(trace.len() >= 3, "{}: a trace of {} steps", mutant.name(), trace.len());
     }
+}
+
+#[test]
+fn every_mutant_is_listed_and_the_gate_mutants_need_a_gate() {
+    assert_eq!(Mutant::ALL.len(), 11);
+    let gateless = Bounds { rate_gate: false, ..small() };
+    for mutant in Mutant::ALL {
+        assert_eq!(
+            Model::new(gateless, Rules::with(mutant)).is_err(),
+            mutant.needs_gate(),
+            "{}",
+            mutant.name()
+        );
+    }
+}
+
+#[test]
+fn without_a_gate_the_world_is_the_one_before_it() {
+    // `--rate-gate off` is the world the checker explored before the gate was modelled: no read,
+    // no token, the same states.
+    let gated = run(Bounds { releases: 0, ..small() }, Rules::real());
+    let gateless = run(Bounds { releases: 0, rate_gate: false, ..small() }, Rules::real());
+    clean(&gateless);
+    assert!(gated.states > gateless.states, "{} vs {}", gated.states, gateless.states);
+    assert!(gated.depth > gateless.depth);
 }
 
 #[test]

@@ -14,8 +14,8 @@ pub(super) const MAX_KEYS: usize = 8;
 pub(super) const MAX_SENDS: usize = 8;
 pub(super) const MAX_NOTICES: usize = 3;
 
-/// Most port calls one job makes (claim, send, commit).
-pub(super) const MAX_CALLS: usize = 4;
+/// Most port calls one job makes (read, token, claim, send, commit).
+pub(super) const MAX_CALLS: usize = 5;
 
 /// The world's clock, coarse: where `now` stands relative to every notice's send window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,9 +57,17 @@ impl Phase {
 /// What a port call was answered. The sender sees the matching real value (built by the ports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Answer {
+    /// read (before the token): no row, or one a claim may overwrite (released).
+    Free,
+    /// token: granted.
+    Admitted,
+    /// token: the bucket has no room; come back when one is due.
+    Limited,
+    /// token: the bucket store failed (the take may or may not have been applied).
+    GateFailed,
     /// claim: this attempt owns the key.
     Minted,
-    /// claim / record missed: the key is held; the sender reads the row's state and content digest
+    /// read / claim / record missed: the key is held; the sender reads the row's state and content digest
     /// (`digest`: whose notice's content, `None` for a row learned from provider events) and, for
     /// an open claim, its age: `young` — younger than the stale cut-off (its claimer may still run).
     Held { state: RowState, digest: Option<u8>, young: bool },
@@ -84,6 +92,10 @@ pub(super) enum Answer {
 impl Answer {
     pub(super) fn describe(self) -> String {
         match self {
+            Answer::Free => "free (no row, or released)".into(),
+            Answer::Admitted => "token granted".into(),
+            Answer::Limited => "limited (no token)".into(),
+            Answer::GateFailed => "rate bucket error".into(),
             Answer::Minted => "minted".into(),
             Answer::Held { state: RowState::Claimed, young: true, .. } => "held (claimed, young)".into(),
             Answer::Held { state: RowState::Claimed, young: false, .. } => "held (claimed, stale)".into(),
@@ -121,6 +133,11 @@ impl Answers {
     pub(super) fn to_vec(self) -> Vec<Answer> {
         self.items.iter().flatten().copied().collect()
     }
+
+    /// The job's token take was refused or failed: it has no token.
+    pub(super) fn without_token(self) -> bool {
+        self.items.iter().flatten().any(|a| matches!(a, Answer::Limited | Answer::GateFailed))
+    }
 }
 
 /// What the queue does with a finished job's message (the core's queue policy, coarsened: the
@@ -135,18 +152,44 @@ pub(super) enum QueueAction {
 /// A job's next step: the port call its sender is waiting on, or its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Step {
-    Claim { key: u8 },
-    RecordMissed { key: u8 },
-    Send { key: u8 },
-    CommitSent { key: u8, message: u8 },
-    CommitRejected { key: u8 },
-    Release { key: u8 },
-    Done { outcome: &'static str, queue: QueueAction },
+    /// The ledger read before the token (only with a rate gate).
+    Read {
+        key: u8,
+    },
+    /// The rate gate's token take.
+    Token {
+        key: u8,
+    },
+    Claim {
+        key: u8,
+    },
+    RecordMissed {
+        key: u8,
+    },
+    Send {
+        key: u8,
+    },
+    CommitSent {
+        key: u8,
+        message: u8,
+    },
+    CommitRejected {
+        key: u8,
+    },
+    Release {
+        key: u8,
+    },
+    Done {
+        outcome: &'static str,
+        queue: QueueAction,
+    },
 }
 
 impl Step {
     pub(super) fn name(self) -> &'static str {
         match self {
+            Step::Read { .. } => "read",
+            Step::Token { .. } => "take token",
             Step::Claim { .. } => "claim",
             Step::RecordMissed { .. } => "record missed",
             Step::Send { .. } => "send",

@@ -54,6 +54,7 @@ impl Model {
                             token: None,
                             answers: Answers::default(),
                             acked: false,
+                            read_decided: None,
                         };
                         n.workers[w] = Some(job);
                         self.push(
@@ -97,7 +98,7 @@ impl Model {
                     } else {
                         queue
                     };
-                    self.finish(out, s, w, job, outcome, queue)
+                    self.finish(out, s, w, job, outcome, queue)?
                 }
                 _ => {
                     if self.rules.acks_before_commit() && step.is_post_send_write() && !job.acked {
@@ -137,12 +138,17 @@ impl Model {
         job: Job,
         outcome: &'static str,
         queue: QueueAction,
-    ) {
+    ) -> Result<(), VerifyError> {
         let slot = usize::from(job.slot);
         let current = s.queue[slot] == Msg::InFlight(w as u8);
         let mut n = s.clone();
         n.workers[w] = None;
         let label = |effect| Label::Finish { worker: w as u8, slot: job.slot, outcome, queue, effect };
+        if let Some(v) = self.left_claim(s, job)? {
+            // The job's own claim outlives it although it got no token.
+            self.push(out, s, label("its claim left behind"), n, Some(v), false);
+            return Ok(());
+        }
         match queue {
             QueueAction::Ack if job.acked => self.push(out, s, label("already deleted"), n, None, false),
             QueueAction::Ack if current => {
@@ -174,6 +180,26 @@ impl Model {
                 self.push(out, s, label("dead-lettered"), n, v, false);
             }
         }
+        Ok(())
+    }
+
+    /// A job that got no token (limited, or the take failed) and ends with its own claim still on
+    /// the key.
+    fn left_claim(&self, s: &State, job: Job) -> Result<Option<Violation>, VerifyError> {
+        let (Some(t), true) = (job.token, job.answers.without_token()) else { return Ok(None) };
+        let key = self.slot(job.slot)?.key;
+        let row = s.rows[usize::from(key)];
+        if !row.is_some_and(|r| r.state == RowState::Claimed && r.token == Some(t)) {
+            return Ok(None);
+        }
+        Ok(broken(
+            Invariant::LimitedLeavesNoClaim,
+            format!(
+                "{} got no token and ends with its claim t{t} still on {}",
+                self.slot_role(job.slot),
+                self.key_name(key)
+            ),
+        ))
     }
 
     fn early_ack(&self, out: &mut Vec<Succ>, s: &State, w: usize, job: Job) {
@@ -210,6 +236,73 @@ impl Model {
         // (answer, the row written if any, whether the job now holds the claim)
         let mut branches: Vec<(Answer, Option<Option<Row>>, bool)> = Vec::new();
         match step {
+            Step::Read { key } => {
+                let row = s.rows[usize::from(key)];
+                let t = self.fresh_token(s)?;
+                let decided = self.verdict(key, row, Probe::Read(t))? == Verdict::Refuse;
+                let mut answers = Vec::new();
+                match row.filter(|_| decided) {
+                    Some(r) => {
+                        for &young in self.claim_ages(s, row) {
+                            answers.push(Answer::Held { state: r.state, digest: r.notice, young });
+                        }
+                    }
+                    None => answers.push(Answer::Free),
+                }
+                if faults {
+                    answers.push(Answer::Failed);
+                }
+                for answer in answers {
+                    let mut n = s.clone();
+                    let mut j = job;
+                    j.answers = j.answers.with(answer)?;
+                    // Implied by a held or free answer; a failed read hides it from the job.
+                    j.read_decided = Some(decided);
+                    n.workers[w] = Some(j);
+                    let label =
+                        Label::Call { worker: w as u8, step, answer, applied: false, attempts: [None; 2] };
+                    self.push(out, s, label, n, None, false);
+                }
+            }
+            Step::Token { key } => {
+                // Decided when the job read it (or, with no read, now).
+                let decided = match job.read_decided {
+                    Some(d) => d,
+                    None => {
+                        let t = self.fresh_token(s)?;
+                        self.verdict(key, s.rows[usize::from(key)], Probe::Read(t))? == Verdict::Refuse
+                    }
+                };
+                // (answer, whether a token was spent)
+                let mut answers = vec![(Answer::Admitted, true), (Answer::Limited, false)];
+                if faults {
+                    answers.push((Answer::GateFailed, false));
+                }
+                if ambiguous {
+                    answers.push((Answer::GateFailed, true));
+                }
+                for (answer, spent) in answers {
+                    let mut n = s.clone();
+                    let mut j = job;
+                    j.answers = j.answers.with(answer)?;
+                    n.workers[w] = Some(j);
+                    let v = if spent && decided {
+                        broken(
+                            Invariant::NoTokenOnDecided,
+                            format!(
+                                "{} spent a token on {}, which the ledger had already decided when it was read",
+                                self.slot_role(job.slot),
+                                self.key_name(key)
+                            ),
+                        )
+                    } else {
+                        None
+                    };
+                    let label =
+                        Label::Call { worker: w as u8, step, answer, applied: spent, attempts: [None; 2] };
+                    self.push(out, s, label, n, v, false);
+                }
+            }
             Step::Claim { key } | Step::RecordMissed { key } => {
                 let t = self.fresh_token(s)?;
                 let verdict = self.verdict(key, s.rows[usize::from(key)], Probe::Claim(t))?;

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use notice_ledger::ledger::memory::MemoryLedger;
-use notice_ledger::ledger::rules::{Verdict, Write};
+use notice_ledger::ledger::rules::{self, Verdict, Write};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, EvidenceEffect, LedgerRow, Origin, ProviderEvidence, QuarantineView, RowState,
 };
@@ -46,6 +46,9 @@ impl Model {
         if !(1..=MAX_NOTICES).contains(&usize::from(bounds.notices)) {
             return bad(format!("--notices must be 1 to {MAX_NOTICES}"));
         }
+        if rules.mutant.is_some_and(|m| m.needs_gate()) && !bounds.rate_gate {
+            return bad("a rate-gate mutant needs --rate-gate on".into());
+        }
         let mut plan = Vec::new();
         for notice in 0..bounds.notices {
             let copies = if notice == 0 { bounds.deliveries } else { 1 };
@@ -62,7 +65,7 @@ impl Model {
             ));
         }
         let variants = if rules.key_per_delivery() { plan.len() } else { 1 };
-        let mut core = Core::new(usize::from(bounds.notices), variants)?;
+        let mut core = Core::new(usize::from(bounds.notices), variants, bounds.rate_gate, rules.wiring())?;
         let mut slots = Vec::with_capacity(plan.len());
         let mut key_notice = Vec::new();
         for (i, (notice, role)) in plan.into_iter().enumerate() {
@@ -184,6 +187,9 @@ impl Model {
 /// A write the ledger is asked to make, by the model's numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Probe {
+    /// The dedupe read: would a claim with this token be refused? The row is read as stored, so
+    /// the real rule decides (never a mutant's).
+    Read(u8),
     Claim(u8),
     Commit(u8),
     Operator,
@@ -229,6 +235,7 @@ impl Model {
         remember(&self.calls.verdicts, (key, row, probe), || {
             let existing = row.map(|r| self.real(&r, key)).transpose()?;
             Ok(match probe {
+                Probe::Read(t) => rules::permits(existing.as_ref(), Write::Claim { token: &token(t) }),
                 Probe::Claim(t) => self.rules.permits(existing.as_ref(), Write::Claim { token: &token(t) }),
                 Probe::Commit(t) => self.rules.permits(existing.as_ref(), Write::Commit { token: &token(t) }),
                 Probe::Operator => self.rules.permits(existing.as_ref(), Write::Operator),

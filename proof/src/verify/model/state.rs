@@ -62,6 +62,9 @@ pub(super) struct Job {
     pub(super) answers: Answers,
     /// The queue already deleted its message (ack-before-commit mutant).
     pub(super) acked: bool,
+    /// Whether the ledger had already decided the key (a claim would be refused) when this job
+    /// read it; `None` before a read (or without one).
+    pub(super) read_decided: Option<bool>,
 }
 
 /// A message the provider accepted.
@@ -128,16 +131,20 @@ pub(crate) enum Invariant {
     NoSilentEnd,
     NeverBackwards,
     InsideWindow,
+    NoTokenOnDecided,
+    LimitedLeavesNoClaim,
 }
 
 impl Invariant {
-    pub(crate) const ALL: [Invariant; 6] = [
+    pub(crate) const ALL: [Invariant; 8] = [
         Invariant::OneAcceptance,
         Invariant::DuplicatesDetected,
         Invariant::AckAfterDurable,
         Invariant::NoSilentEnd,
         Invariant::NeverBackwards,
         Invariant::InsideWindow,
+        Invariant::NoTokenOnDecided,
+        Invariant::LimitedLeavesNoClaim,
     ];
 
     pub(crate) fn statement(self) -> &'static str {
@@ -154,6 +161,12 @@ impl Invariant {
             }
             Invariant::NeverBackwards => "a key never moves backwards (e.g. sent → claimed, claim → no row)",
             Invariant::InsideWindow => "nothing is sent outside its window",
+            Invariant::NoTokenOnDecided => {
+                "no token is spent on a key the ledger had already decided when the job read it"
+            }
+            Invariant::LimitedLeavesNoClaim => {
+                "a job without a token (limited, or the take failed) leaves no claim"
+            }
         }
     }
 }

@@ -63,7 +63,9 @@ impl Model {
             Label::Crash { worker, before } => format!("{} crashes before {before}", w(worker)),
             Label::Call { worker, step, answer, applied, attempts } => {
                 let key = match step {
-                    Step::Claim { key }
+                    Step::Read { key }
+                    | Step::Token { key }
+                    | Step::Claim { key }
                     | Step::RecordMissed { key }
                     | Step::Send { key }
                     | Step::CommitSent { key, .. }
@@ -92,6 +94,9 @@ impl Model {
                 line.push_str(&format!(" → sender sees {}", answer.describe()));
                 if *answer == Answer::Failed && *applied {
                     line.push_str(" (the write was applied)");
+                }
+                if *answer == Answer::GateFailed && *applied {
+                    line.push_str(" (the take was applied: a token spent)");
                 }
                 line
             }

@@ -1,0 +1,119 @@
+//! Port wrappers that rewire the real sender for the mutants that change *what it does* on the
+//! rate-gate path, without a line of the core changed: the sender keeps calling its ports in its
+//! own order, and the wrapper around the scripted ports turns that order into the mutant's.
+//!
+//! * [`Wiring::SkipRead`]: the dedupe read answers "no row" without asking the ledger.
+//! * [`Wiring::FailedReadIsFree`]: a read that failed answers "no row".
+//! * [`Wiring::TokenAfterClaim`]: the gate the sender sees admits everything; the ledger takes the
+//!   token *after* its claim is minted and, when no token is left (limited, or the take failed),
+//!   releases the claim and answers an error (the sender retries: `ledger_unavailable`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use notice_ledger::ledger::{
+    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowReader, WithdrawRequest,
+};
+use notice_ledger::rate::{Admission, RateGate, TokenRequest};
+use notice_ledger::{LedgerError, NoticeKey};
+
+/// How the sender's ports are wired: as shipped, or for one of the gate-path mutants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wiring {
+    Real,
+    SkipRead,
+    FailedReadIsFree,
+    TokenAfterClaim,
+}
+
+/// A ledger port wrapped for a mutant (with [`Wiring::Real`], a plain pass-through).
+pub(super) struct WiredLedger {
+    pub(super) inner: Arc<dyn ClaimLedger>,
+    /// The scripted gate, for the token taken after the claim.
+    pub(super) gate: Arc<dyn RateGate>,
+    pub(super) wiring: Wiring,
+}
+
+#[async_trait]
+impl RowReader for WiredLedger {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        match self.wiring {
+            Wiring::SkipRead => Ok(None),
+            Wiring::FailedReadIsFree => Ok(self.inner.get(key).await.unwrap_or(None)),
+            Wiring::Real | Wiring::TokenAfterClaim => self.inner.get(key).await,
+        }
+    }
+}
+
+#[async_trait]
+impl ClaimLedger for WiredLedger {
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
+        let outcome = self.inner.claim(req).await?;
+        let ClaimOutcome::Minted(claim) = &outcome else { return Ok(outcome) };
+        if self.wiring != Wiring::TokenAfterClaim {
+            return Ok(outcome);
+        }
+        let request = TokenRequest { domain: req.key.prefix().to_owned(), shard_seed: 0 };
+        match self.gate.admit_batch(std::slice::from_ref(&request), req.at).await {
+            Ok(a) if a.first() == Some(&Admission::Admitted) => Ok(outcome),
+            _ => {
+                // No token left for the claim just written: hand it back.
+                let released = self.inner.release(claim, "no token after the claim", req.at).await;
+                Err(LedgerError::Unavailable(format!(
+                    "no token after the claim; release {}",
+                    if released.is_ok() { "written" } else { "failed" }
+                )))
+            }
+        }
+    }
+
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.inner.commit_sent(claim, message_id, at).await
+    }
+
+    async fn commit_rejected(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError> {
+        self.inner.commit_rejected(claim, reason, at).await
+    }
+
+    async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
+        self.inner.release(claim, reason, at).await
+    }
+
+    async fn record_missed(
+        &self,
+        req: &ClaimRequest,
+        reason: &str,
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        self.inner.record_missed(req, reason).await
+    }
+
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        self.inner.withdraw(req).await
+    }
+}
+
+/// The gate the sender sees under [`Wiring::TokenAfterClaim`]: it admits at once, without a port
+/// call (the real take is the ledger wrapper's, after the claim).
+pub(super) struct AdmitAll;
+
+#[async_trait]
+impl RateGate for AdmitAll {
+    async fn admit_batch(
+        &self,
+        requests: &[TokenRequest],
+        _: DateTime<Utc>,
+    ) -> Result<Vec<Admission>, LedgerError> {
+        Ok(vec![Admission::Admitted; requests.len()])
+    }
+}
