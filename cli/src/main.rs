@@ -13,7 +13,7 @@ mod local;
 mod queue;
 mod terminal;
 
-use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show};
+use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show, windows};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -60,6 +60,8 @@ enum Command {
     Limits(commands::limits::LimitsArgs),
     /// Prepare a ledger: `ledger init --postgres URL` creates the PostgreSQL schema.
     Ledger(ledger::LedgerArgs),
+    /// Print the effective send window of every kind in every jurisdiction of a policy, and where each bound comes from: no AWS calls.
+    Windows(windows::WindowsArgs),
 }
 
 fn init_tracing(verbose: bool) {
@@ -85,6 +87,7 @@ async fn main() -> ExitCode {
         Command::Capacity(args) => capacity::run(args),
         Command::Limits(args) => commands::limits::run(args),
         Command::Ledger(args) => ledger::run(args).await,
+        Command::Windows(args) => windows::run(args),
     };
     match result {
         Ok(code) => code,

@@ -12,6 +12,7 @@ pub(crate) mod quarantine;
 pub(crate) mod replay;
 pub(crate) mod send;
 pub(crate) mod show;
+pub(crate) mod windows;
 
 mod census;
 mod scheduler;
