@@ -12,10 +12,12 @@
 //! release, missed windows, revisions, reads), `resolution` (the quarantine view, provider
 //! evidence, operator actions, backfill), `rules` (every write from every starting row, against
 //! the core's one definition of the transition rules) and `buckets` (the per-domain rate buckets
-//! each store keeps beside its rows: compare-and-set, burst and refill, racing senders).
+//! each store keeps beside its rows: compare-and-set, burst and refill, racing senders); and
+//! `evidence` (the charge time and jurisdiction a row keeps for an audit).
 
 mod buckets;
 mod claims;
+mod evidence;
 mod resolution;
 mod rules;
 
@@ -29,6 +31,7 @@ pub use claims::{
     concurrent_claims_mint_exactly_once, get_many_answers_in_the_callers_order,
     missed_windows_are_recorded_once, released_keys_can_be_claimed_again, revisions_are_distinct_keys,
 };
+pub use evidence::charge_time_and_jurisdiction_are_kept_as_evidence;
 pub use resolution::{
     backfill_never_overwrites, concurrent_evidence_loses_nothing,
     open_claims_lists_old_claims_oldest_first_within_the_limit, operator_actions_only_touch_open_claims,
@@ -65,6 +68,7 @@ macro_rules! ledger_suite_tests {
             backfill_never_overwrites,
             get_many_answers_in_the_callers_order,
             every_write_obeys_the_transition_rules,
+            charge_time_and_jurisdiction_are_kept_as_evidence,
         );
         $crate::ledger_suite_tests!(@bucket_cases $fixture;
             bucket_writes_apply_only_under_their_condition,
@@ -150,6 +154,8 @@ pub fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         revision: 0,
         content_digest: "digest-1".into(),
         at,
+        charge_at: Some(at + chrono::Duration::hours(72)),
+        jurisdiction: Some("US-CA".into()),
     }
 }
 

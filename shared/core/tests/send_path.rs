@@ -426,6 +426,16 @@ async fn a_california_annual_notice_is_deferred_at_50_days_sent_at_30_and_missed
         "without a jurisdiction the kind's window closes only 7 days before"
     );
     assert_eq!(w.outbox_len(), 3, "the two unbounded notices and the one sent at 30 days");
+
+    // The rows keep the evidence: the charge and the jurisdiction each was judged in.
+    for (body, state) in [(&ca, RowState::Sent), (&late, RowState::Missed)] {
+        let key = w.sender.key(&Job::parse(body).unwrap());
+        let row = w.ledger.inner().get(&key).await.unwrap().expect("a row");
+        assert_eq!(
+            (row.state, row.charge_at, row.jurisdiction.as_deref()),
+            (state, Some(charge), Some("US-CA"))
+        );
+    }
 }
 
 /// US-NY in the example policy has only a floor (48 h): a monthly notice 40 h before its charge is
