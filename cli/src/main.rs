@@ -13,7 +13,9 @@ mod local;
 mod queue;
 mod terminal;
 
-use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show, windows};
+use commands::{
+    backfill, capacity, enqueue, evidence, key, ledger, parked, quarantine, replay, send, show, windows,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,6 +44,8 @@ enum Command {
     Key(key::KeyArgs),
     /// Show one notice's ledger row.
     Show(show::ShowArgs),
+    /// Show what the ledger proves about one subscription's notices for a period: when each went out, how long before the charge, its window, its delivery.
+    Evidence(evidence::EvidenceArgs),
     /// Count a backlog against the ledger (--dry-run), then enqueue only what is new.
     Replay(replay::ReplayArgs),
     /// Record notices already DELIVERED before enforcement as sent (never in-flight ones; never overwrites).
@@ -80,6 +84,7 @@ async fn main() -> ExitCode {
         Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
         Command::Key(args) => key::run(cli.state_dir, args).await,
         Command::Show(args) => show::run(cli.state_dir, args).await,
+        Command::Evidence(args) => evidence::run(cli.state_dir, args).await,
         Command::Replay(args) => replay::run(cli.state_dir, args).await,
         Command::Backfill(args) => backfill::run(cli.state_dir, args).await,
         Command::Enqueue(args) => enqueue::run(args).await,

@@ -4,6 +4,7 @@
 pub(crate) mod backfill;
 pub(crate) mod capacity;
 pub(crate) mod enqueue;
+pub(crate) mod evidence;
 pub(crate) mod key;
 pub(crate) mod ledger;
 pub(crate) mod limits;
