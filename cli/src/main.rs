@@ -15,6 +15,7 @@ mod terminal;
 
 use commands::{
     backfill, capacity, enqueue, evidence, key, ledger, parked, quarantine, replay, send, show, windows,
+    withdraw,
 };
 
 #[derive(Parser, Debug)]
@@ -54,6 +55,12 @@ enum Command {
     /// backfilled row says "sent", so those notices would never be sent at all. For a backlog
     /// whose fate is unknown, use `replay` (it enqueues only what the ledger has not seen).
     Backfill(backfill::BackfillArgs),
+    /// Withdraw notices that must not go out (one, or --from a file); exit 1 when one is already sent or claimed (too late).
+    ///
+    /// A withdrawn tombstone suppresses every copy of the notice still queued, parked or replayed.
+    /// Reads each key first and prints what would happen (would withdraw / already withdrawn /
+    /// too late / not needed); --dry-run stops there; the write asks for confirmation unless --yes.
+    Withdraw(withdraw::WithdrawArgs),
     /// Validate one job and put it on the reminder queue (or park it when its window is far off).
     Enqueue(enqueue::EnqueueArgs),
     /// List or cancel jobs parked in EventBridge Scheduler until their window opens.
@@ -87,6 +94,7 @@ async fn main() -> ExitCode {
         Command::Evidence(args) => evidence::run(cli.state_dir, args).await,
         Command::Replay(args) => replay::run(cli.state_dir, args).await,
         Command::Backfill(args) => backfill::run(cli.state_dir, args).await,
+        Command::Withdraw(args) => withdraw::run(cli.state_dir, args).await,
         Command::Enqueue(args) => enqueue::run(args).await,
         Command::Parked(args) => parked::run(args).await,
         Command::Capacity(args) => capacity::run(args),

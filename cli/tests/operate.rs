@@ -431,3 +431,66 @@ async fn quarantine_release_goes_ahead_when_the_ses_event_queues_are_empty() {
     assert!(stdout(&out).contains("are empty"), "{}", stdout(&out));
     assert_eq!(ledger.get(&key).await.unwrap().unwrap().state, RowState::Released);
 }
+
+/// `withdraw` on the deployed ledger (DynamoDB), then a real replay of a backlog holding the
+/// withdrawn notice: the census counts it `withdrawn`, the queue gets only the new job, and a
+/// withdraw of a sent notice is too late (exit 1) and leaves it sent.
+#[tokio::test]
+async fn a_withdrawn_key_in_dynamodb_is_never_replayed_and_a_sent_one_is_too_late() {
+    let (moto, ledger, dir) = seeded().await;
+    let queue = moto.create_queue("reminders").await;
+    let ledger_arg = format!("dynamodb:{TABLE}");
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let key = |i| Job::parse(&job(i)).unwrap().key(&secret);
+    let withdraw = |sub: &str, extra: &[&str]| {
+        let mut args = vec![
+            "withdraw",
+            "--subscription-id",
+            sub,
+            "--period-start",
+            "2026-12-01",
+            "--kind",
+            "renewal_notice_t72",
+            "--ledger",
+            &ledger_arg,
+        ];
+        args.extend_from_slice(extra);
+        noticectl(&moto, dir.path(), &args)
+    };
+
+    let dry = withdraw("sub_8", &["--dry-run"]);
+    assert!(dry.status.success() && stdout(&dry).contains("would withdraw"), "{}", stdout(&dry));
+    assert!(ledger.get(&key(8)).await.unwrap().is_none(), "a dry run writes nothing");
+    let done = withdraw("sub_8", &["--yes", "--reason", "cancelled", "--by", "ops"]);
+    assert!(done.status.success(), "{}", stdout(&done));
+    let row = ledger.get(&key(8)).await.unwrap().unwrap();
+    assert_eq!((row.state, row.origin.as_str()), (RowState::Withdrawn, "operator"));
+
+    let late = withdraw("sub_0", &["--yes"]);
+    assert_eq!(late.status.code(), Some(1), "{}", stdout(&late));
+    assert!(stdout(&late).contains("too late: the notice is sent since"), "{}", stdout(&late));
+    assert_eq!(ledger.get(&key(0)).await.unwrap().unwrap().state, RowState::Sent);
+
+    let run = noticectl(
+        &moto,
+        dir.path(),
+        &["replay", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--queue-url", &queue, "--yes"],
+    );
+    let out = stdout(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.contains(
+            "12 job(s) · 1 invalid · 1 repeated in file · in ledger: claimed 1, sent 6, withdrawn 1 · new: 2"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("withdrawn 1: never enqueued"), "{out}");
+    assert!(out.contains("enqueued 2 of 2"), "{out}");
+    let mut subs: Vec<String> = drain(&moto, &queue)
+        .await
+        .iter()
+        .map(|b| Job::parse(b).unwrap().identity.subscription_id().to_owned())
+        .collect();
+    subs.sort();
+    assert_eq!(subs, ["sub_7", "sub_9"], "the withdrawn sub_8 is not enqueued");
+}

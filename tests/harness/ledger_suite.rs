@@ -8,18 +8,20 @@
 //! whose result already stands (a retry after a lost reply) is `Ok` for DynamoDB and PostgreSQL and
 //! a `Conflict` for memory and SQLite. Either way the row must be unchanged.
 //!
-//! The cases live in four files: `claims` (claim → commit: minting, token-guarded commits,
+//! The cases live in six files: `claims` (claim → commit: minting, token-guarded commits,
 //! release, missed windows, revisions, reads), `resolution` (the quarantine view, provider
 //! evidence, operator actions, backfill), `rules` (every write from every starting row, against
-//! the core's one definition of the transition rules) and `buckets` (the per-domain rate buckets
-//! each store keeps beside its rows: compare-and-set, burst and refill, racing senders); and
-//! `evidence` (the charge time and jurisdiction a row keeps for an audit).
+//! the core's one definition of the transition rules), `withdraws` (tombstones: what they hold
+//! off, evidence over them, racing a claim), `buckets` (the per-domain rate buckets each store
+//! keeps beside its rows: compare-and-set, burst and refill, racing senders) and `evidence` (the
+//! charge time and jurisdiction a row keeps for an audit).
 
 mod buckets;
 mod claims;
 mod evidence;
 mod resolution;
 mod rules;
+mod withdraws;
 
 pub use buckets::{
     bucket_writes_apply_only_under_their_condition, buckets_admit_the_burst_then_refill_at_the_rate,
@@ -38,13 +40,18 @@ pub use resolution::{
     provider_evidence_resolves_learns_and_detects_duplicates,
 };
 pub use rules::every_write_obeys_the_transition_rules;
+pub use withdraws::{
+    a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other,
+    a_tombstone_holds_off_every_claim_and_only_a_send_event_moves_it,
+};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
 use notice_ledger::ledger::{
-    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, Ledger, LedgerRow, ProviderEvidence,
+    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, Ledger, LedgerRow, Origin,
+    ProviderEvidence, WithdrawRequest,
 };
 use notice_ledger::rate::BucketStore;
 use notice_ledger::{LedgerError, NoticeKey};
@@ -69,6 +76,8 @@ macro_rules! ledger_suite_tests {
             get_many_answers_in_the_callers_order,
             every_write_obeys_the_transition_rules,
             charge_time_and_jurisdiction_are_kept_as_evidence,
+            a_tombstone_holds_off_every_claim_and_only_a_send_event_moves_it,
+            a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other,
         );
         $crate::ledger_suite_tests!(@bucket_cases $fixture;
             bucket_writes_apply_only_under_their_condition,
@@ -141,6 +150,20 @@ pub fn fresh_key() -> NoticeKey {
 /// A fixed instant plus `secs` (whole seconds: every adapter stores them exactly).
 pub fn t(secs: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_790_000_000 + secs, 0).single().unwrap_or_else(|| panic!("time {secs}"))
+}
+
+/// A producer's withdraw of `key` at `at`.
+pub fn withdraw_request(key: &NoticeKey, at: DateTime<Utc>) -> WithdrawRequest {
+    WithdrawRequest {
+        key: key.clone(),
+        subscription_id: "sub_8812".into(),
+        period_start: "2026-10-01".into(),
+        kind: "renewal_notice_t72".into(),
+        revision: 0,
+        origin: Origin::Worker,
+        detail: notice_ledger::ledger::withdraw_detail("suite", Some("cancelled"), at),
+        at,
+    }
 }
 
 /// A worker's claim request for `key` at `at`, with a fresh token.

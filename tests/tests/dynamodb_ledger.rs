@@ -320,6 +320,7 @@ async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_a
         "UnprocessedKeys": { TABLE: { "Keys": [{ "notice_key": { "S": k.as_str() } }], "ConsistentRead": true } }
     });
     let answered = serde_json::json!({ "Responses": { TABLE: [item] }, "UnprocessedKeys": {} });
+    let answered_again = answered.clone();
     let stub = notice_e2e::start_ses_stub(vec![
         notice_e2e::StubReply::Json(unprocessed.clone()),
         notice_e2e::StubReply::Json(answered),
@@ -332,11 +333,29 @@ async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_a
     assert_eq!((rows[0].key.clone(), rows[0].state), (k.clone(), RowState::Claimed));
     assert_eq!(stub.requests(), 2);
 
-    let stuck = notice_e2e::start_ses_stub(vec![notice_e2e::StubReply::Json(unprocessed)]).await;
+    let stuck = notice_e2e::start_ses_stub(vec![notice_e2e::StubReply::Json(unprocessed.clone())]).await;
     let cfg = f.moto.sdk_config().await.to_builder().endpoint_url(stuck.endpoint()).build();
     let via_stuck = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&cfg), TABLE);
     let err = via_stuck.get_many(std::slice::from_ref(&k)).await.expect_err("never answered");
     assert!(err.to_string().contains("unprocessed"), "{err}");
+
+    // The sender's client reads through the lean client: the same answers, the same rounds.
+    let lean = notice_e2e::start_ses_stub(vec![
+        notice_e2e::StubReply::Json(unprocessed),
+        notice_e2e::StubReply::Json(answered_again),
+    ])
+    .await;
+    let cfg = f.moto.sdk_config().await.to_builder().endpoint_url(lean.endpoint()).build();
+    let client = notice_setup::aws::dynamodb_client(&cfg);
+    assert!(client.hot.is_some(), "the sender's client has the lean path");
+    let via_lean = DynamoLedger::new(client, TABLE);
+    let rows = via_lean.get_many(std::slice::from_ref(&k)).await.expect("get_many (lean)");
+    assert_eq!((rows.len(), rows[0].state), (1, RowState::Claimed));
+    assert_eq!(lean.requests(), 2, "asked again for the unprocessed key");
+    // Against the emulator itself: the lean batch read finds the row and leaves absent keys out.
+    let real = DynamoLedger::new(notice_setup::aws::dynamodb_client(&f.moto.sdk_config().await), TABLE);
+    let rows = real.get_many(&[k.clone(), key()]).await.expect("get_many (moto)");
+    assert_eq!(rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), vec![k.clone()]);
 }
 
 /// The evidence attributes (charge time in epoch ms, jurisdiction) reach the item through both

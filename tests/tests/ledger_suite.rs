@@ -24,7 +24,7 @@ use notice_ledger::render::Renderer;
 use notice_ledger::{
     ConfigError, Job, LedgerError, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
 };
-use notice_postgres::{PostgresLedger, QUARANTINE_QUERY};
+use notice_postgres::{PostgresLedger, MIGRATION, QUARANTINE_QUERY};
 use notice_setup::ledger_url::ledger_for;
 use notice_sqlite::SqliteLedger;
 
@@ -108,6 +108,29 @@ async fn postgres_migration_is_idempotent_and_the_quarantine_query_uses_the_part
         .await
         .unwrap_or_else(|e| panic!("psql: {e}"));
     assert!(plan.contains("notices_open_claims"), "quarantine plan:\n{plan}");
+}
+
+#[tokio::test]
+async fn postgres_migration_lets_a_table_made_before_withdraw_hold_tombstones() {
+    let server = postgres_server().await;
+    let db = server.create_database("before_withdraw").await;
+    // The state check as tables were created before `withdrawn` existed.
+    let (tables, _upgrade) =
+        MIGRATION.split_once("-- Tables made before withdraw existed").unwrap_or_else(|| panic!("marker"));
+    let old = tables.replace(", 'withdrawn')", ")");
+    assert_ne!(old, tables);
+    server.psql(&db, &old).await.unwrap_or_else(|e| panic!("old schema: {e}"));
+    let check = "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'notices_state_check'";
+    let before = server.psql(&db, check).await.unwrap_or_else(|e| panic!("psql: {e}"));
+    assert!(!before.contains("withdrawn"), "the old table refuses tombstones: {before}");
+    let ledger = PostgresLedger::connect(&server.url(&db)).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    ledger.migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+    ledger.migrate().await.unwrap_or_else(|e| panic!("migrate again: {e}"));
+    let after = server.psql(&db, check).await.unwrap_or_else(|e| panic!("psql: {e}"));
+    assert!(after.contains("withdrawn"), "{after}");
+    let key = notice_e2e::ledger_suite::fresh_key();
+    let req = notice_e2e::ledger_suite::withdraw_request(&key, chrono::Utc::now());
+    assert_eq!(ledger.withdraw(&req).await.unwrap_or_else(|e| panic!("withdraw: {e}")), None);
 }
 
 #[tokio::test]

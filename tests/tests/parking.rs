@@ -296,3 +296,76 @@ async fn a_schedule_by_the_key_that_has_already_fired_is_no_parking() {
     let resp = invoke(&app, event.clone()).await;
     assert_eq!(failed_ids(&resp), ids(&event), "not acked: a fired schedule will not bring it back");
 }
+
+/// The withdraw message for `body`'s notice.
+fn withdraw_of(body: &Value) -> Value {
+    json!({"action": "withdraw", "subscription_id": body["subscription_id"], "period_start": body["period_start"],
+           "kind": body["kind"], "revision": body["revision"], "reason": "subscription cancelled"})
+}
+
+#[tokio::test]
+async fn a_withdraw_deletes_the_parked_job_and_the_parked_body_is_suppressed_when_it_fires() {
+    let env = parking_env().await;
+    let app = parking_app(&env).await;
+    let body = thirty_days_ahead("sub_cancelled");
+    let key = key_of(&body);
+    invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    let fired = schedule(&env, key.as_str()).await.target().and_then(|t| t.input()).unwrap().to_owned();
+
+    let (resp, docs) =
+        handle_batch(&app, lambda_event(batch(&env, &[withdraw_of(&body).to_string()]).await)).await;
+    assert!(resp.batch_item_failures.is_empty(), "a withdraw is acked: {resp:?}");
+    assert_eq!(docs[0]["NoticesWithdrawn"], 1, "{docs:?}");
+    assert_eq!(state(&env, &key).await, Some(RowState::Withdrawn), "the tombstone");
+    assert!(schedules(&env).await.is_empty(), "the parked job is deleted");
+
+    // Had the delete failed (or the schedule fired first), the parked body comes back in its
+    // window: the tombstone suppresses it.
+    let mut settings = settings(&env, false);
+    settings.policy = WindowPolicy::from_json(
+        r#"{"kinds":{"renewal_notice_t72":{"opens_hours_before":800,"closes_hours_before":24}}}"#,
+    )
+    .unwrap();
+    let in_window = app_with(&env, settings, None).await.with_parker(parker(env.moto.scheduler().await));
+    let resp = invoke(&in_window, batch(&env, &[fired, body.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "suppressed copies are acked: {resp:?}");
+    assert!(env.moto.recorded_send_email_requests().await.is_empty(), "nothing sent");
+    assert_eq!(state(&env, &key).await, Some(RowState::Withdrawn));
+
+    // A second withdraw, with no schedule left to delete: acked.
+    let again = invoke(&app, batch(&env, &[withdraw_of(&body).to_string()]).await).await;
+    assert!(again.batch_item_failures.is_empty(), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_withdraw_of_a_sent_notice_is_too_late_and_bad_withdraws_are_dead_lettered() {
+    let env = parking_env().await;
+    let mut settings = settings(&env, true);
+    settings.rate_limits = Some(RateLimits::builtin());
+    let app = app_with(&env, settings, None).await.with_parker(parker(env.moto.scheduler().await));
+    let body = job("sub_sent", 0);
+    invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert_eq!(env.moto.recorded_send_email_requests().await.len(), 1);
+
+    let (resp, docs) =
+        handle_batch(&app, lambda_event(batch(&env, &[withdraw_of(&body).to_string()]).await)).await;
+    assert!(resp.batch_item_failures.is_empty(), "acked, not retried: {resp:?}");
+    assert_eq!(docs[0]["WithdrawTooLate"], 1, "{docs:?}");
+    assert_eq!(state(&env, &key_of(&body)).await, Some(RowState::Sent), "the row stays sent");
+
+    let mut no_kind = withdraw_of(&body);
+    no_kind.as_object_mut().unwrap().remove("kind");
+    let mut bad_action = withdraw_of(&body);
+    bad_action["action"] = json!("cancel");
+    let resp = invoke(&app, batch(&env, &[no_kind.to_string(), bad_action.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "dead-lettered straight away: {resp:?}");
+    let reasons = dead_letter_reasons(&env).await;
+    assert!(reasons.iter().any(|r| r.contains("`kind`")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("`action`")), "{reasons:?}");
+}
+
+fn lambda_event(
+    event: aws_lambda_events::event::sqs::SqsEvent,
+) -> LambdaEvent<aws_lambda_events::event::sqs::SqsEvent> {
+    LambdaEvent::new(event, Context::default())
+}

@@ -296,3 +296,36 @@ async fn flooded_events_leave_one_small_row_with_a_near_expiry() {
     let retention = chrono::Duration::days(40);
     assert!(expires <= (Utc::now() + retention + chrono::Duration::minutes(6)).timestamp());
 }
+
+/// Events for a withdrawn notice: a Delivery before its Send (out of order) leaves the tombstone;
+/// the Send records it as sent and counts `SentAfterWithdraw`; a redelivered Send is an update.
+#[tokio::test]
+async fn events_for_a_withdrawn_notice_move_it_only_on_a_send() {
+    use notice_ledger::ledger::{ClaimLedger, WithdrawRequest};
+    let moto = start_moto().await;
+    moto.create_ledger_table(TABLE).await;
+    let sdk = moto.sdk_config().await;
+    let ledger = Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE));
+    let reconciler = ReconcilerApp { ledger: ledger.clone(), concurrency: 1 };
+    let withdrawal = notice_ledger::job::Withdrawal {
+        identity: Job::from_value(&job("sub_withdrawn")).unwrap().identity,
+        reason: Some("cancelled".into()),
+    };
+    let k = key("sub_withdrawn");
+    let req = WithdrawRequest::new(&withdrawal, k.clone(), Origin::Worker, "producer", Utc::now());
+    assert_eq!(ledger.withdraw(&req).await.unwrap(), None);
+
+    let delivery = sns(&ses_event("Delivery", Some(&k), "ses-w-1").to_string());
+    let (resp, tally) = notice_reconciler::handle_sqs(&reconciler, sqs_event(&[delivery])).await;
+    assert!(resp.batch_item_failures.is_empty());
+    assert_eq!((tally.kept_withdrawn, tally.sent_after_withdraw), (1, 0));
+    assert_eq!(ledger.get(&k).await.unwrap().map(|r| r.state), Some(RowState::Withdrawn));
+
+    let send = sns(&ses_event("Send", Some(&k), "ses-w-1").to_string());
+    let (_, tally) = notice_reconciler::handle_sqs(&reconciler, sqs_event(std::slice::from_ref(&send))).await;
+    assert_eq!(tally.sent_after_withdraw, 1);
+    let row = ledger.get(&k).await.unwrap().unwrap();
+    assert_eq!((row.state, row.message_id.as_deref()), (RowState::Sent, Some("ses-w-1")));
+    let (_, tally) = notice_reconciler::handle_sqs(&reconciler, sqs_event(&[send])).await;
+    assert_eq!((tally.sent_after_withdraw, tally.updated), (0, 1), "counted once");
+}

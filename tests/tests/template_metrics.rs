@@ -265,3 +265,40 @@ fn the_reminder_queue_in_flight_count_is_watched_below_the_sqs_limit() {
     let actions = props.get("AlarmActions").and_then(Value::as_sequence).map(Vec::len).unwrap_or(0);
     assert!(actions > 0, "{id}: it must page (AlarmActions)");
 }
+
+/// The actions an alarm notifies, by the resource each `!Ref` names.
+fn alarm_actions(props: &Value) -> Vec<&str> {
+    props
+        .get("AlarmActions")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .filter_map(ref_target)
+        .collect()
+}
+
+#[test]
+fn a_late_withdraw_warns_without_paging_and_a_send_after_withdraw_pages() {
+    let template = template();
+    let on = |metric: &str| -> Vec<(String, &Value)> {
+        alarms(&template)
+            .into_iter()
+            .filter(|(_, p)| alarm_metrics(p).iter().any(|(ns, m, _)| *ns == NAMESPACE && *m == metric))
+            .collect()
+    };
+    let too_late = on("WithdrawTooLate");
+    let [(id, props)] = too_late.as_slice() else { panic!("one WithdrawTooLate alarm: {too_late:?}") };
+    assert_eq!(alarm_actions(props), ["WarningTopic"], "{id}: a warning, never the paging topic");
+    let sent_after = on("SentAfterWithdraw");
+    let [(id, props)] = sent_after.as_slice() else { panic!("one SentAfterWithdraw alarm: {sent_after:?}") };
+    assert_eq!(alarm_actions(props), ["AlarmTopic"], "{id}: a withdrawn notice that went out pages");
+    // The paging topic carries no warning.
+    for (id, props) in alarms(&template) {
+        if alarm_actions(props).contains(&"AlarmTopic") {
+            assert!(
+                !alarm_metrics(props).iter().any(|(_, m, _)| *m == "WithdrawTooLate"),
+                "{id} pages on a warning"
+            );
+        }
+    }
+}

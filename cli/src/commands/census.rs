@@ -26,6 +26,7 @@ pub(super) struct Census {
     pub(super) repeated_in_file: usize,
     pub(super) in_ledger: BTreeMap<RowState, usize>,
     /// Distinct valid jobs the ledger has no row for (or only a released one): these would send.
+    /// A `withdrawn` key is never among them: it counts in `in_ledger`.
     pub(super) new: Vec<(String, Job, NoticeKey)>,
     /// How many of `new` have a released row (a replay sends them; a backfill leaves them).
     pub(super) released_in_new: usize,
@@ -47,6 +48,9 @@ impl Census {
     /// The counts, then every line that is not a valid job: what both commands show first.
     pub(super) fn print_summary(&self, target: &LedgerTarget) {
         println!("{} (ledger {})", self.summary(), target.describe());
+        if let Some(n) = self.in_ledger.get(&RowState::Withdrawn) {
+            println!("  withdrawn {n}: never enqueued or backfilled — these notices must not go out");
+        }
         for (origin, error) in &self.invalid {
             println!("  {origin}: {error}");
         }

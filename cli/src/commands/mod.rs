@@ -14,6 +14,7 @@ pub(crate) mod replay;
 pub(crate) mod send;
 pub(crate) mod show;
 pub(crate) mod windows;
+pub(crate) mod withdraw;
 
 mod census;
 mod scheduler;

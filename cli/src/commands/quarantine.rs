@@ -98,7 +98,8 @@ fn parse_age(value: &str) -> Result<Duration, String> {
     }
 }
 
-fn operator(by: Option<String>) -> String {
+/// Who is acting, as recorded on the rows an operator writes: `--by`, else $USER / $LOGNAME.
+pub(super) fn operator(by: Option<String>) -> String {
     by.or_else(|| std::env::var("USER").ok())
         .or_else(|| std::env::var("LOGNAME").ok())
         .unwrap_or_else(|| "unknown-operator".into())

@@ -198,6 +198,14 @@ fn detail(item: &InputItem, outcome: &Outcome) -> String {
         Outcome::Invalid(e) => e.to_string(),
         Outcome::RenderFailed(e) | Outcome::LedgerUnavailable(e) => e.clone(),
         Outcome::NoTimeLeft => "no time left".into(),
+        Outcome::Withdrawn { already: false } => {
+            "tombstone written: no copy of this notice will be sent".into()
+        }
+        Outcome::Withdrawn { already: true } => "already withdrawn".into(),
+        Outcome::WithdrawTooLate { state, at } => {
+            format!("too late: the notice is {state} since {} — it went out or may have", at.to_rfc3339())
+        }
+        Outcome::WithdrawNotNeeded { state } => format!("nothing to withdraw: {state}, never sent"),
     };
     match item.attributes.get("replay_batch") {
         Some(batch) => format!("{text} [replay_batch {batch}]"),

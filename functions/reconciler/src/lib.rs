@@ -27,6 +27,10 @@ pub struct Tally {
     pub learned: u64,
     pub updated: u64,
     pub duplicates: u64,
+    /// `Send` events for withdrawn keys: the notice went out after all.
+    pub sent_after_withdraw: u64,
+    /// Other events for withdrawn keys: the row stays withdrawn.
+    pub kept_withdrawn: u64,
     pub untagged: u64,
     pub validation: u64,
     pub malformed: u64,
@@ -146,6 +150,14 @@ async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
                 EvidenceEffect::Updated => {
                     info!(status = evidence.status.as_str(), "delivery status recorded")
                 }
+                EvidenceEffect::SentAfterWithdraw => error!(
+                    message_id = %evidence.message_id,
+                    "a withdrawn notice went out after all: recorded as sent (SentAfterWithdraw)"
+                ),
+                EvidenceEffect::KeptWithdrawn => warn!(
+                    status = evidence.status.as_str(),
+                    "event for a withdrawn notice without its Send: the row stays withdrawn until a Send proves it went out"
+                ),
             }
             Handled::Effect(effect)
         }
@@ -162,6 +174,8 @@ fn count(tally: &mut Tally, handled: &Handled) {
         Handled::Effect(EvidenceEffect::Learned) => tally.learned += 1,
         Handled::Effect(EvidenceEffect::Updated) => tally.updated += 1,
         Handled::Effect(EvidenceEffect::DuplicateSend { .. }) => tally.duplicates += 1,
+        Handled::Effect(EvidenceEffect::SentAfterWithdraw) => tally.sent_after_withdraw += 1,
+        Handled::Effect(EvidenceEffect::KeptWithdrawn) => tally.kept_withdrawn += 1,
         Handled::Untagged => tally.untagged += 1,
         Handled::Validation => tally.validation += 1,
         Handled::Malformed(e) => {
@@ -178,6 +192,8 @@ fn publish(t: &Tally) {
         ("SendsLearnedFromEvents", t.learned),
         ("DeliveryStatusUpdates", t.updated),
         ("DuplicateSendsDetected", t.duplicates),
+        ("SentAfterWithdraw", t.sent_after_withdraw),
+        ("EventsForWithdrawnNotices", t.kept_withdrawn),
         ("UntaggedEvents", t.untagged),
         ("MalformedEvents", t.malformed),
         ("LedgerErrors", t.ledger_errors),

@@ -264,6 +264,9 @@ async fn process_record(
         };
         let action = app.queue_policy.action(&delivery.outcome, &receive);
         info!(outcome = delivery.outcome.label(), queue = action.label(), "processed");
+        if let (Outcome::Withdrawn { .. }, Some(key)) = (&delivery.outcome, &delivery.key) {
+            unpark(app, key).await;
+        }
         match action {
             QueueAction::Delete => None,
             QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
@@ -352,6 +355,19 @@ async fn park(
         change_visibility(app, record, wait).await;
     }
     Some(message_id)
+}
+
+/// A withdrawn notice's parked job, if there is one, is deleted: it would only come back to be
+/// suppressed by the tombstone — which is also why a failure here is a warning, never a retry.
+async fn unpark(app: &SenderApp, key: &notice_ledger::NoticeKey) {
+    let Some(parker) = &app.parker else { return };
+    match parker.unpark(key).await {
+        Ok(true) => info!("withdrawn notice's parked job deleted"),
+        Ok(false) => {}
+        Err(e) => {
+            warn!(error = %e, "could not delete the withdrawn notice's parked job: it will be suppressed when it fires")
+        }
+    }
 }
 
 /// A refused park: counted by reason and logged as an error naming the quota to raise.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use notice_ledger::ledger::{
-    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowReader, RowState,
+    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowReader, RowState, WithdrawRequest,
 };
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::{LedgerError, NoticeKey};
@@ -163,6 +163,11 @@ impl ClaimLedger for ScriptedLedger {
             Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
             Some(other) => unexpected(&self.script, format!("record missed answered {other:?}")).await,
         }
+    }
+
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        // The world enqueues no withdraw messages: a call here is a finding, not a path.
+        unexpected(&self.script, format!("withdraw of {} (the world sends none)", req.key.prefix())).await
     }
 }
 

@@ -14,7 +14,7 @@ use crate::error::LedgerError;
 use crate::identity::NoticeKey;
 use crate::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, EvidenceEffect, EvidenceLedger, Ledger, LedgerRow,
-    OperatorLedger, ProviderEvidence, QuarantineView, RowReader,
+    OperatorLedger, ProviderEvidence, QuarantineView, RowReader, WithdrawRequest,
 };
 use crate::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 
@@ -248,6 +248,10 @@ impl<L: Ledger> ClaimLedger for FaultyLedger<L> {
     ) -> Result<Option<LedgerRow>, LedgerError> {
         self.enter(true)?;
         self.inner.record_missed(req, reason).await
+    }
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        self.enter(true)?;
+        self.inner.withdraw(req).await
     }
 }
 

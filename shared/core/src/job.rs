@@ -1,4 +1,5 @@
-//! The reminder job: raw JSON body → validated [`Job`].
+//! Queue messages: raw JSON body → a validated [`Job`] (`"action": "send"`, the default) or a
+//! [`Withdrawal`] (`"action": "withdraw"`: this notice must not go out).
 //!
 //! Parsing goes through `serde_json::Value` rather than a derived struct so every error names the
 //! field at fault and unknown fields are ignored (producers may add fields before workers know them).
@@ -39,18 +40,11 @@ impl Job {
     }
 
     pub fn from_value(value: &Value) -> Result<Self, InvalidJob> {
-        let obj = value.as_object().ok_or_else(|| InvalidJob::new("body", "must be a JSON object"))?;
-        let subscription_id = required_str(obj, "subscription_id")?;
-        let period_start = required_str(obj, "period_start")?;
-        let kind = required_str(obj, "kind")?;
-        let revision = match obj.get("revision") {
-            None | Some(Value::Null) => 0,
-            Some(Value::Number(n)) => {
-                n.as_u64().ok_or_else(|| InvalidJob::new("revision", "must be an integer >= 0"))?
-            }
-            Some(_) => return Err(InvalidJob::new("revision", "must be an integer >= 0")),
-        };
-        let identity = Identity::new(subscription_id, period_start, kind, revision)?;
+        let obj = object(value)?;
+        if action(obj)? != Action::Send {
+            return Err(InvalidJob::new("action", "is `withdraw`: a withdraw message is not a send job"));
+        }
+        let identity = identity(obj)?;
 
         let email = crate::address::parse_recipient(required_str(obj, "email")?)
             .map_err(|e| InvalidJob::new("email", e.to_string()))?;
@@ -116,6 +110,130 @@ impl Job {
             }
         }
         v
+    }
+}
+
+/// What a message asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Send,
+    Withdraw,
+}
+
+fn object(value: &Value) -> Result<&Map<String, Value>, InvalidJob> {
+    value.as_object().ok_or_else(|| InvalidJob::new("body", "must be a JSON object"))
+}
+
+fn action(obj: &Map<String, Value>) -> Result<Action, InvalidJob> {
+    match obj.get("action") {
+        None | Some(Value::Null) => Ok(Action::Send),
+        Some(Value::String(s)) if s == "send" => Ok(Action::Send),
+        Some(Value::String(s)) if s == "withdraw" => Ok(Action::Withdraw),
+        Some(_) => Err(InvalidJob::new("action", "must be `send` or `withdraw`")),
+    }
+}
+
+/// The business identity every message carries: the fields the notice key is derived from.
+fn identity(obj: &Map<String, Value>) -> Result<Identity, InvalidJob> {
+    let subscription_id = required_str(obj, "subscription_id")?;
+    let period_start = required_str(obj, "period_start")?;
+    let kind = required_str(obj, "kind")?;
+    let revision = match obj.get("revision") {
+        None | Some(Value::Null) => 0,
+        Some(Value::Number(n)) => {
+            n.as_u64().ok_or_else(|| InvalidJob::new("revision", "must be an integer >= 0"))?
+        }
+        Some(_) => return Err(InvalidJob::new("revision", "must be an integer >= 0")),
+    };
+    Identity::new(subscription_id, period_start, kind, revision)
+}
+
+/// Longest accepted withdraw `reason`, in characters (what a row stores of free text).
+pub const MAX_WITHDRAW_REASON_CHARS: usize = crate::ledger::MAX_REASON_CHARS;
+
+/// A withdraw: the notice with this identity must not go out — whatever copies of its job are
+/// still queued, parked or replayed later. It needs no e-mail or charge date (a withdraw that
+/// carries them is fine: they are ignored).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Withdrawal {
+    pub identity: Identity,
+    /// Why, for the audit trail (one line, at most [`MAX_WITHDRAW_REASON_CHARS`] characters).
+    pub reason: Option<String>,
+}
+
+impl Withdrawal {
+    pub fn from_value(value: &Value) -> Result<Self, InvalidJob> {
+        let obj = object(value)?;
+        let identity = identity(obj)?;
+        let reason = match obj.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => {
+                if s.chars().count() > MAX_WITHDRAW_REASON_CHARS {
+                    return Err(InvalidJob::new(
+                        "reason",
+                        format!("must be at most {MAX_WITHDRAW_REASON_CHARS} characters"),
+                    ));
+                }
+                if s.chars().any(char::is_control) {
+                    return Err(InvalidJob::new(
+                        "reason",
+                        "must be a single line without control characters",
+                    ));
+                }
+                Some(s.clone())
+            }
+            Some(_) => return Err(InvalidJob::new("reason", "must be a string")),
+        };
+        Ok(Self { identity, reason })
+    }
+
+    pub fn key(&self, secret: &NoticeSecret) -> NoticeKey {
+        self.identity.derive_key(secret)
+    }
+
+    /// The withdraw as a queue message body.
+    pub fn to_value(&self) -> Value {
+        let mut v = serde_json::json!({
+            "action": "withdraw",
+            "subscription_id": self.identity.subscription_id(),
+            "period_start": self.identity.period_start().format("%Y-%m-%d").to_string(),
+            "kind": self.identity.kind().as_str(),
+            "revision": self.identity.revision(),
+        });
+        if let (Some(obj), Some(reason)) = (v.as_object_mut(), &self.reason) {
+            obj.insert("reason".into(), Value::String(reason.clone()));
+        }
+        v
+    }
+}
+
+/// One queue message: a job to send, or a withdraw of one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    Send(Job),
+    Withdraw(Withdrawal),
+}
+
+impl Message {
+    /// Parses and validates one message body; `action` picks the kind (default `send`).
+    pub fn parse(body: &str) -> Result<Self, InvalidJob> {
+        let value: Value = serde_json::from_str(body)
+            .map_err(|e| InvalidJob::new("body", format!("is not valid JSON: {e}")))?;
+        Self::from_value(&value)
+    }
+
+    pub fn from_value(value: &Value) -> Result<Self, InvalidJob> {
+        match action(object(value)?)? {
+            Action::Send => Job::from_value(value).map(Message::Send),
+            Action::Withdraw => Withdrawal::from_value(value).map(Message::Withdraw),
+        }
+    }
+
+    pub fn identity(&self) -> &Identity {
+        match self {
+            Message::Send(job) => &job.identity,
+            Message::Withdraw(w) => &w.identity,
+        }
     }
 }
 
@@ -216,6 +334,59 @@ mod tests {
             assert_eq!(err.field, field, "{body}");
             assert!(err.to_string().contains(field));
         }
+    }
+
+    #[test]
+    fn a_withdraw_needs_only_the_identity_and_names_what_is_wrong() {
+        let w = r#"{"action":"withdraw","subscription_id":"sub_8812","period_start":"2026-10-01",
+            "kind":"renewal_notice_t72","revision":1,"reason":"cancelled"}"#;
+        let Message::Withdraw(parsed) = Message::parse(w).unwrap() else { panic!("a withdraw") };
+        assert_eq!(parsed.identity.revision(), 1);
+        assert_eq!(parsed.reason.as_deref(), Some("cancelled"));
+        assert_eq!(Withdrawal::from_value(&parsed.to_value()).unwrap(), parsed);
+        // The same identity as the job it withdraws: the same key.
+        let job = Job::parse(&with("revision", serde_json::json!(1))).unwrap();
+        let secret = NoticeSecret::new(b"k".to_vec()).unwrap();
+        assert_eq!(parsed.key(&secret), job.key(&secret));
+        // A withdraw carrying a job's fields is still a withdraw.
+        let Message::Withdraw(_) = Message::parse(&with("action", serde_json::json!("withdraw"))).unwrap()
+        else {
+            panic!("email and charge_at are ignored on a withdraw")
+        };
+        assert!(matches!(Message::parse(GOOD).unwrap(), Message::Send(_)));
+        assert!(matches!(
+            Message::parse(&with("action", serde_json::json!("send"))).unwrap(),
+            Message::Send(_)
+        ));
+
+        let withdraw = |f: &str, v: Value| {
+            let mut body: Value = serde_json::from_str(w).unwrap();
+            body[f] = v;
+            body.to_string()
+        };
+        let cases = [
+            (withdraw("action", serde_json::json!("cancel")), "action"),
+            (withdraw("action", serde_json::json!(1)), "action"),
+            (with("action", serde_json::json!("withdrawn")), "action"),
+            (withdraw("subscription_id", Value::Null), "subscription_id"),
+            (withdraw("period_start", serde_json::json!("October")), "period_start"),
+            (withdraw("kind", serde_json::json!("")), "kind"),
+            (withdraw("revision", serde_json::json!(-1)), "revision"),
+            (withdraw("reason", serde_json::json!("two\nlines")), "reason"),
+            (withdraw("reason", serde_json::json!("x".repeat(MAX_WITHDRAW_REASON_CHARS + 1))), "reason"),
+            (withdraw("reason", serde_json::json!(5)), "reason"),
+        ];
+        for (body, field) in cases {
+            let err = Message::parse(&body).unwrap_err();
+            assert_eq!(err.field, field, "{body}");
+        }
+        let err = Job::parse(w).unwrap_err();
+        assert_eq!(err.field, "action", "a withdraw is never read as a job");
+        assert!(Message::parse(&withdraw(
+            "reason",
+            serde_json::json!("x".repeat(MAX_WITHDRAW_REASON_CHARS))
+        ))
+        .is_ok());
     }
 
     #[test]

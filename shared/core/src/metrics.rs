@@ -62,6 +62,8 @@ counters! {
     ledger_errors => "LedgerErrors",
     shadow_would_suppress => "ShadowWouldSuppress",
     configuration_errors => "ProviderConfigurationErrors",
+    withdrawn => "NoticesWithdrawn",
+    withdraw_too_late => "WithdrawTooLate",
 }
 
 impl Metrics {

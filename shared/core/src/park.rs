@@ -81,6 +81,11 @@ impl ParkError {
 #[async_trait]
 pub trait Parker: Send + Sync {
     async fn park(&self, req: &ParkRequest<'_>) -> Result<Parked, ParkError>;
+
+    /// Deletes the parking named by `key`, if any (the notice was withdrawn: its job need not come
+    /// back). `Ok(false)`: there was none. Only tidiness — a parked job that still fires is
+    /// suppressed by the ledger's tombstone.
+    async fn unpark(&self, key: &NoticeKey) -> Result<bool, ParkError>;
 }
 
 /// Whether an existing parking holds this job or a different one under the same key — a producer

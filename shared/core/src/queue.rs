@@ -121,7 +121,10 @@ impl QueuePolicy {
             | Outcome::Missed { .. }
             | Outcome::Quarantined { .. }
             | Outcome::Rejected { .. }
-            | Outcome::ShadowSent { .. } => QueueAction::Delete,
+            | Outcome::ShadowSent { .. }
+            | Outcome::Withdrawn { .. }
+            | Outcome::WithdrawTooLate { .. }
+            | Outcome::WithdrawNotNeeded { .. } => QueueAction::Delete,
             Outcome::Deferred { until, closes_at } => {
                 self.wait(until_now(*until, receive.now), *until, Some(*closes_at), receive)
             }

@@ -1,7 +1,8 @@
-//! The ledger's conditional writes (`PutItem`, `UpdateItem`) without the SDK's per-call
-//! machinery: the JSON body DynamoDB's protocol (`awsJson1_0`) defines, signed and sent by
-//! [`notice_awshttp`]. They are the sender's claim, commit and token takes (the rate buckets'
-//! conditional `UpdateItem`s), run for every notice; reads and queries stay on the SDK client.
+//! The ledger's hot calls without the SDK's per-call machinery: the JSON body DynamoDB's protocol
+//! (`awsJson1_0`) defines, signed and sent by [`notice_awshttp`]. They are the sender's calls on
+//! every batch and every notice — the batch's dedupe read (`BatchGetItem`), the claim and commit
+//! (`PutItem`, `UpdateItem`) and the token takes (the rate buckets' conditional `UpdateItem`s);
+//! single reads, queries and operator commands stay on the SDK client.
 //!
 //! Retries follow the SDK's standard policy, simplified: up to `max_attempts` attempts (the SDK
 //! configuration's, 3 by default) for throttling codes, HTTP 5xx and answers that never came
@@ -30,6 +31,7 @@ use crate::item::Item;
 const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 const PUT_ITEM: &str = "DynamoDB_20120810.PutItem";
 const UPDATE_ITEM: &str = "DynamoDB_20120810.UpdateItem";
+const BATCH_GET_ITEM: &str = "DynamoDB_20120810.BatchGetItem";
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
 /// Bounds one attempt, connect to last byte. The SDK client has no operation timeout for
 /// DynamoDB, only stalled-stream protection (a response with no progress for 5 s fails); a hard
@@ -191,6 +193,22 @@ impl HotWrites {
             .map_err(|e| HotFailure::Other(format!("unreadable UpdateItem attributes: {e}")))
     }
 
+    /// One strongly consistent `BatchGetItem` round over `keys` (at most 100, distinct) of `table`:
+    /// the items found, and the keys DynamoDB left unprocessed (the caller asks again for those).
+    /// A read is idempotent, so the retry policy applies as to the writes.
+    pub(crate) async fn batch_get_item(
+        &self,
+        table: &str,
+        keys: &[Item],
+    ) -> Result<(Vec<Item>, Vec<Item>), HotFailure> {
+        let body = BatchGetItem {
+            request_items: HashMap::from([(table, KeysJson { keys, consistent_read: true })]),
+        };
+        let answer = self.call(BATCH_GET_ITEM, &body).await?;
+        batch_get_answer(&answer, table)
+            .map_err(|e| HotFailure::Other(format!("unreadable BatchGetItem answer: {e}")))
+    }
+
     /// One operation with the retry policy; the answer's body when it applied.
     async fn call(&self, operation: &'static str, body: &impl Serialize) -> Result<bytes::Bytes, HotFailure> {
         let body = serde_json::to_vec(body).map_err(|e| HotFailure::Other(format!("request body: {e}")))?;
@@ -323,6 +341,40 @@ impl<'a> UpdateItem<'a> {
             return_values_on_condition_check_failure: "ALL_OLD",
         }
     }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct BatchGetItem<'a> {
+    request_items: HashMap<&'a str, KeysJson<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct KeysJson<'a> {
+    #[serde(serialize_with = "items_json")]
+    keys: &'a [Item],
+    consistent_read: bool,
+}
+
+fn items_json<S: Serializer>(items: &&[Item], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(items.iter().map(ItemJson))
+}
+
+/// A `BatchGetItem` answer for `table`: (items found, keys left unprocessed).
+fn batch_get_answer(answer: &[u8], table: &str) -> Result<(Vec<Item>, Vec<Item>), String> {
+    let parsed: Value = serde_json::from_slice(answer).map_err(|e| e.to_string())?;
+    let list = |v: Option<&Value>| -> Result<Vec<Item>, String> {
+        match v {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items.iter().map(item_from_json).collect(),
+            Some(_) => Err("a list of items is not a list".into()),
+        }
+    };
+    let found = list(parsed.get("Responses").and_then(|r| r.get(table)))?;
+    let unprocessed =
+        list(parsed.get("UnprocessedKeys").and_then(|u| u.get(table)).and_then(|t| t.get("Keys")))?;
+    Ok((found, unprocessed))
 }
 
 /// An item as DynamoDB's JSON: `{"name": {"S": "…"}, …}`.

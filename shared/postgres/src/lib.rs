@@ -34,7 +34,7 @@ use tracing::debug;
 use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, ClaimToken, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin,
-    ProviderEvidence, QuarantineView, RowReader, RowState,
+    ProviderEvidence, QuarantineView, RowReader, RowState, WithdrawRequest,
 };
 use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
@@ -230,9 +230,6 @@ impl PostgresLedger {
         let at = to_micros(req.at);
         let claimed_at = (state == RowState::Claimed).then_some(at);
         let revision = req.revision.to_string();
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(|e| self.pg("claim", e))?;
-        let stmt = tx.prepare_cached(CLAIM).await.map_err(|e| self.pg("claim", e))?;
         let charge_at = req.charge_at.map(to_micros);
         let params: [&(dyn ToSql + Sync); 13] = [
             &req.key.as_str(),
@@ -249,15 +246,29 @@ impl PostgresLedger {
             &charge_at,
             &req.jurisdiction,
         ];
-        let written = tx.query_opt(&stmt, &params).await.map_err(|e| self.pg("claim", e))?;
+        self.insert_or_held(&req.key, CLAIM, &params).await
+    }
+
+    /// Runs a conditional insert (`… ON CONFLICT … WHERE … RETURNING`) and — when it wrote nothing —
+    /// reads the row that refused it, in one committed transaction. `Ok(None)` means written.
+    async fn insert_or_held(
+        &self,
+        key: &NoticeKey,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.pg("claim", e))?;
+        let stmt = tx.prepare_cached(statement).await.map_err(|e| self.pg("claim", e))?;
+        let written = tx.query_opt(&stmt, params).await.map_err(|e| self.pg("claim", e))?;
         let existing = if written.is_some() {
             None
         } else {
             // Our statement locked the conflicting row, so this reads the version that refused us.
-            let row = self.select_row(&tx, &req.key, false).await?.ok_or_else(|| {
+            let row = self.select_row(&tx, key, false).await?.ok_or_else(|| {
                 LedgerError::Corrupt(format!(
                     "{}: conflicting row vanished inside a transaction",
-                    req.key.prefix()
+                    key.prefix()
                 ))
             })?;
             Some(row)
@@ -395,6 +406,7 @@ impl PostgresLedger {
                             &row.delivery_status.map(|d| d.as_str()),
                             &row.updated_at,
                             &row.duplicate_message_ids,
+                            &row.detail,
                         ],
                     )
                     .await
@@ -499,6 +511,21 @@ impl ClaimLedger for PostgresLedger {
         reason: &str,
     ) -> Result<Option<LedgerRow>, LedgerError> {
         self.write_claimable(req, RowState::Missed, Some(reason)).await
+    }
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        let revision = req.revision.to_string();
+        let at = to_micros(req.at);
+        let params: [&(dyn ToSql + Sync); 8] = [
+            &req.key.as_str(),
+            &req.origin.as_str(),
+            &req.subscription_id,
+            &req.period_start,
+            &req.kind,
+            &revision,
+            &at,
+            &req.detail,
+        ];
+        self.insert_or_held(&req.key, WITHDRAW, &params).await
     }
 }
 

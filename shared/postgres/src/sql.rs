@@ -8,7 +8,7 @@
 pub const MIGRATION: &str = r"
 CREATE TABLE IF NOT EXISTS notices (
     notice_key      text PRIMARY KEY CHECK (notice_key ~ '^[0-9a-f]{64}$'),
-    state           text NOT NULL CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released')),
+    state           text NOT NULL CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released', 'withdrawn')),
     origin          text NOT NULL CHECK (origin IN ('worker', 'backfill', 'provider_events', 'operator')),
     claim_token     text,
     subscription_id text NOT NULL,
@@ -26,6 +26,18 @@ CREATE TABLE IF NOT EXISTS notices (
 );
 -- The quarantine view reads only open claims, oldest first (like the DynamoDB sparse GSI).
 CREATE INDEX IF NOT EXISTS notices_open_claims ON notices (claimed_at, notice_key) WHERE state = 'claimed';
+-- Tables made before withdraw existed: let the state check admit `withdrawn` (once; the check is
+-- only rebuilt, and the table re-validated, while it lacks it).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                   WHERE conrelid = 'notices'::regclass AND conname = 'notices_state_check'
+                     AND pg_get_constraintdef(oid) LIKE '%withdrawn%') THEN
+        ALTER TABLE notices DROP CONSTRAINT IF EXISTS notices_state_check;
+        ALTER TABLE notices ADD CONSTRAINT notices_state_check
+            CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released', 'withdrawn'));
+    END IF;
+END $$;
 -- Per-recipient-domain send rate shared by every sender (GCRA: theoretical arrival time of the
 -- next send, microseconds since the epoch); one conditional write per admitted send.
 CREATE TABLE IF NOT EXISTS rate_buckets (
@@ -77,6 +89,19 @@ ON CONFLICT (notice_key) DO UPDATE SET
 WHERE notices.state = 'released'
 RETURNING claim_token";
 
+/// Writes a withdraw's tombstone where a claim could be written (no row, or a `released` one): no
+/// claim token, no content digest. Returns the key only when it wrote.
+pub(crate) const WITHDRAW: &str = "
+INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
+                     revision, content_digest, claimed_at, updated_at, message_id, detail)
+VALUES ($1, 'withdrawn', $2, NULL, $3, $4, $5, $6::text::numeric, NULL, NULL, $7, NULL, $8)
+ON CONFLICT (notice_key) DO UPDATE SET
+    state = excluded.state, origin = excluded.origin, claim_token = NULL, content_digest = NULL,
+    claimed_at = NULL, updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
+    charge_at = NULL, jurisdiction = NULL
+WHERE notices.state = 'released'
+RETURNING notice_key";
+
 /// Inserts a whole row unless the key exists (backfill, learned rows).
 pub(crate) const INSERT_ROW: &str = "
 INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
@@ -88,7 +113,7 @@ ON CONFLICT (notice_key) DO NOTHING";
 /// Rewrites the fields provider evidence may change (inside the transaction that locked the row).
 pub(crate) const UPDATE_EVIDENCE: &str = "
 UPDATE notices SET state = $2, message_id = $3, delivery_status = $4, updated_at = $5,
-                   duplicate_message_ids = $6
+                   duplicate_message_ids = $6, detail = $7
 WHERE notice_key = $1";
 
 /// A worker transition out of its own claim.

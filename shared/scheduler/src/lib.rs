@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use notice_ledger::park::{ParkError, ParkRefusal, ParkRequest, Parked, Parker};
+use notice_ledger::NoticeKey;
 
 /// Longest Scheduler keeps retrying a delivery (its maximum): a window is at least a day wide.
 pub const MAX_EVENT_AGE_SECS: i32 = 86_400;
@@ -202,6 +203,10 @@ impl Parker for SchedulerParker {
                 Err(ParkError { reason, detail: describe("CreateSchedule", e) })
             }
         }
+    }
+
+    async fn unpark(&self, key: &NoticeKey) -> Result<bool, ParkError> {
+        self.cancel(key.as_str()).await
     }
 }
 

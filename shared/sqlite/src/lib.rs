@@ -16,7 +16,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, ClaimToken, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin,
-    ProviderEvidence, QuarantineView, RowReader, RowState,
+    ProviderEvidence, QuarantineView, RowReader, RowState, WithdrawRequest,
 };
 use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
@@ -319,6 +319,37 @@ fn insert_or_take_released(
     Ok(written.is_some())
 }
 
+/// Writes a withdraw's tombstone where a claim could be written (no row, or a `released` one):
+/// no claim token, no content digest. Returns whether it wrote.
+fn insert_tombstone(conn: &Connection, req: &WithdrawRequest) -> Result<bool, LedgerError> {
+    let written: Option<String> = conn
+        .query_row(
+            "INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
+                                  revision, content_digest, claimed_at_ms, updated_at_ms, message_id, detail)
+             VALUES (?1, 'withdrawn', ?2, NULL, ?3, ?4, ?5, ?6, NULL, NULL, ?7, NULL, ?8)
+             ON CONFLICT (notice_key) DO UPDATE SET
+                 state = excluded.state, origin = excluded.origin, claim_token = NULL,
+                 content_digest = NULL, claimed_at_ms = NULL, updated_at_ms = excluded.updated_at_ms,
+                 message_id = NULL, detail = excluded.detail, charge_at_ms = NULL, jurisdiction = NULL
+             WHERE notices.state = 'released'
+             RETURNING notice_key",
+            params![
+                req.key.as_str(),
+                req.origin.as_str(),
+                req.subscription_id,
+                req.period_start,
+                req.kind,
+                i64::try_from(req.revision).map_err(|_| LedgerError::Corrupt("revision too large".into()))?,
+                req.at.timestamp_millis(),
+                req.detail,
+            ],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql)?;
+    Ok(written.is_some())
+}
+
 #[async_trait]
 impl RowReader for SqliteLedger {
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
@@ -427,6 +458,17 @@ impl ClaimLedger for SqliteLedger {
             } else {
                 select_row(&tx, req.key.as_str())?
             };
+            tx.commit().map_err(sql)?;
+            Ok(existing)
+        })
+        .await
+    }
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        let req = req.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            let existing =
+                if insert_tombstone(&tx, &req)? { None } else { select_row(&tx, req.key.as_str())? };
             tx.commit().map_err(sql)?;
             Ok(existing)
         })

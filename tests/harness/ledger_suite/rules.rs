@@ -6,7 +6,7 @@ use std::sync::Arc;
 use notice_ledger::ledger::rules::{permits, Verdict, Write};
 use notice_ledger::ledger::{Claim, ClaimOutcome, ClaimToken, Ledger, LedgerRow, Origin, RowState};
 
-use super::{fresh_key, request, t};
+use super::{fresh_key, request, t, withdraw_request};
 
 /// The starting rows: none, an open claim (ours or another worker's), released, and each decided state.
 fn starts(mine: &ClaimToken, theirs: &ClaimToken) -> Vec<(&'static str, Option<(RowState, ClaimToken)>)> {
@@ -18,6 +18,7 @@ fn starts(mine: &ClaimToken, theirs: &ClaimToken) -> Vec<(&'static str, Option<(
         ("sent", Some((RowState::Sent, theirs.clone()))),
         ("rejected", Some((RowState::Rejected, theirs.clone()))),
         ("missed", Some((RowState::Missed, theirs.clone()))),
+        ("withdrawn", Some((RowState::Withdrawn, theirs.clone()))),
     ]
 }
 
@@ -51,13 +52,13 @@ async fn seed(
     row
 }
 
-/// Claim, commit, operator release and backfill each do exactly what the rules permit, from
-/// every starting row.
+/// Claim, commit, operator release, backfill and withdraw each do exactly what the rules permit,
+/// from every starting row.
 pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
     let l = &*ledger;
     let (mine, theirs) = (ClaimToken::random(), ClaimToken::random());
     for (name, start) in starts(&mine, &theirs) {
-        for write in ["claim", "commit", "operator", "backfill"] {
+        for write in ["claim", "commit", "operator", "backfill", "withdraw"] {
             let key = fresh_key();
             let existing = match &start {
                 Some((state, token)) => Some(seed(l, &key, *state, token.clone()).await),
@@ -67,6 +68,7 @@ pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
                 "claim" => Write::Claim { token: &mine },
                 "commit" => Write::Commit { token: &mine },
                 "operator" => Write::Operator,
+                "withdraw" => Write::Withdraw,
                 _ => Write::Backfill,
             };
             let expected = permits(existing.as_ref(), rule);
@@ -85,6 +87,17 @@ pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
                         Verdict::Apply
                     } else {
                         Verdict::Refuse
+                    }
+                }
+                "withdraw" => {
+                    let req = withdraw_request(&key, t(0));
+                    match l.withdraw(&req).await.unwrap_or_else(|e| panic!("{name}/withdraw: {e}")) {
+                        None => Verdict::Apply,
+                        Some(held) if held.state == RowState::Withdrawn => Verdict::AlreadyOwn,
+                        Some(held) => {
+                            assert_eq!(Some(&held), existing.as_ref(), "{name}/withdraw returns the row");
+                            Verdict::Refuse
+                        }
                     }
                 }
                 "operator" => {
@@ -124,7 +137,11 @@ pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
                 }
             };
             // A claim the rules call "already ours" is reported as minted.
-            let expected = if expected == Verdict::AlreadyOwn { Verdict::Apply } else { expected };
+            let expected = if expected == Verdict::AlreadyOwn && write != "withdraw" {
+                Verdict::Apply
+            } else {
+                expected
+            };
             assert_eq!(did, expected, "{write} on {name}");
         }
     }

@@ -74,7 +74,7 @@ impl Model {
             }
             let row = s.rows[usize::from(info.key)];
             let fine = match row.map(|r| r.state) {
-                Some(RowState::Sent | RowState::Rejected | RowState::Missed) => true,
+                Some(RowState::Sent | RowState::Rejected | RowState::Missed | RowState::Withdrawn) => true,
                 Some(RowState::Claimed) => row.map_or(Ok(false), |r| self.on_quarantine_view(info.key, r))?,
                 None => s.retired & bit(info.key) != 0,
                 Some(RowState::Released) => false,
@@ -99,7 +99,9 @@ pub(super) fn backwards(before: &State, after: &State, ttl: bool, model: &Model)
             None => ttl && b.state != RowState::Claimed,
             Some(a) => match b.state {
                 RowState::Sent => a.state == RowState::Sent && a.message == b.message,
-                RowState::Rejected | RowState::Missed => a.state == b.state || a.state == RowState::Sent,
+                RowState::Rejected | RowState::Missed | RowState::Withdrawn => {
+                    a.state == b.state || a.state == RowState::Sent
+                }
                 RowState::Claimed => a.state != RowState::Claimed || a.token == b.token,
                 RowState::Released => true,
             },

@@ -270,6 +270,8 @@ impl Model {
                 EvidenceEffect::Resolved => ("resolved", None),
                 EvidenceEffect::Learned => ("learned", None),
                 EvidenceEffect::Updated => ("updated", None),
+                EvidenceEffect::SentAfterWithdraw => ("SentAfterWithdraw", None),
+                EvidenceEffect::KeptWithdrawn => ("kept withdrawn", None),
                 EvidenceEffect::DuplicateSend { second, .. } => {
                     ("DuplicateSendsDetected", Some(parse_message_id(second)?))
                 }

@@ -8,7 +8,7 @@ use tracing::warn;
 
 use super::{Mode, NoticeSender};
 use crate::identity::NoticeKey;
-use crate::job::Job;
+use crate::job::{Job, Message};
 use crate::ledger::rules::{permits, Verdict, Write};
 use crate::ledger::LedgerRow;
 use crate::policy::WindowDecision;
@@ -71,7 +71,10 @@ impl NoticeSender {
         let gate = self.rate_gate.as_ref()?;
         let mut jobs: Vec<(NoticeKey, Job)> = bodies
             .iter()
-            .filter_map(|body| Job::parse(body).ok())
+            .filter_map(|body| match Message::parse(body) {
+                Ok(Message::Send(job)) => Some(job),
+                _ => None, // withdraws take no token; invalid bodies are reported per record
+            })
             .filter(|job| matches!(self.policy.decide(job, now), WindowDecision::Send { .. }))
             .map(|job| (job.key(&self.secret), job))
             .collect();

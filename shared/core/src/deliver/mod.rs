@@ -26,6 +26,13 @@
 //! could leave a released row and no message to send it. Likewise a release that failed is
 //! retried, not acked: it may have landed.
 //!
+//! A withdraw message (`"action": "withdraw"`) takes the other door of the same key: one
+//! conditional write of a `withdrawn` tombstone where a claim could be written (no row, or a
+//! released one). Claim and tombstone exclude each other, so for every key either the notice was
+//! claimed first (and the withdraw is answered `withdraw_too_late`) or the tombstone was, and no
+//! copy of the job is ever sent. A withdraw that meets a claim still in flight waits for it, like
+//! a duplicate delivery: its sender may yet release it.
+//!
 //! Files: this one holds the algorithm and [`NoticeSender`]; `outcome.rs` how a job can end (and
 //! the send budget); `batch.rs` the reads and tokens a whole SQS batch shares.
 
@@ -42,9 +49,11 @@ use chrono::{DateTime, Utc};
 use tracing::{error, info, warn};
 
 use crate::identity::{NoticeKey, NoticeSecret};
-use crate::job::Job;
-use crate::ledger::rules::{permits, Verdict, Write};
-use crate::ledger::{Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowState};
+use crate::job::{Job, Message, Withdrawal};
+use crate::ledger::rules::{permits, withdraw_answer, Verdict, WithdrawAnswer, Write};
+use crate::ledger::{
+    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowState, WithdrawRequest,
+};
 use crate::mailer::{Mailer, NotAccepted, SendResult};
 use crate::metrics::Metrics;
 use crate::policy::{WindowDecision, WindowPolicy};
@@ -155,10 +164,15 @@ impl NoticeSender {
         metrics: &Metrics,
         prefetched: Option<&Prefetched>,
     ) -> Delivery {
-        match Job::parse(body) {
-            Ok(job) => {
+        match Message::parse(body) {
+            Ok(Message::Send(job)) => {
                 let key = job.key(&self.secret);
                 let outcome = self.run(&job, &key, now, deadline, metrics, prefetched).await;
+                Delivery { key: Some(key), outcome }
+            }
+            Ok(Message::Withdraw(withdrawal)) => {
+                let key = withdrawal.key(&self.secret);
+                let outcome = self.withdraw_key(&withdrawal, &key, now, metrics).await;
                 Delivery { key: Some(key), outcome }
             }
             Err(invalid) => {
@@ -174,6 +188,61 @@ impl NoticeSender {
         let key = job.key(&self.secret);
         let outcome = self.run(job, &key, now, deadline, &self.metrics, None).await;
         Delivery { key: Some(key), outcome }
+    }
+
+    /// A withdraw off the queue: the tombstone, or why there is none.
+    pub async fn withdraw(&self, withdrawal: &Withdrawal, now: DateTime<Utc>) -> Delivery {
+        let key = withdrawal.key(&self.secret);
+        let outcome = self.withdraw_key(withdrawal, &key, now, &self.metrics).await;
+        Delivery { key: Some(key), outcome }
+    }
+
+    async fn withdraw_key(
+        &self,
+        withdrawal: &Withdrawal,
+        key: &NoticeKey,
+        now: DateTime<Utc>,
+        m: &Metrics,
+    ) -> Outcome {
+        let req = WithdrawRequest::new(withdrawal, key.clone(), Origin::Worker, "producer", now);
+        let held = match self.ledger.withdraw(&req).await {
+            Ok(None) => {
+                Metrics::incr(&m.withdrawn);
+                info!("withdrawn: tombstone written; no copy of this notice will be sent");
+                return Outcome::Withdrawn { already: false };
+            }
+            Ok(Some(row)) => row,
+            Err(e) => {
+                Metrics::incr(&m.ledger_errors);
+                error!(error = %e, "withdraw failed: retried");
+                return Outcome::LedgerUnavailable(e.to_string());
+            }
+        };
+        match withdraw_answer(Some(&held)) {
+            WithdrawAnswer::AlreadyWithdrawn => {
+                info!("already withdrawn");
+                Outcome::Withdrawn { already: true }
+            }
+            WithdrawAnswer::NeverSent => {
+                info!(state = %held.state, "nothing to withdraw: the notice was never sent and never will be");
+                Outcome::WithdrawNotNeeded { state: held.state }
+            }
+            WithdrawAnswer::TooLate => {
+                if let Some(until) = self.in_flight_until(&held, now) {
+                    info!(until = %until, "withdraw meets a claim that may still be in flight: back when its sender is done");
+                    return Outcome::InFlight { until };
+                }
+                Metrics::incr(&m.withdraw_too_late);
+                warn!(state = %held.state, since = %held.updated_at, "withdraw too late: the notice went out or may have");
+                Outcome::WithdrawTooLate { state: held.state, at: held.updated_at }
+            }
+            // The ledger refused a write its own rule permits: a ledger fault, retried.
+            WithdrawAnswer::Withdraw => {
+                Metrics::incr(&m.ledger_errors);
+                error!(state = %held.state, "ledger refused a withdraw its row permits");
+                Outcome::LedgerUnavailable(format!("ledger refused a withdraw over a {} row", held.state))
+            }
+        }
     }
 
     async fn run(

@@ -69,6 +69,14 @@ pub enum Outcome {
     LedgerUnavailable(String),
     /// Too little invocation time left to start a send safely: nothing claimed.
     NoTimeLeft,
+    /// A withdraw: the tombstone is written (`already`: it was there), so no copy of the job —
+    /// queued, parked or replayed — is ever sent.
+    Withdrawn { already: bool },
+    /// A withdraw for a notice that is claimed or sent (since `at`): it went out or may have; the
+    /// producer must decide what follows (`WithdrawTooLate`).
+    WithdrawTooLate { state: RowState, at: DateTime<Utc> },
+    /// A withdraw for a notice that was never sent and never will be (`missed`, `rejected`).
+    WithdrawNotNeeded { state: RowState },
 }
 
 impl Outcome {
@@ -90,6 +98,9 @@ impl Outcome {
             Outcome::RenderFailed(_) => "render_failed",
             Outcome::LedgerUnavailable(_) => "ledger_unavailable",
             Outcome::NoTimeLeft => "no_time_left",
+            Outcome::Withdrawn { .. } => "withdrawn",
+            Outcome::WithdrawTooLate { .. } => "withdraw_too_late",
+            Outcome::WithdrawNotNeeded { .. } => "withdraw_not_needed",
         }
     }
 }

@@ -10,7 +10,7 @@ use super::rules::{permits, Verdict, Write};
 use super::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin, ProviderEvidence,
-    QuarantineView, RowReader, RowState,
+    QuarantineView, RowReader, RowState, WithdrawRequest,
 };
 use crate::error::LedgerError;
 use crate::identity::NoticeKey;
@@ -146,6 +146,16 @@ impl ClaimLedger for MemoryLedger {
             }
         }
         rows.insert(req.key.clone(), req.to_row(RowState::Missed, Some(reason.to_owned())));
+        Ok(None)
+    }
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        let mut rows = self.lock();
+        if let Some(row) = rows.get(&req.key) {
+            if permits(Some(row), Write::Withdraw) != Verdict::Apply {
+                return Ok(Some(row.clone()));
+            }
+        }
+        rows.insert(req.key.clone(), req.to_row());
         Ok(None)
     }
 }

@@ -14,12 +14,12 @@ use rand::RngCore;
 
 use crate::error::LedgerError;
 use crate::identity::NoticeKey;
-use crate::job::Job;
+use crate::job::{Job, Withdrawal};
 
 pub mod memory;
 pub mod rules;
 
-/// Where a row is in its life. Only `Released` (and no row) can be claimed.
+/// Where a row is in its life. Only `Released` (and no row) can be claimed (or withdrawn).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RowState {
     /// Claimed and not yet committed: in flight, or — when old — quarantined.
@@ -32,11 +32,20 @@ pub enum RowState {
     Missed,
     /// Claim given up (provider said "not accepted", or an audited operator release): may be claimed again.
     Released,
+    /// Withdrawn by its producer (or an operator) before anything claimed it: a tombstone every
+    /// later copy of the job is suppressed by; never sent.
+    Withdrawn,
 }
 
 impl RowState {
-    pub const ALL: [RowState; 5] =
-        [RowState::Claimed, RowState::Sent, RowState::Rejected, RowState::Missed, RowState::Released];
+    pub const ALL: [RowState; 6] = [
+        RowState::Claimed,
+        RowState::Sent,
+        RowState::Rejected,
+        RowState::Missed,
+        RowState::Released,
+        RowState::Withdrawn,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -45,6 +54,7 @@ impl RowState {
             RowState::Rejected => "rejected",
             RowState::Missed => "missed",
             RowState::Released => "released",
+            RowState::Withdrawn => "withdrawn",
         }
     }
 }
@@ -214,6 +224,68 @@ impl ClaimRequest {
     }
 }
 
+/// What a withdraw asks to write: a `withdrawn` tombstone for the key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WithdrawRequest {
+    pub key: NoticeKey,
+    pub subscription_id: String,
+    pub period_start: String,
+    pub kind: String,
+    pub revision: u64,
+    /// `worker` for a withdraw message off the queue, `operator` for `noticectl withdraw`.
+    pub origin: Origin,
+    /// Who withdrew it, when and why ([`withdraw_detail`]).
+    pub detail: String,
+    pub at: DateTime<Utc>,
+}
+
+impl WithdrawRequest {
+    pub fn new(
+        withdrawal: &Withdrawal,
+        key: NoticeKey,
+        origin: Origin,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Self {
+        let identity = &withdrawal.identity;
+        Self {
+            key,
+            subscription_id: identity.subscription_id().to_owned(),
+            period_start: identity.period_start().format("%Y-%m-%d").to_string(),
+            kind: identity.kind().as_str().to_owned(),
+            revision: identity.revision(),
+            origin,
+            detail: withdraw_detail(who, withdrawal.reason.as_deref(), at),
+            at,
+        }
+    }
+
+    /// The tombstone: no claim token (nothing can commit it) and no content digest (any content
+    /// of the notice is withdrawn, so a later job is suppressed, never a payload conflict).
+    pub fn to_row(&self) -> LedgerRow {
+        LedgerRow {
+            key: self.key.clone(),
+            state: RowState::Withdrawn,
+            origin: self.origin,
+            claim_token: None,
+            subscription_id: self.subscription_id.clone(),
+            period_start: self.period_start.clone(),
+            kind: self.kind.clone(),
+            revision: self.revision,
+            content_digest: None,
+            claimed_at: None,
+            updated_at: self.at,
+            message_id: None,
+            detail: Some(self.detail.clone()),
+            delivery_status: None,
+            duplicate_message_ids: Vec::new(),
+            // A withdraw names the notice, not its charge: nothing to keep as evidence.
+            charge_at: None,
+            jurisdiction: None,
+        }
+    }
+}
+
 /// A claim this attempt owns. Only a ledger makes one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
@@ -345,6 +417,13 @@ pub enum EvidenceEffect {
     Updated,
     /// A second, different message id for the key: a duplicate really went out.
     DuplicateSend { first: String, second: String },
+    /// A `Send` event for a `withdrawn` key: the notice went out after all (its job was claimed and
+    /// sent before the tombstone, by a path the ledger did not see — a restored table, a second
+    /// sender on another ledger). The row becomes `sent`; `SentAfterWithdraw` counts it.
+    SentAfterWithdraw,
+    /// Any other event for a `withdrawn` key: nothing changes — only a `Send` event proves the
+    /// notice went out, and one follows for every message SES accepted.
+    KeptWithdrawn,
 }
 
 /// Reading rows: every port below needs it, none of them can write through it.
@@ -416,6 +495,11 @@ pub trait ClaimLedger: RowReader {
     /// returned instead.
     async fn record_missed(&self, req: &ClaimRequest, reason: &str)
         -> Result<Option<LedgerRow>, LedgerError>;
+
+    /// Writes the `withdrawn` tombstone ([`WithdrawRequest::to_row`]) in one conditional write,
+    /// under the claim rule: no row, or a `released` one. Any other row is returned instead — a
+    /// `withdrawn` one means already withdrawn; see [`rules::withdraw_answer`].
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError>;
 }
 
 /// The reconciler's port: provider evidence only.
@@ -477,6 +561,16 @@ pub fn release_detail(who: &str, reason: &str, at: DateTime<Utc>) -> String {
     )
 }
 
+/// The audit text a withdraw leaves on its tombstone.
+pub fn withdraw_detail(who: &str, reason: Option<&str>, at: DateTime<Utc>) -> String {
+    let mut detail = format!("withdrawn by {} at {}", bounded_text(who, 64), at.to_rfc3339());
+    if let Some(reason) = reason.filter(|r| !r.trim().is_empty()) {
+        detail.push_str(": ");
+        detail.push_str(&bounded_text(reason, MAX_REASON_CHARS));
+    }
+    detail
+}
+
 /// The audit text an operator resolution leaves on the row.
 pub fn resolve_detail(who: &str, at: DateTime<Utc>) -> String {
     format!("resolved as sent by {} at {}", bounded_text(who, 64), at.to_rfc3339())
@@ -522,6 +616,18 @@ pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
 /// Applies evidence to an existing row in place: the one definition of the evidence rules,
 /// shared by every adapter that can read-modify-write.
 pub fn apply_to_row(row: &mut LedgerRow, ev: &ProviderEvidence) -> EvidenceEffect {
+    if row.state == RowState::Withdrawn {
+        if ev.status != DeliveryStatus::Accepted {
+            return EvidenceEffect::KeptWithdrawn;
+        }
+        row.state = RowState::Sent;
+        row.message_id = Some(ev.message_id.clone());
+        row.delivery_status = Some(ev.status);
+        row.updated_at = row.updated_at.max(ev.at);
+        let was = row.detail.take().unwrap_or_default();
+        row.detail = Some(bounded_text(&format!("sent after it was {was}"), MAX_REASON_CHARS));
+        return EvidenceEffect::SentAfterWithdraw;
+    }
     let effect = match row.message_id.as_deref() {
         Some(first) if first != ev.message_id => {
             let first = first.to_owned();

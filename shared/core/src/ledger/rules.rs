@@ -8,12 +8,14 @@
 //! | write | permitted on |
 //! |---|---|
 //! | claim, record missed | no row, or a `released` row (a `claimed` row with the writer's own token is its own claim) |
+//! | withdraw | no row, or a `released` row (a `withdrawn` row is already withdrawn) |
 //! | commit sent / rejected, release (worker) | a `claimed` row holding the writer's claim token |
 //! | operator release / resolve | any `claimed` row |
 //! | backfill | no row |
 //!
-//! Nothing ever moves a decided row (`sent`, `rejected`, `missed`) back; only provider evidence
-//! moves a row forward to `sent` ([`super::apply_to_row`]). Ledgers with a TTL let it delete only
+//! Nothing ever moves a decided row (`sent`, `rejected`, `missed`, `withdrawn`) back; only provider
+//! evidence moves a row forward to `sent` ([`super::apply_to_row`]) — out of `withdrawn` only a
+//! `Send` event. Ledgers with a TTL let it delete only
 //! rows [`expires`] allows.
 
 use super::{ClaimToken, LedgerRow, RowState};
@@ -29,6 +31,8 @@ pub enum Write<'a> {
     Operator,
     /// A backfilled row for a notice sent before enforcement.
     Backfill,
+    /// A withdraw's tombstone.
+    Withdraw,
 }
 
 /// What the existing row says about a write.
@@ -64,6 +68,35 @@ pub fn permits(existing: Option<&LedgerRow>, write: Write<'_>) -> Verdict {
             None => Verdict::Apply,
             Some(_) => Verdict::Refuse,
         },
+        Write::Withdraw => match state {
+            None | Some(RowState::Released) => Verdict::Apply,
+            Some(RowState::Withdrawn) => Verdict::AlreadyOwn,
+            Some(_) => Verdict::Refuse,
+        },
+    }
+}
+
+/// How a withdraw is answered, by the row it found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WithdrawAnswer {
+    /// No row, or a released one: the tombstone is (or would be) written.
+    Withdraw,
+    /// A tombstone is already there: nothing to write, answered as withdrawn.
+    AlreadyWithdrawn,
+    /// Claimed or sent: the notice went out or may have (`withdraw_too_late`) — the producer must
+    /// know. (The sender first waits out a claim that may still be in flight: it may be released.)
+    TooLate,
+    /// Missed or rejected: it never went out and never will; nothing to withdraw.
+    NeverSent,
+}
+
+/// The one definition of a withdraw's answer, consistent with [`permits`]`(_, Write::Withdraw)`.
+pub fn withdraw_answer(existing: Option<&LedgerRow>) -> WithdrawAnswer {
+    match existing.map(|r| r.state) {
+        None | Some(RowState::Released) => WithdrawAnswer::Withdraw,
+        Some(RowState::Withdrawn) => WithdrawAnswer::AlreadyWithdrawn,
+        Some(RowState::Claimed | RowState::Sent) => WithdrawAnswer::TooLate,
+        Some(RowState::Missed | RowState::Rejected) => WithdrawAnswer::NeverSent,
     }
 }
 
@@ -129,6 +162,35 @@ mod tests {
         assert_eq!(permits(None, Write::Backfill), Apply);
         assert_eq!(permits(Some(&row(Released, "x")), Write::Backfill), Refuse, "backfill never overwrites");
         assert!(!expires(Claimed), "an open claim never expires");
-        assert!([Sent, Rejected, Missed, Released].into_iter().all(expires));
+        assert!([Sent, Rejected, Missed, Released, Withdrawn].into_iter().all(expires));
+        // A tombstone is decided: nothing claims, commits, resolves or backfills over it.
+        let tomb = row(Withdrawn, "");
+        for write in [claim, commit, Write::Operator, Write::Backfill] {
+            assert_eq!(permits(Some(&tomb), write), Refuse, "{write:?} over a tombstone");
+        }
+    }
+
+    #[test]
+    fn a_withdraw_writes_where_a_claim_could_and_its_answer_agrees() {
+        use RowState::*;
+        assert_eq!(permits(None, Write::Withdraw), Verdict::Apply);
+        assert_eq!(withdraw_answer(None), WithdrawAnswer::Withdraw);
+        let mine = ClaimToken::from_stored("mine");
+        for state in RowState::ALL {
+            let existing = row(state, "mine");
+            let verdict = permits(Some(&existing), Write::Withdraw);
+            let answer = withdraw_answer(Some(&existing));
+            let expected = match state {
+                Released => (Verdict::Apply, WithdrawAnswer::Withdraw),
+                Withdrawn => (Verdict::AlreadyOwn, WithdrawAnswer::AlreadyWithdrawn),
+                Claimed | Sent => (Verdict::Refuse, WithdrawAnswer::TooLate),
+                Missed | Rejected => (Verdict::Refuse, WithdrawAnswer::NeverSent),
+            };
+            assert_eq!((verdict, answer), expected, "{state}");
+            // Where a withdraw may write, so may a claim — and the other way round: the two race
+            // for the same key under one condition, so exactly one of them wins.
+            let claimable = permits(Some(&existing), Write::Claim { token: &mine }) == Verdict::Apply;
+            assert_eq!(claimable, verdict == Verdict::Apply, "{state}");
+        }
     }
 }

@@ -66,6 +66,9 @@ impl<T: ClaimLedger + ?Sized> ClaimLedger for std::sync::Arc<T> {
     ) -> Result<Option<LedgerRow>, LedgerError> {
         (**self).record_missed(req, reason).await
     }
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        (**self).withdraw(req).await
+    }
 }
 
 #[async_trait]

@@ -39,6 +39,9 @@ fn outcomes(now: DateTime<Utc>, wait: u64) -> Vec<Outcome> {
         Outcome::RenderFailed("template".into()),
         Outcome::LedgerUnavailable("down".into()),
         Outcome::NoTimeLeft,
+        Outcome::Withdrawn { already: false },
+        Outcome::WithdrawTooLate { state: RowState::Sent, at: now },
+        Outcome::WithdrawNotNeeded { state: RowState::Missed },
     ]
 }
 
@@ -55,7 +58,15 @@ fn expected(policy: &QueuePolicy, outcome: &Outcome, count: u32, wait: u64, jitt
         }
     };
     match outcome.label() {
-        "sent" | "suppressed" | "missed" | "quarantined" | "rejected" | "shadow_sent" => QueueAction::Delete,
+        "sent"
+        | "suppressed"
+        | "missed"
+        | "quarantined"
+        | "rejected"
+        | "shadow_sent"
+        | "withdrawn"
+        | "withdraw_too_late"
+        | "withdraw_not_needed" => QueueAction::Delete,
         "in_flight" | "deferred" => long(wait, now + TimeDelta::seconds(wait as i64)),
         "rate_limited" => {
             let after = if count >= 2 { backoff(count - 1, jitter).as_secs() } else { 0 };
@@ -91,7 +102,7 @@ fn every_outcome_by_receive_count_and_wait() {
             }
         }
     }
-    assert_eq!(checked, 2 * 3 * 5 * 15);
+    assert_eq!(checked, 2 * 3 * 5 * 18);
 }
 
 #[test]

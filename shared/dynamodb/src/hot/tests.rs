@@ -264,3 +264,43 @@ fn endpoints_resolve_like_the_sdk() {
     assert_eq!(local.endpoint().to_string(), "http://127.0.0.1:5000/");
     assert!(HotWrites::new(http, None, false, false, None).is_err(), "no region, no endpoint");
 }
+
+#[test]
+fn batch_get_body_and_answer_are_the_protocol_shape() {
+    let keys = vec![one_item()];
+    let body = BatchGetItem {
+        request_items: HashMap::from([("notices", KeysJson { keys: &keys, consistent_read: true })]),
+    };
+    let json = serde_json::to_value(&body).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        json,
+        json!({"RequestItems": {"notices": {"Keys": [{"notice_key": {"S": "ab"}}], "ConsistentRead": true}}})
+    );
+    let answer = json!({"Responses": {"notices": [{"notice_key": {"S": "ab"}, "state": {"S": "sent"}}]},
+                        "UnprocessedKeys": {"notices": {"Keys": [{"notice_key": {"S": "cd"}}], "ConsistentRead": true}}});
+    let (found, unprocessed) =
+        batch_get_answer(answer.to_string().as_bytes(), "notices").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].get("state"), Some(&AttributeValue::S("sent".into())));
+    assert_eq!(unprocessed, vec![HashMap::from([("notice_key".to_owned(), AttributeValue::S("cd".into()))])]);
+    let (found, unprocessed) =
+        batch_get_answer(br#"{"Responses":{"notices":[]},"UnprocessedKeys":{}}"#, "notices")
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert!(found.is_empty() && unprocessed.is_empty());
+    assert!(batch_get_answer(br#"{"Responses":{"notices":{}}}"#, "notices").is_err(), "not a list");
+    assert!(batch_get_answer(b"<html>", "notices").is_err());
+}
+
+#[tokio::test]
+async fn a_throttled_batch_read_is_retried() {
+    let found = "200 OK|{\"Responses\":{\"t\":[{\"notice_key\":{\"S\":\"ab\"}}]},\"UnprocessedKeys\":{}}";
+    let (endpoint, count) = scripted(vec![
+        "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException\"}",
+        found,
+    ])
+    .await;
+    let (items, unprocessed) =
+        hot_at(&endpoint, 3).batch_get_item("t", &[one_item()]).await.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!((items, unprocessed.len()), (vec![one_item()], 0));
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

@@ -28,7 +28,7 @@ use tracing::{debug, warn};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, ClaimToken, DeliveryStatus, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger,
-    Origin, ProviderEvidence, QuarantineView, RowReader, RowState,
+    Origin, ProviderEvidence, QuarantineView, RowReader, RowState, WithdrawRequest,
 };
 use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
@@ -501,6 +501,9 @@ impl ClaimLedger for DynamoLedger {
         reason: &str,
     ) -> Result<Option<LedgerRow>, LedgerError> {
         self.put_if_claimable(&req.to_row(RowState::Missed, Some(reason.to_owned()))).await
+    }
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        self.put_if_claimable(&req.to_row()).await
     }
 }
 

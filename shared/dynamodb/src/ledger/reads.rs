@@ -10,37 +10,22 @@ use tracing::warn;
 
 use super::{DynamoLedger, BATCH_GET_ATTEMPTS, OPEN_CLAIMS_INDEX};
 use crate::expr::Expr;
+use crate::hot::HotFailure;
 use crate::item::{attr, get_time, item_to_row, n, s, Item};
 
 impl DynamoLedger {
     /// One BatchGetItem chunk (≤ 100 distinct keys), retrying `UnprocessedKeys` with backoff.
+    /// Through the lean client when there is one (the sender's batch read), else the SDK.
     pub(super) async fn get_chunk(&self, keys: &[&NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
         let mut pending: Vec<Item> = keys.iter().map(|k| Self::key_item(k)).collect();
         let mut rows = Vec::with_capacity(keys.len());
         let mut delay = Duration::from_millis(50);
         for attempt in 1..=BATCH_GET_ATTEMPTS {
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut pending)))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| self.unavailable("BatchGetItem", e))?;
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send()
-                .await
-                .map_err(|e| self.unavailable("BatchGetItem", e))?;
-            if let Some(items) = out.responses().and_then(|r| r.get(&self.table)) {
-                for item in items {
-                    rows.push(item_to_row(item)?);
-                }
+            let (items, unprocessed) = self.batch_get_round(std::mem::take(&mut pending)).await?;
+            for item in &items {
+                rows.push(item_to_row(item)?);
             }
-            pending = out
-                .unprocessed_keys()
-                .and_then(|u| u.get(&self.table))
-                .map(|k| k.keys().to_vec())
-                .unwrap_or_default();
+            pending = unprocessed;
             if pending.is_empty() {
                 return Ok(rows);
             }
@@ -58,6 +43,40 @@ impl DynamoLedger {
             self.table,
             pending.len()
         )))
+    }
+
+    /// One `BatchGetItem` request: (items found, keys left unprocessed).
+    async fn batch_get_round(&self, keys: Vec<Item>) -> Result<(Vec<Item>, Vec<Item>), LedgerError> {
+        if let Some(hot) = &self.hot {
+            return hot.batch_get_item(&self.table, &keys).await.map_err(|f| match f {
+                HotFailure::Condition(_) => LedgerError::Unavailable(format!(
+                    "DynamoDB BatchGetItem on {}: unexpected condition failure",
+                    self.table
+                )),
+                HotFailure::Other(text) => {
+                    LedgerError::Unavailable(format!("DynamoDB BatchGetItem on {}: {text}", self.table))
+                }
+            });
+        }
+        let request = KeysAndAttributes::builder()
+            .set_keys(Some(keys))
+            .consistent_read(true)
+            .build()
+            .map_err(|e| self.unavailable("BatchGetItem", e))?;
+        let out = self
+            .client
+            .batch_get_item()
+            .request_items(&self.table, request)
+            .send()
+            .await
+            .map_err(|e| self.unavailable("BatchGetItem", e))?;
+        let found = out.responses().and_then(|r| r.get(&self.table)).cloned().unwrap_or_default();
+        let unprocessed = out
+            .unprocessed_keys()
+            .and_then(|u| u.get(&self.table))
+            .map(|k| k.keys().to_vec())
+            .unwrap_or_default();
+        Ok((found, unprocessed))
     }
 
     /// A query of one shard of the open-claims index for claims opened before `before` (epoch ms).

@@ -1,0 +1,553 @@
+//! `noticectl withdraw`: the operator's door to the withdraw message — a `withdrawn` tombstone
+//! for one notice (`--subscription-id … --period-start … --kind …`) or for a file of them
+//! (`--from FILE`), so that no copy of the job still queued, parked or replayed is ever sent.
+//!
+//! Every key is read first and the plan printed (would withdraw / already withdrawn / too late /
+//! not needed); `--dry-run` stops there. The write is the sender's own conditional write
+//! ([`ClaimLedger::withdraw`]): where the row changed between the read and the write, the write's
+//! answer is the one reported. A notice already claimed or sent cannot be withdrawn — it went out
+//! or may have — and the operator is told so with exit 1, so the producer can be told.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use notice_ledger::job::Withdrawal;
+use notice_ledger::ledger::rules::{withdraw_answer, WithdrawAnswer};
+use notice_ledger::ledger::{ClaimLedger, Ledger, LedgerRow, Origin, RowReader, RowState, WithdrawRequest};
+use notice_ledger::{InvalidJob, NoticeKey, NoticeSecret};
+use serde_json::Value;
+
+use crate::input::{read_items, InputItem};
+use crate::ledger_target::{LedgerArg, LedgerTarget};
+use crate::local::StateDir;
+use crate::terminal::{confirm, escape, progress};
+
+/// Exit code when a notice could not be withdrawn because it is already claimed or sent (or a
+/// line of `--from` is invalid, or the prompt was declined).
+const EXIT_ATTENTION: u8 = 1;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Exit status:
+  0  every notice is withdrawn, was already withdrawn, or needs no withdraw (missed or rejected:
+     never sent)
+  1  too late for at least one notice: it is claimed or sent, so it went out or may have — tell
+     its producer; also an invalid line in --from, or the confirmation declined
+  2  could not run (bad arguments, secret or ledger unreachable, a write failed: run it again,
+     a withdraw is safe to repeat)
+A dry run exits as the real run would (1 when a notice is already too late).")]
+pub(crate) struct WithdrawArgs {
+    /// The notice's subscription (with --period-start and --kind; or use --from).
+    #[arg(long, required_unless_present = "from", conflicts_with = "from")]
+    subscription_id: Option<String>,
+    /// The notice's billing period start, YYYY-MM-DD.
+    #[arg(long, required_unless_present = "from", conflicts_with = "from")]
+    period_start: Option<String>,
+    /// The notice kind, e.g. renewal_notice_t72.
+    #[arg(long, required_unless_present = "from", conflicts_with = "from")]
+    kind: Option<String>,
+    /// The notice's revision.
+    #[arg(long, default_value_t = 0, conflicts_with = "from")]
+    revision: u64,
+    /// Why (one line, recorded on the tombstone); with --from, for the lines that carry none.
+    #[arg(long)]
+    reason: Option<String>,
+    /// JSON Lines of notices to withdraw: one object per line with subscription_id, period_start,
+    /// kind, optional revision and reason (`action` absent or "withdraw").
+    #[arg(long, value_name = "FILE")]
+    from: Option<PathBuf>,
+    #[command(flatten)]
+    ledger: LedgerArg,
+    /// Who is acting, recorded on the tombstone (default $USER).
+    #[arg(long)]
+    by: Option<String>,
+    /// Only read the ledger and print what would happen; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Skip the confirmation prompt.
+    #[arg(long)]
+    yes: bool,
+    /// Withdraw writes in flight at once (with --from).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+    concurrency: u16,
+}
+
+pub(crate) async fn run(state_dir: PathBuf, args: WithdrawArgs) -> anyhow::Result<ExitCode> {
+    if let Some(reason) = &args.reason {
+        check_reason(reason)?;
+    }
+    let state = StateDir::open(&state_dir)?;
+    let target = args.ledger.target(&state.root)?;
+    // A local random secret would derive keys the deployment never used: every notice would look
+    // withdrawable while the real ones still go out.
+    if !target.is_local() && notice_setup::secret::source_from_env()?.is_none() {
+        anyhow::bail!(
+            "withdrawing in {} needs the deployment's key secret: set NOTICE_KEY_SECRET or \
+             NOTICE_KEY_SECRET_ARN (a local secret would derive other keys)",
+            target.describe()
+        );
+    }
+    let secret = state.secret().await?;
+    let ledger = target.open().await?.ledger;
+    let who = super::quarantine::operator(args.by.clone());
+    match args.from.clone() {
+        Some(from) => bulk(&from, &args, &target, ledger, &secret, &who).await,
+        None => single(&args, &target, ledger.as_ref(), &secret, &who).await,
+    }
+}
+
+/// `--reason` by the withdraw message's own rule (one line, bounded), naming the flag.
+fn check_reason(reason: &str) -> anyhow::Result<()> {
+    let probe = serde_json::json!({"subscription_id": "s", "period_start": "2000-01-01", "kind": "k",
+        "reason": reason});
+    match Withdrawal::from_value(&probe) {
+        Ok(_) => Ok(()),
+        Err(e) => anyhow::bail!("--reason {}", e.reason),
+    }
+}
+
+/// What the ledger's row says a withdraw would do, in the operator's words.
+fn plan_text(row: Option<&LedgerRow>) -> String {
+    match (withdraw_answer(row), row) {
+        (WithdrawAnswer::Withdraw, Some(row)) => format!(
+            "would withdraw: the row is {} since {} (a claim given up): a withdrawn tombstone replaces it",
+            row.state,
+            row.updated_at.to_rfc3339()
+        ),
+        (WithdrawAnswer::Withdraw, None) => {
+            "would withdraw: no ledger row yet; a withdrawn tombstone is written".into()
+        }
+        (WithdrawAnswer::AlreadyWithdrawn, row) => format!("already withdrawn{}", row_since(row)),
+        (WithdrawAnswer::TooLate, row) => format!("too late: {}", too_late_text(row)),
+        (WithdrawAnswer::NeverSent, row) => format!(
+            "not needed: the notice is {} — it was never sent and never will be",
+            row.map_or("decided".into(), |r| r.state.to_string())
+        ),
+    }
+}
+
+fn row_since(row: Option<&LedgerRow>) -> String {
+    match row {
+        Some(row) => {
+            let detail = row.detail.as_deref().map(|d| format!(" ({})", escape(d))).unwrap_or_default();
+            format!(" since {}{detail}", row.updated_at.to_rfc3339())
+        }
+        None => String::new(),
+    }
+}
+
+fn too_late_text(row: Option<&LedgerRow>) -> String {
+    match row {
+        Some(row) if row.state == RowState::Claimed => format!(
+            "the notice is claimed since {} — it may be going out now; tell its producer (if the claim \
+             is released later, withdraw again)",
+            row.claimed_at.unwrap_or(row.updated_at).to_rfc3339()
+        ),
+        Some(row) => format!(
+            "the notice is {} since {} — it went out; tell its producer",
+            row.state,
+            row.updated_at.to_rfc3339()
+        ),
+        None => "the notice went out or may have; tell its producer".into(),
+    }
+}
+
+/// One notice, named by its identity on the command line.
+async fn single(
+    args: &WithdrawArgs,
+    target: &LedgerTarget,
+    ledger: &dyn Ledger,
+    secret: &NoticeSecret,
+    who: &str,
+) -> anyhow::Result<ExitCode> {
+    let mut body = serde_json::json!({
+        "subscription_id": args.subscription_id, "period_start": args.period_start, "kind": args.kind,
+        "revision": args.revision,
+    });
+    if let (Some(obj), Some(reason)) = (body.as_object_mut(), &args.reason) {
+        obj.insert("reason".into(), Value::String(reason.clone()));
+    }
+    let withdrawal = Withdrawal::from_value(&body)
+        .map_err(|e| anyhow::anyhow!("--{} {}", e.field.replace('_', "-"), e.reason))?;
+    let key = withdrawal.key(secret);
+    let identity = &withdrawal.identity;
+    println!("notice {key}");
+    println!(
+        "  subscription {}  period {}  kind {}  revision {}  (ledger {})",
+        escape(identity.subscription_id()),
+        identity.period_start().format("%Y-%m-%d"),
+        identity.kind().as_str(),
+        identity.revision(),
+        target.describe()
+    );
+    let row = ledger.get(&key).await.context("ledger read failed")?;
+    println!("{}", plan_text(row.as_ref()));
+    match withdraw_answer(row.as_ref()) {
+        WithdrawAnswer::Withdraw => {}
+        WithdrawAnswer::AlreadyWithdrawn | WithdrawAnswer::NeverSent => {
+            println!("nothing to write");
+            return Ok(ExitCode::SUCCESS);
+        }
+        WithdrawAnswer::TooLate => return Ok(ExitCode::from(EXIT_ATTENTION)),
+    }
+    if args.dry_run {
+        println!("dry run: nothing written");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes
+        && !confirm(&format!(
+            "Withdraw notice {} in {}? No copy of it will be sent after this.",
+            key.prefix(),
+            target.describe()
+        ))?
+    {
+        println!("nothing withdrawn");
+        return Ok(ExitCode::from(EXIT_ATTENTION));
+    }
+    let req = WithdrawRequest::new(&withdrawal, key.clone(), Origin::Operator, who, Utc::now());
+    let written = ledger.withdraw(&req).await.context("not withdrawn (a withdraw is safe to repeat)")?;
+    let answer = Answer::of(written.as_ref())?;
+    match answer {
+        Answer::Withdrawn => {
+            println!("withdrawn {key} by {}: no copy of this notice will be sent", escape(who))
+        }
+        Answer::Already => println!("already withdrawn meanwhile{}", row_since(written.as_ref())),
+        Answer::TooLate { .. } => {
+            println!("changed since the read — too late: {}", too_late_text(written.as_ref()))
+        }
+        Answer::NotNeeded(state) => {
+            println!("changed since the read — not needed: the notice is {state}, never sent")
+        }
+    }
+    Ok(answer.exit_code())
+}
+
+/// The answer one withdraw write gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    Withdrawn,
+    Already,
+    TooLate { state: RowState, since: DateTime<Utc> },
+    NotNeeded(RowState),
+}
+
+impl Answer {
+    /// From [`ClaimLedger::withdraw`]'s result: `None` is the tombstone written, a row the one
+    /// that refused it. A row the rules would have let the withdraw overwrite is a ledger fault.
+    fn of(refused_by: Option<&LedgerRow>) -> anyhow::Result<Self> {
+        let Some(row) = refused_by else { return Ok(Answer::Withdrawn) };
+        Ok(match withdraw_answer(Some(row)) {
+            WithdrawAnswer::AlreadyWithdrawn => Answer::Already,
+            WithdrawAnswer::TooLate => Answer::TooLate {
+                state: row.state,
+                since: if row.state == RowState::Claimed {
+                    row.claimed_at.unwrap_or(row.updated_at)
+                } else {
+                    row.updated_at
+                },
+            },
+            WithdrawAnswer::NeverSent => Answer::NotNeeded(row.state),
+            WithdrawAnswer::Withdraw => {
+                anyhow::bail!("the ledger refused a withdraw over a {} row (a ledger fault)", row.state)
+            }
+        })
+    }
+
+    /// What the census read predicts the write will answer.
+    fn predicted(row: Option<&LedgerRow>) -> Self {
+        match row {
+            None => Answer::Withdrawn,
+            Some(row) => Answer::of(Some(row)).unwrap_or(Answer::Withdrawn),
+        }
+    }
+
+    fn exit_code(self) -> ExitCode {
+        match self {
+            Answer::TooLate { .. } => ExitCode::from(EXIT_ATTENTION),
+            _ => ExitCode::SUCCESS,
+        }
+    }
+}
+
+/// One distinct, valid line of `--from`.
+struct Target {
+    origin: String,
+    withdrawal: Withdrawal,
+    key: NoticeKey,
+}
+
+/// How many keys ended (or would end) each way.
+#[derive(Default)]
+struct Counts {
+    withdrawn: usize,
+    /// Of `withdrawn`: over a released row (a claim given up).
+    over_released: usize,
+    already: usize,
+    not_needed: BTreeMap<RowState, usize>,
+    /// Origin, key and the row's state and time.
+    too_late: Vec<(String, NoticeKey, RowState, DateTime<Utc>)>,
+}
+
+impl Counts {
+    fn add(&mut self, target: &Target, answer: Answer, released: bool) {
+        match answer {
+            Answer::Withdrawn => {
+                self.withdrawn += 1;
+                if released {
+                    self.over_released += 1;
+                }
+            }
+            Answer::Already => self.already += 1,
+            Answer::NotNeeded(state) => *self.not_needed.entry(state).or_default() += 1,
+            Answer::TooLate { state, since } => {
+                self.too_late.push((target.origin.clone(), target.key.clone(), state, since))
+            }
+        }
+    }
+
+    fn print(&self, withdrawn_label: &str, invalid: usize, repeated: usize) {
+        let released = if self.over_released > 0 {
+            format!("  ({} over a released claim)", self.over_released)
+        } else {
+            String::new()
+        };
+        let not_needed: usize = self.not_needed.values().sum();
+        let states: Vec<String> = self.not_needed.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        let not_needed_states =
+            if states.is_empty() { String::new() } else { format!("  ({})", states.join(", ")) };
+        println!("  {withdrawn_label:<18} {:>6}{released}", self.withdrawn);
+        println!("  {:<18} {:>6}", "already withdrawn", self.already);
+        println!("  {:<18} {:>6}  (claimed or sent: went out or may have)", "too late", self.too_late.len());
+        println!("  {:<18} {:>6}{not_needed_states}", "not needed", not_needed);
+        println!("  {:<18} {:>6}", "invalid lines", invalid);
+        println!("  {:<18} {:>6}", "repeated in file", repeated);
+    }
+
+    /// Every too-late key, so the operator can tell the producer which notices went out.
+    fn print_too_late(&self) {
+        if self.too_late.is_empty() {
+            return;
+        }
+        println!("too late — these went out or may have; tell their producer:");
+        for (origin, key, state, since) in &self.too_late {
+            println!("  {origin:<10} {}  {state} since {}", key.prefix(), since.to_rfc3339());
+        }
+    }
+}
+
+/// One line of `--from` as a withdraw: `action` absent or `withdraw`, the identity, an optional
+/// reason (else `default_reason`).
+fn parse_line(item: &InputItem, default_reason: Option<&str>) -> Result<Withdrawal, String> {
+    if let Some(problem) = &item.unreadable {
+        return Err(problem.clone());
+    }
+    let named = |e: InvalidJob| format!("field `{}` {}", e.field, e.reason);
+    let mut value: Value =
+        serde_json::from_str(&item.body).map_err(|e| format!("field `body` is not valid JSON: {e}"))?;
+    if let Some(obj) = value.as_object_mut() {
+        match obj.get("action") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s == "withdraw" => {}
+            Some(Value::String(s)) if s == "send" => {
+                return Err(named(InvalidJob::new(
+                    "action",
+                    "is `send`: a withdraw file holds withdraws (`action` absent or `withdraw`)",
+                )))
+            }
+            Some(_) => return Err(named(InvalidJob::new("action", "must be `withdraw` (or absent)"))),
+        }
+        if let (None | Some(Value::Null), Some(reason)) = (obj.get("reason"), default_reason) {
+            obj.insert("reason".into(), Value::String(reason.to_owned()));
+        }
+    }
+    Withdrawal::from_value(&value).map_err(named)
+}
+
+async fn bulk(
+    from: &Path,
+    args: &WithdrawArgs,
+    target: &LedgerTarget,
+    ledger: Arc<dyn Ledger>,
+    secret: &NoticeSecret,
+    who: &str,
+) -> anyhow::Result<ExitCode> {
+    let items = read_items(from)?;
+    let lines = items.len();
+    let mut invalid = Vec::new();
+    let mut repeated = 0usize;
+    let mut seen = HashSet::new();
+    let mut targets = Vec::new();
+    for item in &items {
+        match parse_line(item, args.reason.as_deref()) {
+            Err(problem) => invalid.push((item.origin.clone(), escape(&problem))),
+            Ok(withdrawal) => {
+                let key = withdrawal.key(secret);
+                if seen.insert(key.clone()) {
+                    targets.push(Target { origin: item.origin.clone(), withdrawal, key });
+                } else {
+                    repeated += 1;
+                }
+            }
+        }
+    }
+
+    let bar = progress(targets.len(), "looking up");
+    let mut rows: BTreeMap<NoticeKey, LedgerRow> = BTreeMap::new();
+    for chunk in targets.chunks(100) {
+        let keys: Vec<NoticeKey> = chunk.iter().map(|t| t.key.clone()).collect();
+        for row in ledger.get_many(&keys).await.context("ledger lookup failed")? {
+            rows.insert(row.key.clone(), row);
+        }
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    let mut planned = Counts::default();
+    for t in &targets {
+        let row = rows.get(&t.key);
+        planned.add(t, Answer::predicted(row), row.is_some());
+    }
+
+    println!(
+        "withdraw census: {lines} line(s), {} distinct notice(s) (ledger {})",
+        targets.len(),
+        target.describe()
+    );
+    planned.print("would withdraw", invalid.len(), repeated);
+    for (origin, problem) in &invalid {
+        println!("  {origin}: {problem}");
+    }
+    planned.print_too_late();
+    let bad_input = !invalid.is_empty();
+    let census_code = if bad_input || !planned.too_late.is_empty() {
+        ExitCode::from(EXIT_ATTENTION)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if args.dry_run {
+        println!("dry run: nothing written");
+        return Ok(census_code);
+    }
+    // Only keys the census found withdrawable are written: a decided row stays decided, and a
+    // claimed one is refused by the same condition (withdraw again if its claim is released).
+    let to_write: Vec<&Target> =
+        targets.iter().filter(|t| Answer::predicted(rows.get(&t.key)) == Answer::Withdrawn).collect();
+    if to_write.is_empty() {
+        println!("nothing to write");
+        return Ok(census_code);
+    }
+    if !args.yes
+        && !confirm(&format!(
+            "Withdraw {} notice(s) in {}? No copy of them will be sent after this.",
+            to_write.len(),
+            target.describe()
+        ))?
+    {
+        println!("nothing withdrawn");
+        return Ok(ExitCode::from(EXIT_ATTENTION));
+    }
+
+    let now = Utc::now();
+    let bar = progress(to_write.len(), "withdrawing");
+    let mut results = futures::stream::iter(to_write.iter().map(|t| {
+        let ledger = Arc::clone(&ledger);
+        let req = WithdrawRequest::new(&t.withdrawal, t.key.clone(), Origin::Operator, who, now);
+        async move { (*t, ledger.withdraw(&req).await) }
+    }))
+    .buffer_unordered(usize::from(args.concurrency));
+    let mut answers: BTreeMap<NoticeKey, anyhow::Result<Answer>> = BTreeMap::new();
+    while let Some((t, result)) = results.next().await {
+        bar.inc(1);
+        answers.insert(
+            t.key.clone(),
+            result.map_err(anyhow::Error::from).and_then(|row| Answer::of(row.as_ref())),
+        );
+    }
+    bar.finish_and_clear();
+    drop(results);
+
+    // Reported in file order: the census's answers for the keys not written, the writes' for the rest.
+    let mut done = Counts::default();
+    let mut changed = 0usize;
+    let mut failed = Vec::new();
+    for t in &targets {
+        let row = rows.get(&t.key);
+        match answers.remove(&t.key) {
+            None => done.add(t, Answer::predicted(row), row.is_some()),
+            Some(Ok(answer)) => {
+                if answer != Answer::Withdrawn {
+                    changed += 1;
+                }
+                done.add(t, answer, row.is_some());
+            }
+            Some(Err(e)) => failed.push((t.origin.clone(), t.key.prefix().to_owned(), format!("{e:#}"))),
+        }
+    }
+
+    println!("withdraw done by {}:", escape(who));
+    done.print("withdrawn", invalid.len(), repeated);
+    if changed > 0 {
+        println!("  {changed} key(s) changed between the census and the write: the counts above are the writes' answers");
+    }
+    done.print_too_late();
+    if !failed.is_empty() {
+        println!(
+            "NOT withdrawn ({} — a ledger error; run the same command again, a withdraw is safe to repeat):",
+            failed.len()
+        );
+        for (origin, prefix, error) in failed.iter().take(20) {
+            println!("  {origin:<10} {prefix}  {}", escape(error));
+        }
+        if failed.len() > 20 {
+            println!("  … and {} more", failed.len() - 20);
+        }
+        return Ok(ExitCode::from(2));
+    }
+    Ok(if bad_input || !done.too_late.is_empty() {
+        ExitCode::from(EXIT_ATTENTION)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(body: &str) -> InputItem {
+        crate::input::parse_items(body).remove(0)
+    }
+
+    #[test]
+    fn a_withdraw_line_names_its_bad_field_and_takes_the_default_reason() {
+        let ok = item(r#"{"subscription_id":"s","period_start":"2026-12-01","kind":"k"}"#);
+        let w = parse_line(&ok, Some("cancelled")).unwrap();
+        assert_eq!(w.reason.as_deref(), Some("cancelled"));
+        let own = item(
+            r#"{"action":"withdraw","subscription_id":"s","period_start":"2026-12-01","kind":"k","reason":"paused"}"#,
+        );
+        assert_eq!(parse_line(&own, Some("cancelled")).unwrap().reason.as_deref(), Some("paused"));
+        for (body, field) in [
+            (r#"{"action":"send","subscription_id":"s","period_start":"2026-12-01","kind":"k"}"#, "`action`"),
+            (r#"{"action":7,"subscription_id":"s","period_start":"2026-12-01","kind":"k"}"#, "`action`"),
+            (r#"{"subscription_id":"s","period_start":"Dec 1","kind":"k"}"#, "`period_start`"),
+            (r#"{"period_start":"2026-12-01","kind":"k"}"#, "`subscription_id`"),
+            (r#"[1,2]"#, "`body`"),
+        ] {
+            let problem = parse_line(&item(body), None).unwrap_err();
+            assert!(problem.contains(field), "{body}: {problem}");
+        }
+        assert!(parse_line(&item("{not json"), None).unwrap_err().contains("line 1"));
+    }
+
+    #[test]
+    fn reasons_follow_the_message_rule() {
+        assert!(check_reason("customer cancelled").is_ok());
+        assert!(check_reason("two\nlines").is_err());
+        assert!(check_reason(&"x".repeat(notice_ledger::job::MAX_WITHDRAW_REASON_CHARS + 1)).is_err());
+    }
+}
