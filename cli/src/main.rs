@@ -13,7 +13,10 @@ mod local;
 mod queue;
 mod terminal;
 
-use commands::{backfill, capacity, enqueue, key, ledger, parked, quarantine, replay, send, show, withdraw};
+use commands::{
+    backfill, capacity, enqueue, evidence, key, ledger, parked, quarantine, replay, send, show, windows,
+    withdraw,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,6 +45,8 @@ enum Command {
     Key(key::KeyArgs),
     /// Show one notice's ledger row.
     Show(show::ShowArgs),
+    /// Show what the ledger proves about one subscription's notices for a period: when each went out, how long before the charge, its window, its delivery.
+    Evidence(evidence::EvidenceArgs),
     /// Count a backlog against the ledger (--dry-run), then enqueue only what is new.
     Replay(replay::ReplayArgs),
     /// Record notices already DELIVERED before enforcement as sent (never in-flight ones; never overwrites).
@@ -66,6 +71,8 @@ enum Command {
     Limits(commands::limits::LimitsArgs),
     /// Prepare a ledger: `ledger init --postgres URL` creates the PostgreSQL schema.
     Ledger(ledger::LedgerArgs),
+    /// Print the effective send window of every kind in every jurisdiction of a policy, and where each bound comes from: no AWS calls.
+    Windows(windows::WindowsArgs),
 }
 
 fn init_tracing(verbose: bool) {
@@ -84,6 +91,7 @@ async fn main() -> ExitCode {
         Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
         Command::Key(args) => key::run(cli.state_dir, args).await,
         Command::Show(args) => show::run(cli.state_dir, args).await,
+        Command::Evidence(args) => evidence::run(cli.state_dir, args).await,
         Command::Replay(args) => replay::run(cli.state_dir, args).await,
         Command::Backfill(args) => backfill::run(cli.state_dir, args).await,
         Command::Withdraw(args) => withdraw::run(cli.state_dir, args).await,
@@ -92,6 +100,7 @@ async fn main() -> ExitCode {
         Command::Capacity(args) => capacity::run(args),
         Command::Limits(args) => commands::limits::run(args),
         Command::Ledger(args) => ledger::run(args).await,
+        Command::Windows(args) => windows::run(args),
     };
     match result {
         Ok(code) => code,

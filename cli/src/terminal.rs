@@ -51,6 +51,29 @@ pub(crate) fn escape(text: &str) -> String {
     out
 }
 
+/// Left-aligned columns, two spaces apart, each line indented by two: the tables the commands print.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect();
+        format!("  {}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(&header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

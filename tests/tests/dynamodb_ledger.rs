@@ -92,6 +92,8 @@ fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         revision: 0,
         content_digest: "digest-1".into(),
         at,
+        charge_at: Some(at + chrono::Duration::hours(72)),
+        jurisdiction: Some("US-CA".into()),
     }
 }
 
@@ -354,4 +356,46 @@ async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_a
     let real = DynamoLedger::new(notice_setup::aws::dynamodb_client(&f.moto.sdk_config().await), TABLE);
     let rows = real.get_many(&[k.clone(), key()]).await.expect("get_many (moto)");
     assert_eq!(rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), vec![k.clone()]);
+}
+
+/// The evidence attributes (charge time in epoch ms, jurisdiction) reach the item through both
+/// write paths — the lean client the sender uses and the SDK client — on claims and missed rows,
+/// and a commit (an `UpdateItem` that rewrites only what it sets) keeps them.
+#[tokio::test]
+async fn evidence_attributes_are_written_by_the_lean_client_and_the_sdk_alike() {
+    let f = fixture().await;
+    let sdk_only = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&f.moto.sdk_config().await), TABLE);
+    let charge = t(360_000);
+    let expected = |item: &HashMap<String, AttributeValue>, what: &str| {
+        assert_eq!(
+            item.get("charge_at"),
+            Some(&AttributeValue::N(charge.timestamp_millis().to_string())),
+            "{what}"
+        );
+        assert_eq!(item.get("jurisdiction"), Some(&AttributeValue::S("US-CA".into())), "{what}");
+    };
+    for (ledger, path) in [(&*f.ledger, "lean client"), (&sdk_only, "SDK")] {
+        let evidence = |k: &NoticeKey| ClaimRequest {
+            charge_at: Some(charge),
+            jurisdiction: Some("US-CA".into()),
+            ..request(k, t(0))
+        };
+        let claimed = key();
+        let ClaimOutcome::Minted(claim) = ledger.claim(&evidence(&claimed)).await.expect("claim") else {
+            panic!("{path}: expected a fresh claim")
+        };
+        expected(&f.item(&claimed).await, &format!("{path}: claim"));
+        ledger.commit_sent(&claim, "ses-1", t(1)).await.expect("commit");
+        expected(&f.item(&claimed).await, &format!("{path}: after the commit"));
+        let missed = key();
+        assert_eq!(ledger.record_missed(&evidence(&missed), "closed").await.expect("missed"), None);
+        expected(&f.item(&missed).await, &format!("{path}: missed"));
+    }
+    // A row written before the attributes existed reads back without them.
+    let old = key();
+    let bare = ClaimRequest { charge_at: None, jurisdiction: None, ..request(&old, t(0)) };
+    f.mint(&bare).await;
+    let item = f.item(&old).await;
+    assert!(!item.contains_key("charge_at") && !item.contains_key("jurisdiction"), "{item:?}");
+    assert_eq!((f.row(&old).await.charge_at, f.row(&old).await.jurisdiction), (None, None));
 }

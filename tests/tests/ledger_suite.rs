@@ -221,6 +221,38 @@ async fn postgres_without_the_schema_says_how_to_create_it() {
     }
 }
 
+/// A table made by a version before the evidence columns: the adapter says to re-run `ledger
+/// init`, and re-running it adds them without touching the rows already there.
+#[tokio::test]
+async fn postgres_ledger_init_again_adds_the_evidence_columns_to_an_older_table() {
+    let server = postgres_server().await;
+    let db = server.create_database("upgrade").await;
+    let ledger = migrated(&server.url(&db)).await;
+    let before = fresh_key();
+    let claim = mint(&ledger, &request(&before, t(0))).await;
+    ledger.commit_sent(&claim, "ses-before", t(1)).await.unwrap_or_else(|e| panic!("commit: {e}"));
+    server
+        .psql(&db, "ALTER TABLE notices DROP COLUMN charge_at, DROP COLUMN jurisdiction")
+        .await
+        .unwrap_or_else(|e| panic!("make the old table: {e}"));
+    // A fresh connection: prepared statements cached on the old pool knew the dropped columns.
+    let old = PostgresLedger::connect(&server.url(&db)).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    match old.get(&before).await {
+        Err(LedgerError::Unavailable(msg)) => assert!(msg.contains("noticectl ledger init"), "{msg}"),
+        other => panic!("expected Unavailable naming ledger init, got {other:?}"),
+    }
+    old.migrate().await.unwrap_or_else(|e| panic!("migrate again: {e}"));
+    let kept = row(&old, &before).await;
+    assert_eq!(
+        (kept.message_id.as_deref(), kept.charge_at, kept.jurisdiction),
+        (Some("ses-before"), None, None)
+    );
+    let after = fresh_key();
+    mint(&old, &request(&after, t(0))).await;
+    let stored = row(&old, &after).await;
+    assert_eq!((stored.charge_at, stored.jurisdiction.as_deref()), (Some(t(72 * 3600)), Some("US-CA")));
+}
+
 #[tokio::test]
 async fn postgres_tls_verifies_the_server_and_is_never_dropped_silently() {
     let server = postgres_server().await;

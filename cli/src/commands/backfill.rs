@@ -74,5 +74,7 @@ fn backfill_row(job: &Job, key: &NoticeKey, now: chrono::DateTime<Utc>) -> Ledge
         detail: Some("backfilled: delivered before enforcement".into()),
         delivery_status: None,
         duplicate_message_ids: Vec::new(),
+        charge_at: Some(job.charge_at),
+        jurisdiction: job.jurisdiction.clone(),
     }
 }

@@ -11,6 +11,7 @@ use notice_ledger::rate::{Limit, RateLimits, RATE_LIMITS_VAR};
 use serde::Serialize;
 
 use super::capacity::count;
+use crate::terminal::table;
 
 const SECS_PER_HOUR: f64 = 3_600.0;
 
@@ -437,28 +438,6 @@ fn per_hour(l: &LimitView) -> String {
 
 fn one(l: &LimitView) -> String {
     format!("{} ({}) burst {}", per_sec(l), per_hour(l), l.burst)
-}
-
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect();
-        format!("  {}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(&header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
-    for r in rows {
-        out.push_str(&line(r));
-    }
-    out
 }
 
 /// The table the command prints.

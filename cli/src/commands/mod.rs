@@ -4,6 +4,7 @@
 pub(crate) mod backfill;
 pub(crate) mod capacity;
 pub(crate) mod enqueue;
+pub(crate) mod evidence;
 pub(crate) mod key;
 pub(crate) mod ledger;
 pub(crate) mod limits;
@@ -12,6 +13,7 @@ pub(crate) mod quarantine;
 pub(crate) mod replay;
 pub(crate) mod send;
 pub(crate) mod show;
+pub(crate) mod windows;
 pub(crate) mod withdraw;
 
 mod census;

@@ -31,6 +31,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<Ex
                 "updated_at": row.updated_at.to_rfc3339(), "message_id": row.message_id, "detail": row.detail,
                 "delivery_status": row.delivery_status.map(|d| d.as_str()),
                 "duplicate_message_ids": row.duplicate_message_ids,
+                "charge_at": row.charge_at.map(|t| t.to_rfc3339()), "jurisdiction": row.jurisdiction,
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
             Ok(ExitCode::SUCCESS)

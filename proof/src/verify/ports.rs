@@ -99,6 +99,8 @@ impl ScriptedLedger {
             detail: None,
             delivery_status: None,
             duplicate_message_ids: Vec::new(),
+            charge_at: None,
+            jurisdiction: None,
         }
     }
 

@@ -388,6 +388,82 @@ async fn jurisdiction_floor_makes_a_job_late() {
     assert!(matches!(w.deliver(JOB).await, Outcome::Sent { .. }));
 }
 
+/// The example California policy (docs/windows/us-ca-arl.json): an annual notice there may go out
+/// 45 to 15 days before the charge, although the kind's own window is 60 to 7 days.
+#[tokio::test]
+async fn a_california_annual_notice_is_deferred_at_50_days_sent_at_30_and_missed_at_10() {
+    let mut w = World::new(vec![]);
+    let policy = WindowPolicy::from_json(include_str!("../../../docs/windows/us-ca-arl.json")).unwrap();
+    w.sender = w.sender.with_policy(policy);
+    let charge: DateTime<Utc> = "2026-12-31T09:00:00Z".parse().unwrap();
+    let days_before = |d: i64| charge - chrono::Duration::days(d);
+    let notice = |sub: &str, jurisdiction: Option<&str>| {
+        let mut v: serde_json::Value = serde_json::from_str(JOB).unwrap();
+        v["subscription_id"] = sub.into();
+        v["kind"] = "annual_renewal".into();
+        v["charge_at"] = charge.to_rfc3339().into();
+        if let Some(j) = jurisdiction {
+            v["jurisdiction"] = j.into();
+        }
+        v.to_string()
+    };
+    let ca = notice("sub_ca", Some("US-CA"));
+
+    let early = w.deliver_at(&ca, days_before(50)).await;
+    assert_eq!(early, Outcome::Deferred { until: days_before(45), closes_at: days_before(15) });
+    assert_eq!(w.ledger.calls(), 0, "deferred before any ledger work");
+    assert!(
+        matches!(w.deliver_at(&notice("sub_any", None), days_before(50)).await, Outcome::Sent { .. }),
+        "without a jurisdiction the kind's own 60-day window is open"
+    );
+
+    assert!(matches!(w.deliver_at(&ca, days_before(30)).await, Outcome::Sent { .. }));
+
+    let late = notice("sub_ca_late", Some("US-CA"));
+    assert_eq!(w.deliver_at(&late, days_before(10)).await, Outcome::Missed { closed_at: days_before(15) });
+    assert!(
+        matches!(w.deliver_at(&notice("sub_any_late", None), days_before(10)).await, Outcome::Sent { .. }),
+        "without a jurisdiction the kind's window closes only 7 days before"
+    );
+    assert_eq!(w.outbox_len(), 3, "the two unbounded notices and the one sent at 30 days");
+
+    // The rows keep the evidence: the charge and the jurisdiction each was judged in.
+    for (body, state) in [(&ca, RowState::Sent), (&late, RowState::Missed)] {
+        let key = w.sender.key(&Job::parse(body).unwrap());
+        let row = w.ledger.inner().get(&key).await.unwrap().expect("a row");
+        assert_eq!(
+            (row.state, row.charge_at, row.jurisdiction.as_deref()),
+            (state, Some(charge), Some("US-CA"))
+        );
+    }
+}
+
+/// US-NY in the example policy has only a floor (48 h): a monthly notice 40 h before its charge is
+/// inside the default window, but too late in New York.
+#[tokio::test]
+async fn a_new_york_notice_follows_its_floor() {
+    let mut w = World::new(vec![]);
+    let policy = WindowPolicy::from_json(include_str!("../../../docs/windows/us-ca-arl.json")).unwrap();
+    w.sender = w.sender.with_policy(policy);
+    let forty_hours_before = now(); // JOB charges 2026-10-04T09:00Z; now() is 57 h before it
+    let charge = forty_hours_before + chrono::Duration::hours(40);
+    let job = |sub: &str, j: Option<&str>| {
+        let mut v: serde_json::Value = serde_json::from_str(JOB).unwrap();
+        v["subscription_id"] = sub.into();
+        v["charge_at"] = charge.to_rfc3339().into();
+        if let Some(j) = j {
+            v["jurisdiction"] = j.into();
+        }
+        v.to_string()
+    };
+    assert_eq!(
+        w.deliver(&job("sub_ny", Some("US-NY"))).await,
+        Outcome::Missed { closed_at: charge - chrono::Duration::hours(48) }
+    );
+    assert!(matches!(w.deliver(&job("sub_ca", Some("US-CA"))).await, Outcome::Sent { .. }));
+    assert!(matches!(w.deliver(&job("sub_none", None)).await, Outcome::Sent { .. }));
+}
+
 #[tokio::test]
 async fn too_little_time_left_claims_nothing() {
     let w = World::new(vec![]);

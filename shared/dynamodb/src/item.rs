@@ -30,6 +30,10 @@ pub(crate) mod attr {
     pub const EXPIRES_AT: &str = "expires_at";
     pub const OPEN_SHARD: &str = "open_shard";
     pub const OPEN_SINCE: &str = "open_since";
+    /// Evidence, optional (rows written before it was stored lack them): the charge time (epoch
+    /// ms) and the jurisdiction the notice was judged in.
+    pub const CHARGE_AT: &str = "charge_at";
+    pub const JURISDICTION: &str = "jurisdiction";
 }
 
 pub(crate) fn s(value: &str) -> AttributeValue {
@@ -64,6 +68,8 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
         (attr::MESSAGE_ID, row.message_id.as_deref().map(s)),
         (attr::DETAIL, row.detail.as_deref().map(s)),
         (attr::DELIVERY_STATUS, row.delivery_status.map(|d| s(d.as_str()))),
+        (attr::CHARGE_AT, row.charge_at.map(|t| n(t.timestamp_millis()))),
+        (attr::JURISDICTION, row.jurisdiction.as_deref().map(s)),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -112,6 +118,8 @@ pub fn item_to_row(item: &Item) -> Result<LedgerRow, LedgerError> {
             .map(|v| v.parse().map_err(|e| corrupt(attr::DELIVERY_STATUS, e)))
             .transpose()?,
         duplicate_message_ids: duplicates,
+        charge_at: opt_time(item, attr::CHARGE_AT)?,
+        jurisdiction: opt_s(item, attr::JURISDICTION)?.map(str::to_owned),
     })
 }
 

@@ -181,6 +181,14 @@ impl PostgresLedger {
 
     fn pg(&self, op: &str, e: tokio_postgres::Error) -> LedgerError {
         if let Some(db) = e.as_db_error() {
+            if *db.code() == SqlState::UNDEFINED_COLUMN {
+                return LedgerError::Unavailable(format!(
+                    "PostgreSQL {op} on {}: {} — the schema predates this version: run \
+                     `noticectl ledger init --postgres URL` again (it only adds the missing columns)",
+                    self.target,
+                    db.message()
+                ));
+            }
             if *db.code() == SqlState::UNDEFINED_TABLE {
                 return LedgerError::Unavailable(format!(
                     "PostgreSQL {op} on {}: table `notices` does not exist — run \
@@ -222,7 +230,8 @@ impl PostgresLedger {
         let at = to_micros(req.at);
         let claimed_at = (state == RowState::Claimed).then_some(at);
         let revision = req.revision.to_string();
-        let params: [&(dyn ToSql + Sync); 11] = [
+        let charge_at = req.charge_at.map(to_micros);
+        let params: [&(dyn ToSql + Sync); 13] = [
             &req.key.as_str(),
             &state.as_str(),
             &req.token.as_str(),
@@ -234,6 +243,8 @@ impl PostgresLedger {
             &claimed_at,
             &at,
             &detail,
+            &charge_at,
+            &req.jurisdiction,
         ];
         self.insert_or_held(&req.key, CLAIM, &params).await
     }
@@ -343,8 +354,9 @@ impl PostgresLedger {
         let revision = row.revision.to_string();
         let claimed_at = row.claimed_at.map(to_micros);
         let updated_at = to_micros(row.updated_at);
+        let charge_at = row.charge_at.map(to_micros);
         let stmt = client.prepare_cached(INSERT_ROW).await.map_err(|e| self.pg("insert", e))?;
-        let params: [&(dyn ToSql + Sync); 15] = [
+        let params: [&(dyn ToSql + Sync); 17] = [
             &row.key.as_str(),
             &row.state.as_str(),
             &row.origin.as_str(),
@@ -360,6 +372,8 @@ impl PostgresLedger {
             &row.detail,
             &row.delivery_status.map(|d| d.as_str()),
             &row.duplicate_message_ids,
+            &charge_at,
+            &row.jurisdiction,
         ];
         let n = client.execute(&stmt, &params).await.map_err(|e| self.pg("insert", e))?;
         Ok(n == 1)

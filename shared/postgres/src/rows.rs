@@ -35,6 +35,8 @@ pub(crate) fn read_row(row: &Row) -> Result<LedgerRow, LedgerError> {
         detail: col(row, 12)?,
         delivery_status: delivery_status.as_deref().map(str::parse).transpose()?,
         duplicate_message_ids: col(row, 14)?,
+        charge_at: col(row, 15)?,
+        jurisdiction: col(row, 16)?,
     })
 }
 

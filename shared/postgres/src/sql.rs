@@ -45,6 +45,11 @@ CREATE TABLE IF NOT EXISTS rate_buckets (
     tat_us     bigint NOT NULL,
     updated_at timestamptz NOT NULL
 );
+-- Evidence: the charge a notice announced and the jurisdiction it was judged in. Added by
+-- ALTER so that re-running `ledger init` brings a table made by an earlier version up to date;
+-- rows written before stay NULL.
+ALTER TABLE notices ADD COLUMN IF NOT EXISTS charge_at timestamptz;
+ALTER TABLE notices ADD COLUMN IF NOT EXISTS jurisdiction text;
 ";
 
 /// Advisory lock key that serialises concurrent [`PostgresLedger::migrate`] runs
@@ -54,30 +59,33 @@ pub(crate) const MIGRATION_LOCK: i64 = 0x6e6f_7469_6365_0001;
 pub(crate) const COLUMNS: &str =
     "notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
                        revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
-                       delivery_status, duplicate_message_ids";
+                       delivery_status, duplicate_message_ids, charge_at, jurisdiction";
 
 pub(crate) const SELECT_ONE: &str =
     "SELECT notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
                           revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
-                          delivery_status, duplicate_message_ids FROM notices WHERE notice_key = $1";
+                          delivery_status, duplicate_message_ids, charge_at, jurisdiction FROM notices WHERE notice_key = $1";
 
 /// The quarantine view: open claims claimed before `$1` (timestamptz), oldest first, at most `$2`
 /// (bigint). Served by the partial index `notices_open_claims`, so it never reads decided rows.
 pub const QUARANTINE_QUERY: &str = "SELECT notice_key, state, origin, claim_token, subscription_id, \
      period_start, kind, revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
-     delivery_status, duplicate_message_ids FROM notices WHERE state = 'claimed' AND claimed_at < $1 \
+     delivery_status, duplicate_message_ids, charge_at, jurisdiction FROM notices WHERE state = 'claimed' \
+     AND claimed_at < $1 \
      ORDER BY claimed_at, notice_key LIMIT $2";
 
 /// Inserts a worker row (`claimed` or `missed`), or takes over a `released` one. Returns the
 /// token only when it wrote.
 pub(crate) const CLAIM: &str = "
 INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
-                     revision, content_digest, claimed_at, updated_at, message_id, detail)
-VALUES ($1, $2, 'worker', $3, $4, $5, $6, $7::text::numeric, $8, $9, $10, NULL, $11)
+                     revision, content_digest, claimed_at, updated_at, message_id, detail,
+                     charge_at, jurisdiction)
+VALUES ($1, $2, 'worker', $3, $4, $5, $6, $7::text::numeric, $8, $9, $10, NULL, $11, $12, $13)
 ON CONFLICT (notice_key) DO UPDATE SET
     state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
     content_digest = excluded.content_digest, claimed_at = excluded.claimed_at,
-    updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail
+    updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
+    charge_at = excluded.charge_at, jurisdiction = excluded.jurisdiction
 WHERE notices.state = 'released'
 RETURNING claim_token";
 
@@ -89,7 +97,8 @@ INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, pe
 VALUES ($1, 'withdrawn', $2, NULL, $3, $4, $5, $6::text::numeric, NULL, NULL, $7, NULL, $8)
 ON CONFLICT (notice_key) DO UPDATE SET
     state = excluded.state, origin = excluded.origin, claim_token = NULL, content_digest = NULL,
-    claimed_at = NULL, updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail
+    claimed_at = NULL, updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
+    charge_at = NULL, jurisdiction = NULL
 WHERE notices.state = 'released'
 RETURNING notice_key";
 
@@ -97,8 +106,8 @@ RETURNING notice_key";
 pub(crate) const INSERT_ROW: &str = "
 INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
                      revision, content_digest, claimed_at, updated_at, message_id, detail,
-                     delivery_status, duplicate_message_ids)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::numeric, $9, $10, $11, $12, $13, $14, $15)
+                     delivery_status, duplicate_message_ids, charge_at, jurisdiction)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::numeric, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 ON CONFLICT (notice_key) DO NOTHING";
 
 /// Rewrites the fields provider evidence may change (inside the transaction that locked the row).

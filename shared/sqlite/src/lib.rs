@@ -48,9 +48,15 @@ CREATE TABLE IF NOT EXISTS notices (
 CREATE INDEX IF NOT EXISTS notices_open_claims ON notices (claimed_at_ms) WHERE state = 'claimed';
 ";
 
+/// Columns added after the first schema, with their types: [`add_missing_columns`] adds any a
+/// file lacks when it is opened, so an older ledger file needs no migration step. Evidence: the
+/// charge a notice announced (epoch ms) and the jurisdiction it was judged in.
+const ADDED_COLUMNS: &[(&str, &str)] = &[("charge_at_ms", "INTEGER"), ("jurisdiction", "TEXT")];
+
 const COLUMNS: &str =
     "notice_key, state, origin, claim_token, subscription_id, period_start, kind, revision, \
-                       content_digest, claimed_at_ms, updated_at_ms, message_id, detail, delivery_status, duplicate_message_ids";
+                       content_digest, claimed_at_ms, updated_at_ms, message_id, detail, delivery_status, duplicate_message_ids, \
+                       charge_at_ms, jurisdiction";
 
 /// Creates `path` (if missing) and sets it to 0600 exactly: a creation mode alone is filtered by the
 /// umask. An in-memory or special path (`:memory:`) is left alone.
@@ -85,12 +91,13 @@ impl SqliteLedger {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
         let path = path.as_ref().to_path_buf();
         private_file(&path).map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
-        let conn = Connection::open(&path)
+        let mut conn = Connection::open(&path)
             .map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
         conn.execute_batch(SCHEMA).map_err(sql)?;
+        add_missing_columns(&mut conn)?;
         Ok(Self { conn: Arc::new(Mutex::new(conn)), path })
     }
 
@@ -142,6 +149,23 @@ impl SqliteLedger {
     }
 }
 
+/// Adds the [`ADDED_COLUMNS`] a file lacks. Inside `BEGIN IMMEDIATE`, so two processes opening
+/// one old file at once do not both add a column (the second sees it and adds nothing).
+fn add_missing_columns(conn: &mut Connection) -> Result<(), LedgerError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+    let present: Vec<String> = {
+        let mut stmt = tx.prepare("SELECT name FROM pragma_table_info('notices')").map_err(sql)?;
+        let names = stmt.query_map([], |r| r.get(0)).map_err(sql)?;
+        names.collect::<Result<_, _>>().map_err(sql)?
+    };
+    for (name, kind) in ADDED_COLUMNS {
+        if !present.iter().any(|p| p == name) {
+            tx.execute_batch(&format!("ALTER TABLE notices ADD COLUMN {name} {kind}")).map_err(sql)?;
+        }
+    }
+    tx.commit().map_err(sql)
+}
+
 fn sql(e: rusqlite::Error) -> LedgerError {
     LedgerError::Unavailable(format!("sqlite: {e}"))
 }
@@ -162,6 +186,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerRow, LedgerError>> {
     let updated_at: i64 = row.get(10)?;
     let delivery_status: Option<String> = row.get(13)?;
     let duplicates: String = row.get(14)?;
+    let charge_at: Option<i64> = row.get(15)?;
     let build = || -> Result<LedgerRow, LedgerError> {
         Ok(LedgerRow {
             key: NoticeKey::parse(&key).map_err(|e| LedgerError::Corrupt(e.to_string()))?,
@@ -181,6 +206,8 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerRow, LedgerError>> {
             delivery_status: delivery_status.as_deref().map(str::parse).transpose()?,
             duplicate_message_ids: serde_json::from_str(&duplicates)
                 .map_err(|e| LedgerError::Corrupt(format!("duplicate_message_ids: {e}")))?,
+            charge_at: charge_at.map(ts).transpose()?,
+            jurisdiction: row.get(16).map_err(sql)?,
         })
     };
     Ok(build())
@@ -196,7 +223,7 @@ fn select_row(conn: &Connection, key: &str) -> Result<Option<LedgerRow>, LedgerE
 /// Writes a whole row (insert or replace): only for read-modify-write inside a transaction.
 fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), LedgerError> {
     conn.execute(
-        &format!("INSERT OR REPLACE INTO notices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+        &format!("INSERT OR REPLACE INTO notices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
         params![
             row.key.as_str(),
             row.state.as_str(),
@@ -213,6 +240,8 @@ fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), LedgerError> {
             row.detail,
             row.delivery_status.map(|d| d.as_str()),
             serde_json::to_string(&row.duplicate_message_ids).map_err(|e| LedgerError::Corrupt(e.to_string()))?,
+            row.charge_at.map(|t| t.timestamp_millis()),
+            row.jurisdiction,
         ],
     )
     .map_err(sql)?;
@@ -258,12 +287,14 @@ fn insert_or_take_released(
     let written: Option<String> = conn
         .query_row(
             "INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
-                                  revision, content_digest, claimed_at_ms, updated_at_ms, message_id, detail)
-             VALUES (?1, ?2, 'worker', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11)
+                                  revision, content_digest, claimed_at_ms, updated_at_ms, message_id, detail,
+                                  charge_at_ms, jurisdiction)
+             VALUES (?1, ?2, 'worker', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13)
              ON CONFLICT (notice_key) DO UPDATE SET
                  state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
                  content_digest = excluded.content_digest, claimed_at_ms = excluded.claimed_at_ms,
-                 updated_at_ms = excluded.updated_at_ms, message_id = NULL, detail = excluded.detail
+                 updated_at_ms = excluded.updated_at_ms, message_id = NULL, detail = excluded.detail,
+                 charge_at_ms = excluded.charge_at_ms, jurisdiction = excluded.jurisdiction
              WHERE notices.state = 'released'
              RETURNING claim_token",
             params![
@@ -278,6 +309,8 @@ fn insert_or_take_released(
                 claimed_at,
                 req.at.timestamp_millis(),
                 detail,
+                req.charge_at.map(|t| t.timestamp_millis()),
+                req.jurisdiction,
             ],
             |r| r.get(0),
         )
@@ -297,7 +330,7 @@ fn insert_tombstone(conn: &Connection, req: &WithdrawRequest) -> Result<bool, Le
              ON CONFLICT (notice_key) DO UPDATE SET
                  state = excluded.state, origin = excluded.origin, claim_token = NULL,
                  content_digest = NULL, claimed_at_ms = NULL, updated_at_ms = excluded.updated_at_ms,
-                 message_id = NULL, detail = excluded.detail
+                 message_id = NULL, detail = excluded.detail, charge_at_ms = NULL, jurisdiction = NULL
              WHERE notices.state = 'released'
              RETURNING notice_key",
             params![
@@ -521,3 +554,6 @@ impl OperatorLedger for SqliteLedger {
         .await
     }
 }
+
+#[cfg(test)]
+mod upgrade_tests;

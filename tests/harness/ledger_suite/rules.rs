@@ -45,6 +45,8 @@ async fn seed(
         detail: None,
         delivery_status: None,
         duplicate_message_ids: Vec::new(),
+        charge_at: None,
+        jurisdiction: None,
     };
     assert!(l.backfill(&row).await.unwrap_or_else(|e| panic!("seed {state}: {e}")), "seed {state}");
     row
@@ -123,6 +125,8 @@ pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
                         detail: None,
                         delivery_status: None,
                         duplicate_message_ids: Vec::new(),
+                        charge_at: None,
+                        jurisdiction: None,
                     });
                     let wrote = l.backfill(&LedgerRow { detail: Some("again".into()), ..row }).await;
                     if wrote.unwrap_or_else(|e| panic!("{name}/backfill: {e}")) {

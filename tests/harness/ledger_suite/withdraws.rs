@@ -83,6 +83,7 @@ pub async fn a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other(ledger:
     let key = fresh_key();
     let claim = mint(&*ledger, &request(&key, t(100))).await;
     ledger.release(&claim, "throttled", t(101)).await.expect("release");
-    assert_eq!(ledger.withdraw(&withdraw_request(&key, t(102))).await.expect("withdraw"), None);
-    assert_eq!(row(&*ledger, &key).await.state, RowState::Withdrawn);
+    let req = withdraw_request(&key, t(102));
+    assert_eq!(ledger.withdraw(&req).await.expect("withdraw"), None);
+    assert_eq!(row(&*ledger, &key).await, req.to_row(), "the tombstone replaces the released row whole");
 }

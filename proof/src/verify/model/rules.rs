@@ -148,6 +148,8 @@ impl Model {
                 .filter(|m| row.duplicates & bit(*m) != 0)
                 .map(message_id)
                 .collect(),
+            charge_at: None,
+            jurisdiction: None,
         };
         if let Some(n) = row.notice {
             let notice = self.core.notice(n)?;

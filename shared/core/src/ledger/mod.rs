@@ -160,6 +160,12 @@ pub struct LedgerRow {
     pub delivery_status: Option<DeliveryStatus>,
     /// Further provider message ids seen for this key: each one is a duplicate that really went out.
     pub duplicate_message_ids: Vec<String>,
+    /// The charge the notice announced, written with the claim or the missed record: the evidence
+    /// of how long before the charge it went out. Absent on rows written before it was stored,
+    /// on backfilled rows without it and on rows learned from provider events.
+    pub charge_at: Option<DateTime<Utc>>,
+    /// The customer's jurisdiction the window was judged in (absent: none given, or not stored).
+    pub jurisdiction: Option<String>,
 }
 
 /// What a worker asks to claim.
@@ -173,6 +179,9 @@ pub struct ClaimRequest {
     pub revision: u64,
     pub content_digest: String,
     pub at: DateTime<Utc>,
+    /// The job's charge time and jurisdiction, stored on the row as evidence.
+    pub charge_at: Option<DateTime<Utc>>,
+    pub jurisdiction: Option<String>,
 }
 
 impl ClaimRequest {
@@ -186,6 +195,8 @@ impl ClaimRequest {
             revision: job.identity.revision(),
             content_digest: job.content_digest(),
             at,
+            charge_at: Some(job.charge_at),
+            jurisdiction: job.jurisdiction.clone(),
         }
     }
 
@@ -207,6 +218,8 @@ impl ClaimRequest {
             detail,
             delivery_status: None,
             duplicate_message_ids: Vec::new(),
+            charge_at: self.charge_at,
+            jurisdiction: self.jurisdiction.clone(),
         }
     }
 }
@@ -266,6 +279,9 @@ impl WithdrawRequest {
             detail: Some(self.detail.clone()),
             delivery_status: None,
             duplicate_message_ids: Vec::new(),
+            // A withdraw names the notice, not its charge: nothing to keep as evidence.
+            charge_at: None,
+            jurisdiction: None,
         }
     }
 }
@@ -279,6 +295,9 @@ pub struct Claim {
 }
 
 /// The answer to a claim.
+// `Held` carries the whole row on purpose (the sender judges it); an outcome lives only for one
+// call, so its size on the stack does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClaimOutcome {
     /// This attempt owns the key (freshly, or recognised by its own token after a retried write).
@@ -589,6 +608,8 @@ pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
         detail: Some("learned from provider events".into()),
         delivery_status: Some(ev.status),
         duplicate_message_ids: Vec::new(),
+        charge_at: None,
+        jurisdiction: None,
     }
 }
 

@@ -132,6 +132,8 @@ mod tests {
             detail: None,
             delivery_status: None,
             duplicate_message_ids: Vec::new(),
+            charge_at: None,
+            jurisdiction: None,
         }
     }
 

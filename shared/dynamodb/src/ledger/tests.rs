@@ -27,6 +27,8 @@ fn claimed_row() -> LedgerRow {
         detail: None,
         delivery_status: None,
         duplicate_message_ids: Vec::new(),
+        charge_at: Some(at(1_700_259_200_000)),
+        jurisdiction: Some("US-CA".into()),
     }
 }
 

@@ -1,0 +1,358 @@
+//! `noticectl evidence`: what the ledger shows about one subscription's notices for one period —
+//! for a disputed charge or a regulator's question: which notice went out when, how long before
+//! the charge, judged against which window, and what the provider reported.
+//!
+//! No index or scan: the notice keys are derived (kinds × revisions, under the deployment's
+//! secret, as `noticectl key` does) and read in one batch (one DynamoDB `BatchGetItem`, hence at
+//! most [`MAX_KEYS`] keys). The secret is used, never printed.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use notice_ledger::ledger::{LedgerRow, RowState};
+use notice_ledger::{Identity, NoticeKey, WindowPolicy};
+use serde::Serialize;
+
+use super::windows::{PolicyArg, WindowView};
+use crate::ledger_target::LedgerArg;
+use crate::local::StateDir;
+use crate::terminal::{escape, table};
+
+/// Keys one run may derive: one DynamoDB `BatchGetItem` holds 100.
+pub(crate) const MAX_KEYS: usize = 100;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct EvidenceArgs {
+    #[arg(long)]
+    subscription_id: String,
+    /// The period the notices were for (YYYY-MM-DD), as in the jobs.
+    #[arg(long)]
+    period_start: String,
+    /// Notice kinds to look for, comma-separated; default: every kind the windows policy names.
+    #[arg(long, value_delimiter = ',', value_name = "K1,K2")]
+    kinds: Vec<String>,
+    /// Revisions to look for: a range (`0-3`) or a list (`0,2`).
+    #[arg(long, default_value = "0-3", value_name = "N-M")]
+    revisions: String,
+    #[command(flatten)]
+    policy: PolicyArg,
+    #[command(flatten)]
+    ledger: LedgerArg,
+    /// A claim older than this many seconds is shown as quarantined; default
+    /// NOTICE_STALE_AFTER_SECS (900).
+    #[arg(long, value_name = "SECS")]
+    stale_after_secs: Option<u64>,
+    /// Print one JSON object (for export) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One notice as the ledger records it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct NoticeEvidence {
+    pub(crate) notice_key: String,
+    pub(crate) kind: String,
+    pub(crate) revision: u64,
+    pub(crate) state: &'static str,
+    /// An open claim older than the stale age: the send's outcome is unknown to the ledger.
+    pub(crate) quarantined: bool,
+    pub(crate) origin: &'static str,
+    /// When the claim was taken — immediately before the one send attempt.
+    pub(crate) claimed_at: Option<DateTime<Utc>>,
+    /// The row's last write (a commit, a provider event, or the missed record itself).
+    pub(crate) updated_at: DateTime<Utc>,
+    /// The moment judged against the window: the claim, or for a missed notice when the miss was
+    /// recorded.
+    pub(crate) at: Option<DateTime<Utc>>,
+    pub(crate) charge_at: Option<DateTime<Utc>>,
+    pub(crate) jurisdiction: Option<String>,
+    pub(crate) hours_before_charge: Option<f64>,
+    pub(crate) minutes_before_charge: Option<i64>,
+    /// The effective window for this kind and jurisdiction under the policy given, and whether
+    /// `at` lies inside it (both need the stored charge time).
+    pub(crate) window: Option<WindowView>,
+    pub(crate) inside_window: Option<bool>,
+    pub(crate) message_id: Option<String>,
+    pub(crate) delivery_status: Option<&'static str>,
+    pub(crate) duplicate_message_ids: Vec<String>,
+    /// Why the row is missed, rejected or released; who resolved it.
+    pub(crate) detail: Option<String>,
+    /// Digest of the content inputs (recipient, charge, jurisdiction, locale, template data) of
+    /// the job that claimed it; the rendered body itself is not stored.
+    pub(crate) content_digest: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct Report {
+    subscription_id: String,
+    period_start: String,
+    ledger: String,
+    policy: String,
+    kinds: Vec<String>,
+    revisions: Vec<u64>,
+    keys_looked_up: usize,
+    notices: Vec<NoticeEvidence>,
+}
+
+/// `0-3` → 0, 1, 2, 3; `0,2` → 0, 2; `5` → 5.
+pub(crate) fn parse_revisions(text: &str) -> anyhow::Result<Vec<u64>> {
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .with_context(|| format!("--revisions {text:?}: {s:?} is not a revision (an integer >= 0)"))
+    };
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        match part.split_once('-') {
+            Some((from, to)) => {
+                let (from, to) = (number(from)?, number(to)?);
+                if from > to {
+                    anyhow::bail!("--revisions {text:?}: the range {from}-{to} is backwards");
+                }
+                if to - from >= MAX_KEYS as u64 {
+                    anyhow::bail!("--revisions {text:?}: at most {MAX_KEYS} revisions in one run");
+                }
+                out.extend(from..=to);
+            }
+            None => out.push(number(part)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// What one row shows, judged against `policy` and the stale age at `now`.
+pub(crate) fn notice_evidence(
+    row: &LedgerRow,
+    kind: &str,
+    revision: u64,
+    policy: &WindowPolicy,
+    stale_before: DateTime<Utc>,
+) -> NoticeEvidence {
+    let at = match row.state {
+        RowState::Missed => Some(row.updated_at),
+        _ => row.claimed_at,
+    };
+    let before = row.charge_at.zip(at).map(|(charge, at)| charge - at);
+    let window = row.charge_at.map(|charge| {
+        let effective = policy.effective(Some(kind), row.jurisdiction.as_deref());
+        WindowView::new(Some(kind), row.jurisdiction.as_deref(), &effective, Some(charge))
+    });
+    let inside_window = row.charge_at.zip(at).map(|(charge, at)| {
+        policy.effective(Some(kind), row.jurisdiction.as_deref()).window.contains(charge, at)
+    });
+    NoticeEvidence {
+        notice_key: row.key.as_str().to_owned(),
+        kind: kind.to_owned(),
+        revision,
+        state: row.state.as_str(),
+        quarantined: row.state == RowState::Claimed && row.claimed_at.is_some_and(|t| t < stale_before),
+        origin: row.origin.as_str(),
+        claimed_at: row.claimed_at,
+        updated_at: row.updated_at,
+        at,
+        charge_at: row.charge_at,
+        jurisdiction: row.jurisdiction.clone(),
+        hours_before_charge: before.map(|d| d.num_milliseconds() as f64 / 3_600_000.0),
+        minutes_before_charge: before.map(|d| d.num_minutes()),
+        window,
+        inside_window,
+        message_id: row.message_id.clone(),
+        delivery_status: row.delivery_status.map(|d| d.as_str()),
+        duplicate_message_ids: row.duplicate_message_ids.clone(),
+        detail: row.detail.clone(),
+        content_digest: row.content_digest.clone(),
+    }
+}
+
+fn render(r: &Report) -> String {
+    let mut out = format!(
+        "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})\n\n",
+        escape(&r.subscription_id),
+        r.period_start,
+        r.notices.len(),
+        r.ledger,
+        r.keys_looked_up,
+        r.kinds.join(","),
+        revisions_text(&r.revisions),
+    );
+    let dash = || "-".to_owned();
+    let rows: Vec<Vec<String>> = r
+        .notices
+        .iter()
+        .map(|n| {
+            let state = match (n.state, n.quarantined) {
+                ("claimed", true) => "claimed (quarantined)".to_owned(),
+                ("claimed", false) => "claimed (in flight)".to_owned(),
+                (s, _) => s.to_owned(),
+            };
+            vec![
+                n.kind.clone(),
+                n.revision.to_string(),
+                state,
+                n.at.map_or_else(dash, |t| t.to_rfc3339()),
+                n.hours_before_charge.map_or_else(dash, |h| format!("{h:.1} h")),
+                n.charge_at.map_or_else(dash, |t| t.to_rfc3339()),
+                n.jurisdiction.as_deref().map_or_else(dash, escape),
+                n.window.as_ref().map_or_else(dash, |w| {
+                    format!("{} h → {} h", w.opens_hours_before, w.closes_hours_before)
+                }),
+                n.inside_window.map_or_else(dash, |inside| if inside { "yes" } else { "no" }.to_owned()),
+                n.message_id.as_deref().map_or_else(dash, escape),
+                n.delivery_status.map_or_else(dash, str::to_owned),
+                n.detail.as_deref().map_or_else(dash, escape),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "kind",
+            "rev",
+            "state",
+            "claimed / recorded at",
+            "before charge",
+            "charge at",
+            "jurisdiction",
+            "window",
+            "inside",
+            "message id",
+            "delivery",
+            "detail",
+        ],
+        &rows,
+    ));
+    out.push_str(&format!(
+        "\nclaimed / recorded at: the claim, taken right before the one send attempt (for a missed notice: when the miss was recorded)\n\
+         window: opens → closes, hours before the charge, under {} — the policy given now; judge by the one deployed then if it has changed\n",
+        r.policy
+    ));
+    if r.notices.iter().any(|n| n.charge_at.is_none()) {
+        out.push_str("a `-` charge: the row was written before charge times were stored (or backfilled, or learned from provider events)\n");
+    }
+    for n in r.notices.iter().filter(|n| !n.duplicate_message_ids.is_empty()) {
+        out.push_str(&format!(
+            "{} revision {}: further message ids (duplicates that went out): {}\n",
+            n.kind,
+            n.revision,
+            escape(&n.duplicate_message_ids.join(", "))
+        ));
+    }
+    out
+}
+
+fn revisions_text(revisions: &[u64]) -> String {
+    match (revisions.first(), revisions.last()) {
+        (Some(first), Some(last)) if revisions.len() as u64 == last - first + 1 && revisions.len() > 1 => {
+            format!("{first}-{last}")
+        }
+        _ => revisions.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+    }
+}
+
+pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Result<ExitCode> {
+    let (policy, policy_source) = args.policy.load()?;
+    let kinds: Vec<String> = if args.kinds.is_empty() {
+        let named: Vec<String> = policy.kinds().into_iter().map(str::to_owned).collect();
+        if named.is_empty() {
+            anyhow::bail!(
+                "evidence: give --kinds: the windows policy ({policy_source}) names no kinds to look for"
+            );
+        }
+        named
+    } else {
+        args.kinds.iter().map(|k| k.trim().to_owned()).collect()
+    };
+    let revisions = parse_revisions(&args.revisions)?;
+    let wanted = kinds.len() * revisions.len();
+    if wanted > MAX_KEYS {
+        anyhow::bail!(
+            "evidence: {} kinds × {} revisions is {wanted} keys; at most {MAX_KEYS} in one run (narrow --kinds or --revisions)",
+            kinds.len(),
+            revisions.len()
+        );
+    }
+    let stale_after = match args.stale_after_secs {
+        Some(secs) => std::time::Duration::from_secs(secs),
+        None => notice_setup::config::stale_after_from_env()?,
+    };
+
+    let state = StateDir::open(&state_dir)?;
+    let secret = state.secret().await?;
+    let mut derived: HashMap<NoticeKey, (String, u64)> = HashMap::with_capacity(wanted);
+    let mut keys = Vec::with_capacity(wanted);
+    for kind in &kinds {
+        for revision in &revisions {
+            let identity = Identity::new(&args.subscription_id, &args.period_start, kind, *revision)?;
+            let key = identity.derive_key(&secret);
+            derived.insert(key.clone(), (kind.clone(), *revision));
+            keys.push(key);
+        }
+    }
+
+    let target = args.ledger.target(&state.root)?;
+    let ledger = target.open().await?.ledger;
+    let rows = ledger.get_many(&keys).await.context("ledger lookup failed")?;
+    let now = Utc::now();
+    let stale_before = now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::MAX);
+    let mut notices: Vec<NoticeEvidence> = rows
+        .iter()
+        .filter_map(|row| {
+            let (kind, revision) = derived.get(&row.key)?;
+            Some(notice_evidence(row, kind, *revision, &policy, stale_before))
+        })
+        .collect();
+    notices.sort_by(|a, b| (a.kind.as_str(), a.revision).cmp(&(b.kind.as_str(), b.revision)));
+
+    if notices.is_empty() {
+        eprintln!(
+            "noticectl evidence: no ledger rows for subscription {}, period {} (kinds {} × revisions {}) in {} — \
+             if notices were sent, check the kinds, the revisions and that the key secret is the deployment's",
+            escape(&args.subscription_id),
+            args.period_start,
+            kinds.join(","),
+            revisions_text(&revisions),
+            target.describe()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let report = Report {
+        subscription_id: args.subscription_id,
+        period_start: args.period_start,
+        ledger: target.describe(),
+        policy: policy_source,
+        kinds,
+        revisions,
+        keys_looked_up: keys.len(),
+        notices,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_read_as_ranges_or_lists() {
+        assert_eq!(parse_revisions("0-3").unwrap(), [0, 1, 2, 3]);
+        assert_eq!(parse_revisions("2,0,2").unwrap(), [0, 2]);
+        assert_eq!(parse_revisions("5").unwrap(), [5]);
+        assert_eq!(parse_revisions("0-1,4").unwrap(), [0, 1, 4]);
+        assert!(parse_revisions("3-1").is_err());
+        assert!(parse_revisions("-1").is_err());
+        assert!(parse_revisions("a").is_err());
+        assert!(parse_revisions("0-1000").is_err());
+        assert_eq!(revisions_text(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(revisions_text(&[0, 2]), "0,2");
+        assert_eq!(revisions_text(&[4]), "4");
+    }
+}

@@ -1,0 +1,49 @@
+//! A ledger file made before the evidence columns existed opens without a migration step.
+
+use super::*;
+
+/// The first schema, before `charge_at_ms` and `jurisdiction`.
+const OLD_SCHEMA: &str = "
+CREATE TABLE notices (
+    notice_key TEXT PRIMARY KEY, state TEXT NOT NULL, origin TEXT NOT NULL, claim_token TEXT,
+    subscription_id TEXT NOT NULL, period_start TEXT NOT NULL, kind TEXT NOT NULL,
+    revision INTEGER NOT NULL, content_digest TEXT, claimed_at_ms INTEGER,
+    updated_at_ms INTEGER NOT NULL, message_id TEXT, detail TEXT, delivery_status TEXT,
+    duplicate_message_ids TEXT NOT NULL DEFAULT '[]'
+);
+INSERT INTO notices VALUES ('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'sent', 'worker', 't',
+    'sub_1', '2026-10-01', 'renewal_notice_t72', 0, 'd', 1790000000000, 1790000001000, 'ses-old', NULL,
+    'delivered', '[]');
+";
+
+#[tokio::test]
+async fn an_old_file_gains_the_evidence_columns_and_keeps_its_rows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger.db");
+    Connection::open(&path).and_then(|c| c.execute_batch(OLD_SCHEMA)).expect("old file");
+
+    let ledger = SqliteLedger::open(&path).expect("open the old file");
+    let old_key = NoticeKey::parse(&"a".repeat(64)).expect("key");
+    let old = ledger.get(&old_key).await.expect("read").expect("the old row");
+    assert_eq!((old.message_id.as_deref(), old.charge_at, old.jurisdiction), (Some("ses-old"), None, None));
+
+    let key = NoticeKey::parse(&"b".repeat(64)).expect("key");
+    let at = Utc.timestamp_opt(1_790_000_000, 0).single().expect("time");
+    let req = ClaimRequest {
+        key: key.clone(),
+        token: ClaimToken::random(),
+        subscription_id: "sub_1".into(),
+        period_start: "2026-10-01".into(),
+        kind: "annual_renewal".into(),
+        revision: 0,
+        content_digest: "d".into(),
+        at,
+        charge_at: Some(at + chrono::Duration::hours(100)),
+        jurisdiction: Some("US-CA".into()),
+    };
+    assert!(matches!(ledger.claim(&req).await.expect("claim"), ClaimOutcome::Minted(_)));
+    let row = ledger.get(&key).await.expect("read").expect("row");
+    assert_eq!((row.charge_at, row.jurisdiction.as_deref()), (req.charge_at, Some("US-CA")));
+    drop(ledger);
+    SqliteLedger::open(&path).expect("opening again adds nothing and fails nothing");
+}
