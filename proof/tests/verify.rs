@@ -26,6 +26,7 @@ fn a_small_world_passes_and_every_mutant_is_caught_with_a_trace() {
     assert!(report["depth"].as_u64().unwrap_or(0) > 10, "{report:#}");
     assert_eq!(report["violations"], serde_json::json!([]));
     let mutants = report["mutants"].as_array().expect("mutants");
+    // The withdraw mutant needs a world with a withdraw (below).
     assert_eq!(mutants.len(), 11);
     for m in mutants {
         assert_eq!(m["caught"], true, "{m:#}");
@@ -38,6 +39,20 @@ fn a_small_world_passes_and_every_mutant_is_caught_with_a_trace() {
     assert_eq!(caught_by("token-after-claim"), "limited_leaves_no_claim");
     assert_eq!(caught_by("skip-pre-read"), "no_token_on_decided");
     assert_eq!(caught_by("failed-pre-read-is-free"), "no_token_on_decided");
+}
+
+#[test]
+fn a_world_with_a_withdraw_passes_and_catches_the_withdraw_mutant() {
+    let (code, report, stderr) =
+        verify(&["--workers", "2", "--deliveries", "1", "--releases", "0", "--withdraws", "1", "--json"]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    assert_eq!(report["violations"], serde_json::json!([]));
+    assert!(report["states"].as_u64().unwrap_or(0) > 100_000, "{report:#}");
+    let mutants = report["mutants"].as_array().expect("mutants");
+    assert_eq!(mutants.len(), 12);
+    assert!(mutants.iter().all(|m| m["caught"] == true), "{report:#}");
+    let overwrite = mutants.iter().find(|m| m["name"] == "withdraw-overwrites-claim").expect("listed");
+    assert_eq!(overwrite["invariant"], "withdrawn_not_sent", "{overwrite:#}");
 }
 
 #[test]

@@ -16,6 +16,10 @@ pub(crate) struct VerifyArgs {
     /// Operator releases of an open claim in a run, each followed by a replay (0 or 1).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
     releases: u8,
+    /// Withdraw messages of notice A (0 or 1), enqueued at any time: before, during or after its
+    /// deliveries. Off by default: it multiplies the world about ninefold.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    withdraws: u8,
     /// How ledger calls may fail: `off`; `clean` (a failed write was not applied — the adapters
     /// recognise a write of their own retried after a lost response); `ambiguous` (a write may be
     /// applied and still answer an error).
@@ -48,6 +52,7 @@ impl VerifyArgs {
             deliveries: self.deliveries,
             notices: self.notices,
             releases: self.releases,
+            withdraws: self.withdraws,
             ledger_faults: self.ledger_faults,
             in_flight_redelivery: self.in_flight_redelivery,
             stale_deletes: self.stale_deletes,
@@ -71,6 +76,8 @@ pub(super) struct Bounds {
     pub(super) notices: u8,
     /// Operator releases in the whole run (each followed by a replay of the notice).
     pub(super) releases: u8,
+    /// Withdraw messages of notice A.
+    pub(super) withdraws: u8,
     /// How ledger calls may fail.
     pub(super) ledger_faults: Faults,
     /// A message may come back while its worker still runs it (visibility expiring mid-job, or a

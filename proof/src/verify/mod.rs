@@ -39,7 +39,7 @@ use report::{MutantReport, Report};
 fn verify(bounds: Bounds, mutants: &[Mutant]) -> Result<Report, VerifyError> {
     let real = search::explore(&mut Model::new(bounds, Rules::real())?)?;
     let mut caught = Vec::with_capacity(mutants.len());
-    for &mutant in mutants.iter().filter(|m| bounds.rate_gate || !m.needs_gate()) {
+    for &mutant in mutants.iter().filter(|m| m.runs_in(&bounds)) {
         let run = search::explore(&mut Model::new(bounds, Rules::with(mutant))?)?;
         caught.push(MutantReport::new(mutant, run));
     }

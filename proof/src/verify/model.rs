@@ -23,10 +23,12 @@
 //!
 //! The files, each importing only from the ones before it: `state` (one state, one transition,
 //! the invariants' names) → `rules` (the model, its rows, its calls into the real rules) → `trace`
-//! (steps in words) → `invariants` → `symmetry` → `moves` (the transitions).
+//! (steps in words) → `invariants` → `symmetry` → `moves` (the transitions: the workers' steps) →
+//! `actors` (the reconciler, the operator, the TTL).
 //!
 //! [`rules::expires`]: notice_ledger::ledger::rules::expires
 
+mod actors;
 mod invariants;
 mod moves;
 mod rules;

@@ -8,6 +8,7 @@ use notice_ledger::ledger::rules::{self, Verdict, Write};
 use notice_ledger::ledger::{LedgerRow, RowState};
 use serde::Serialize;
 
+use super::args::Bounds;
 use super::wrappers::Wiring;
 
 /// A deliberate bug.
@@ -36,10 +37,12 @@ pub(crate) enum Mutant {
     SkipPreRead,
     /// A dedupe read that failed is taken for "no row".
     FailedReadIsFree,
+    /// A withdraw's tombstone is written over an open claim too.
+    WithdrawOverwritesClaim,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 11] = [
+    pub(crate) const ALL: [Mutant; 12] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
@@ -51,12 +54,23 @@ impl Mutant {
         Mutant::TokenAfterClaim,
         Mutant::SkipPreRead,
         Mutant::FailedReadIsFree,
+        Mutant::WithdrawOverwritesClaim,
     ];
 
     /// Whether the mutant lives on the rate-gate path (read → token → claim): a world without a
     /// gate cannot run it.
     pub(crate) fn needs_gate(self) -> bool {
         matches!(self, Mutant::TokenAfterClaim | Mutant::SkipPreRead | Mutant::FailedReadIsFree)
+    }
+
+    /// Whether the mutant is about withdraw: a world without withdraw messages cannot run it.
+    pub(crate) fn needs_withdraw(self) -> bool {
+        matches!(self, Mutant::WithdrawOverwritesClaim)
+    }
+
+    /// Whether a world of these bounds can run the mutant.
+    pub(crate) fn runs_in(self, bounds: &Bounds) -> bool {
+        (bounds.rate_gate || !self.needs_gate()) && (bounds.withdraws > 0 || !self.needs_withdraw())
     }
 
     pub(crate) fn name(self) -> &'static str {
@@ -72,6 +86,7 @@ impl Mutant {
             Mutant::TokenAfterClaim => "token-after-claim",
             Mutant::SkipPreRead => "skip-pre-read",
             Mutant::FailedReadIsFree => "failed-pre-read-is-free",
+            Mutant::WithdrawOverwritesClaim => "withdraw-overwrites-claim",
         }
     }
 
@@ -89,6 +104,7 @@ impl Mutant {
                 "the token is taken after the claim, and the claim released when no token is left"
             }
             Mutant::SkipPreRead => "the ledger read before the token is skipped",
+            Mutant::WithdrawOverwritesClaim => "a withdraw writes its tombstone over an open claim",
             Mutant::FailedReadIsFree => "a failed ledger read before the token is taken for \"no row\"",
         }
     }
@@ -117,6 +133,12 @@ impl Rules {
     pub(crate) fn permits(self, existing: Option<&LedgerRow>, write: Write<'_>) -> Verdict {
         match write {
             Write::Claim { .. } if self.is(Mutant::UnconditionalClaim) => Verdict::Apply,
+            Write::Withdraw
+                if self.is(Mutant::WithdrawOverwritesClaim)
+                    && existing.is_some_and(|r| r.state == RowState::Claimed) =>
+            {
+                Verdict::Apply
+            }
             _ => rules::permits(existing, write),
         }
     }

@@ -27,6 +27,7 @@ pub(super) enum Call {
     CommitSent(NoticeKey, String),
     CommitRejected(NoticeKey),
     Release(NoticeKey),
+    Withdraw(NoticeKey),
 }
 
 #[derive(Default)]
@@ -178,8 +179,15 @@ impl ClaimLedger for ScriptedLedger {
     }
 
     async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
-        // The world enqueues no withdraw messages: a call here is a finding, not a path.
-        unexpected(&self.script, format!("withdraw of {} (the world sends none)", req.key.prefix())).await
+        match take(&self.script, Call::Withdraw(req.key.clone())) {
+            None => std::future::pending().await,
+            Some(Answer::Written) => Ok(None),
+            Some(Answer::Held { state, digest, young }) => {
+                Ok(Some(self.held(&req.key, state, digest, young)))
+            }
+            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(other) => unexpected(&self.script, format!("withdraw answered {other:?}")).await,
+        }
     }
 }
 

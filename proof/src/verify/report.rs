@@ -98,9 +98,10 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "world: {}, {} of notice A, {}, {} (each with a replay), rate gate {}, ledger faults {}, in-flight redelivery {}, stale-receipt deletes {}",
+            "world: {}, {} of notice A, {} of A, {}, {} (each with a replay), rate gate {}, ledger faults {}, in-flight redelivery {}, stale-receipt deletes {}",
             plural(b.notices, "notice"),
             plural(b.deliveries, "delivery").replace("deliverys", "deliveries"),
+            plural(b.withdraws, "withdraw"),
             plural(b.workers, "worker"),
             plural(b.releases, "operator release"),
             if b.rate_gate { "on" } else { "off" },

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use chrono::{DateTime, Utc};
-use notice_ledger::ledger::{ClaimLedger, ClaimRequest, LedgerRow, RowState};
+use notice_ledger::job::Withdrawal;
+use notice_ledger::ledger::{ClaimLedger, ClaimRequest, LedgerRow, Origin, RowState, WithdrawRequest};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::RateGate;
 use notice_ledger::render::Renderer;
@@ -45,7 +46,8 @@ pub(super) struct Notice {
     pub(super) digest: String,
 }
 
-type MemoKey = (u8, u8, Phase, Answers);
+/// (sender variant, notice, a withdraw message of it, the job's clock, its answers so far)
+type MemoKey = (u8, u8, bool, Phase, Answers);
 
 /// The real sender, its inputs, and every history it has been run on.
 pub(super) struct Core {
@@ -186,25 +188,39 @@ impl Core {
         &mut self,
         variant: u8,
         notice: u8,
+        withdraw: bool,
         now: Phase,
         answers: Answers,
     ) -> Result<Step, VerifyError> {
-        let memo_key = (variant, notice, now, answers);
+        let memo_key = (variant, notice, withdraw, now, answers);
         if let Some(step) = self.memo.get(&memo_key) {
             return Ok(*step);
         }
-        let step = self.run(variant, notice, now, answers)?;
+        let step = self.run(variant, notice, withdraw, now, answers)?;
         self.memo.insert(memo_key, step);
         Ok(step)
     }
 
     /// Runs the real `deliver` with `answers` scripted, up to its first unanswered call.
-    fn run(&mut self, variant: u8, notice: u8, now: Phase, answers: Answers) -> Result<Step, VerifyError> {
+    fn run(
+        &mut self,
+        variant: u8,
+        notice: u8,
+        withdraw: bool,
+        now: Phase,
+        answers: Answers,
+    ) -> Result<Step, VerifyError> {
         let sender = Arc::clone(self.sender(variant)?);
         let job = self.notice(notice)?.job.clone();
         let job_key = sender.key(&job);
         *lock(&self.script) = Script { answers: answers.to_vec(), ..Script::default() };
-        let mut delivery = Box::pin(async move { sender.deliver(&job, now.at(), None).await });
+        let mut delivery = Box::pin(async move {
+            if withdraw {
+                sender.withdraw(&Withdrawal { identity: job.identity.clone(), reason: None }, now.at()).await
+            } else {
+                sender.deliver(&job, now.at(), None).await
+            }
+        });
         let polled = {
             // The sender's send timeout needs a timer to register with; it never fires.
             let _runtime = self.runtime.enter();
@@ -249,6 +265,7 @@ impl Core {
             }
             Call::CommitRejected(key) => Step::CommitRejected { key: self.intern(key)? },
             Call::Release(key) => Step::Release { key: self.intern(key)? },
+            Call::Withdraw(key) => Step::Withdraw { key: self.intern(key)? },
         })
     }
 
@@ -266,6 +283,15 @@ impl Core {
         req.token = token(t);
         let detail = (state == RowState::Missed).then(|| "send window closed".to_owned());
         Ok(req.to_row(state, detail))
+    }
+
+    /// The tombstone a withdraw message of `notice` writes at `now`: the real request's own row.
+    pub(super) fn tombstone_row(&self, notice: u8, key: u8, now: Phase) -> Result<LedgerRow, VerifyError> {
+        let identity = self.notice(notice)?.job.identity.clone();
+        let withdrawal = Withdrawal { identity, reason: None };
+        let req =
+            WithdrawRequest::new(&withdrawal, self.key(key)?.clone(), Origin::Worker, "producer", now.at());
+        Ok(req.to_row())
     }
 
     /// The notice whose content `digest` is.

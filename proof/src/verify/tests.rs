@@ -17,7 +17,13 @@ fn small() -> Bounds {
         in_flight_redelivery: true,
         stale_deletes: false,
         rate_gate: true,
+        withdraws: 0,
     }
+}
+
+/// A world with the producer's withdraw of notice A, enqueued at any time.
+fn withdrawing() -> Bounds {
+    Bounds { releases: 0, withdraws: 1, ..small() }
 }
 
 fn run(bounds: Bounds, rules: Rules) -> Explored {
@@ -54,8 +60,10 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
         (Mutant::TokenAfterClaim, &[LimitedLeavesNoClaim][..]),
         (Mutant::SkipPreRead, &[NoTokenOnDecided][..]),
         (Mutant::FailedReadIsFree, &[NoTokenOnDecided][..]),
+        (Mutant::WithdrawOverwritesClaim, &[WithdrawnNotSent][..]),
     ] {
-        let run = run(small(), Rules::with(mutant));
+        let bounds = if mutant.needs_withdraw() { withdrawing() } else { small() };
+        let run = run(bounds, Rules::with(mutant));
         let Some((v, trace)) = run.violation else {
             panic!("{} escaped over {} states", mutant.name(), run.states)
         };
@@ -72,16 +80,22 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
 
 #[test]
 fn every_mutant_is_listed_and_the_gate_mutants_need_a_gate() {
-    assert_eq!(Mutant::ALL.len(), 11);
-    let gateless = Bounds { rate_gate: false, ..small() };
+    assert_eq!(Mutant::ALL.len(), 12);
+    let gateless = Bounds { rate_gate: false, ..withdrawing() };
     for mutant in Mutant::ALL {
-        assert_eq!(
-            Model::new(gateless, Rules::with(mutant)).is_err(),
-            mutant.needs_gate(),
-            "{}",
-            mutant.name()
-        );
+        let name = mutant.name();
+        assert_eq!(Model::new(gateless, Rules::with(mutant)).is_err(), mutant.needs_gate(), "{name}");
+        let refused = Model::new(small(), Rules::with(mutant)).is_err();
+        assert_eq!(refused, mutant.needs_withdraw(), "{name}");
     }
+}
+
+#[test]
+fn the_real_rules_hold_with_a_withdraw_at_any_time() {
+    // Small for a debug build (in-flight redelivery off); `tests/verify.rs` runs it on.
+    let run = run(Bounds { in_flight_redelivery: false, ..withdrawing() }, Rules::real());
+    clean(&run);
+    assert!(run.states > 5_000, "{} states", run.states);
 }
 
 #[test]

@@ -77,7 +77,7 @@ pub(super) enum Answer {
     Failed,
     /// commit / release: the row is no longer held by this claim.
     Refused,
-    /// commit / release: written.
+    /// commit / release: written; withdraw: the tombstone written.
     Written,
     /// send: accepted, with this message id.
     Accepted(u8),
@@ -179,6 +179,10 @@ pub(super) enum Step {
     Release {
         key: u8,
     },
+    /// A withdraw message's one write: the tombstone.
+    Withdraw {
+        key: u8,
+    },
     Done {
         outcome: &'static str,
         queue: QueueAction,
@@ -196,6 +200,7 @@ impl Step {
             Step::CommitSent { .. } => "commit sent",
             Step::CommitRejected { .. } => "commit rejected",
             Step::Release { .. } => "release",
+            Step::Withdraw { .. } => "withdraw",
             Step::Done { .. } => "ack/retry",
         }
     }

@@ -4,7 +4,7 @@
 use notice_ledger::ledger::RowState;
 
 use super::rules::Model;
-use super::state::{bit, broken, Invariant, Msg, Role, State, Violation};
+use super::state::{bit, broken, Invariant, Msg, Role, State, Violation, WITHDRAWN};
 use super::trace::list;
 use crate::verify::error::VerifyError;
 use crate::verify::world::MAX_SENDS;
@@ -57,6 +57,12 @@ impl Model {
                     format!("notice {name}: {accepted} messages accepted ({}), every one's events applied, {detected} duplicate(s) detected", list(&ids)),
                 ));
             }
+            if s.withdraw_answers & WITHDRAWN != 0 && notice == 0 && accepted > released {
+                return Ok(broken(
+                    Invariant::WithdrawnNotSent,
+                    format!("notice {name}: a withdraw was answered withdrawn, and {accepted} message(s) accepted ({}) after {released} operator release(s)", list(&ids)),
+                ));
+            }
             if self.quiet(s, notice) {
                 if let Some(v) = self.ended(s, notice)? {
                     return Ok(Some(v));
@@ -70,6 +76,13 @@ impl Model {
     fn ended(&self, s: &State, notice: u8) -> Result<Option<Violation>, VerifyError> {
         for (i, info) in self.slots.iter().enumerate() {
             if info.notice != notice || s.queue[i] != Msg::Gone {
+                continue;
+            }
+            if info.role == Role::Withdraw {
+                if s.withdraw_answers == 0 {
+                    let detail = format!("{} was acked and never answered", self.slot_role(i as u8));
+                    return Ok(broken(Invariant::WithdrawAnswered, detail));
+                }
                 continue;
             }
             let row = s.rows[usize::from(info.key)];

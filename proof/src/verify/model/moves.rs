@@ -1,17 +1,18 @@
 //! The transitions: every way the world can move on from a state.
 
 use notice_ledger::ledger::rules::Verdict;
-use notice_ledger::ledger::{Origin, RowState};
+use notice_ledger::ledger::RowState;
 
 use super::invariants::backwards;
 use super::rules::{Model, Probe};
 use super::state::{
-    bit, broken, Attempt, Invariant, Job, Label, Msg, Role, Row, Sent, SlotInfo, State, Succ, Violation,
+    broken, Attempt, Invariant, Job, Label, Msg, Role, Row, Sent, SlotInfo, State, Succ, Violation,
+    NOT_NEEDED, TOO_LATE, WITHDRAWN,
 };
 use super::symmetry::canonical;
 use crate::verify::args::Faults;
 use crate::verify::error::VerifyError;
-use crate::verify::world::{Answer, Answers, QueueAction, Step, EVENTS, MAX_SENDS};
+use crate::verify::world::{Answer, Answers, QueueAction, Step, MAX_SENDS};
 
 impl Model {
     // ── successors ──
@@ -35,6 +36,14 @@ impl Model {
                 info.notice == notice && info.role == Role::Extra && s.queue[i] == Msg::Pending
             });
             if let Some(i) = next {
+                let mut n = s.clone();
+                n.queue[i] = Msg::Visible;
+                self.push(out, s, Label::Enqueue { slot: i as u8 }, n, None, false);
+            }
+        }
+        // The producer's withdraw, whenever it comes.
+        for i in 0..n_slots {
+            if self.slots[i].role == Role::Withdraw && s.queue[i] == Msg::Pending {
                 let mut n = s.clone();
                 n.queue[i] = Msg::Visible;
                 self.push(out, s, Label::Enqueue { slot: i as u8 }, n, None, false);
@@ -79,7 +88,8 @@ impl Model {
         for w in 0..usize::from(self.bounds.workers) {
             let Some(job) = s.workers[w] else { continue };
             let info = self.slot(job.slot)?;
-            let step = self.core.step(info.variant, info.notice, job.now, job.answers)?;
+            let withdraw = info.role == Role::Withdraw;
+            let step = self.core.step(info.variant, info.notice, withdraw, job.now, job.answers)?;
             // A crash between any two steps: the job is gone, its message comes back by visibility.
             let mut n = s.clone();
             n.workers[w] = None;
@@ -115,7 +125,7 @@ impl Model {
     }
 
     /// Canonical form (workers sorted), the backwards check, and the successor itself.
-    fn push(
+    pub(super) fn push(
         &self,
         out: &mut Vec<Succ>,
         before: &State,
@@ -143,6 +153,12 @@ impl Model {
         let current = s.queue[slot] == Msg::InFlight(w as u8);
         let mut n = s.clone();
         n.workers[w] = None;
+        n.withdraw_answers |= match outcome {
+            "withdrawn" => WITHDRAWN,
+            "withdraw_too_late" => TOO_LATE,
+            "withdraw_not_needed" => NOT_NEEDED,
+            _ => 0,
+        };
         let label = |effect| Label::Finish { worker: w as u8, slot: job.slot, outcome, queue, effect };
         if let Some(v) = self.left_claim(s, job)? {
             // The job's own claim outlives it although it got no token.
@@ -441,6 +457,49 @@ impl Model {
                     self.push(out, s, label, n, None, false);
                 }
             }
+            Step::Withdraw { key } => {
+                let row = s.rows[usize::from(key)];
+                let verdict = self.verdict(key, row, Probe::Withdraw)?;
+                // (answer, the row written if any)
+                let mut answers: Vec<(Answer, Option<Row>)> = Vec::new();
+                match (verdict, row) {
+                    (Verdict::Apply, _) => {
+                        let tombstone = self.tombstone(info.notice, key, job.now)?;
+                        answers.push((Answer::Written, Some(tombstone)));
+                        if ambiguous {
+                            answers.push((Answer::Failed, Some(tombstone)));
+                        }
+                    }
+                    (_, Some(r)) => {
+                        for &young in self.claim_ages(s, row) {
+                            answers.push((Answer::Held { state: r.state, digest: r.notice, young }, None));
+                        }
+                    }
+                    (_, None) => {
+                        return Err(VerifyError::Unexpected("a withdraw refused over no row".into()));
+                    }
+                }
+                if faults {
+                    answers.push((Answer::Failed, None));
+                }
+                for (answer, write) in answers {
+                    let mut n = s.clone();
+                    if let Some(row) = write {
+                        n.rows[usize::from(key)] = Some(row);
+                    }
+                    let mut j = job;
+                    j.answers = j.answers.with(answer)?;
+                    n.workers[w] = Some(j);
+                    let label = Label::Call {
+                        worker: w as u8,
+                        step,
+                        answer,
+                        applied: write.is_some(),
+                        attempts: [None; 2],
+                    };
+                    self.push(out, s, label, n, None, false);
+                }
+            }
             Step::Done { .. } => {}
         }
         Ok(())
@@ -500,88 +559,5 @@ impl Model {
             }
         }
         Ok(all)
-    }
-
-    /// The reconciler applying one provider event, through the real evidence rules.
-    fn events(&self, out: &mut Vec<Succ>, s: &State) -> Result<(), VerifyError> {
-        for (m, sent) in s.sends.iter().enumerate() {
-            let Some(sent) = sent else { continue };
-            // After the retention period every event that will ever come has come.
-            if s.retired & bit(sent.key) != 0 {
-                continue;
-            }
-            let m = m as u8;
-            for e in 0..EVENTS.len() as u8 {
-                let applied = self.apply_event(sent.key, s.rows[usize::from(sent.key)], m, e)?;
-                let mut n = s.clone();
-                n.rows[usize::from(sent.key)] = Some(applied.row);
-                if let Some(x) = n.sends[usize::from(m)].as_mut() {
-                    x.seen = true;
-                }
-                if let Some(d) = applied.duplicate {
-                    n.detected |= bit(d);
-                }
-                let name = applied.effect;
-                if n != *s {
-                    self.push(out, s, Label::Event { message: m, event: e, effect: name }, n, None, false);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// An operator's audited release of an open claim, and the replay that follows it.
-    fn operator(&self, out: &mut Vec<Succ>, s: &State) -> Result<(), VerifyError> {
-        let used: u8 = s.released.iter().sum();
-        if used >= self.bounds.releases {
-            return Ok(());
-        }
-        for key in 0..self.key_notice.len() as u8 {
-            let Some(mut row) = s.rows[usize::from(key)] else { continue };
-            if self.verdict(key, Some(row), Probe::Operator)? != Verdict::Apply {
-                continue;
-            }
-            let notice = self.notice_of_key(key)?;
-            let mut n = s.clone();
-            row.state = RowState::Released;
-            row.origin = Origin::ALL.iter().position(|o| *o == Origin::Operator).unwrap_or(0) as u8;
-            n.rows[usize::from(key)] = Some(row);
-            n.released[usize::from(notice)] += 1;
-            let replay = (0..self.slots.len()).find(|&i| {
-                self.slots[i].notice == notice
-                    && self.slots[i].role == Role::Replay
-                    && s.queue[i] == Msg::Pending
-            });
-            if let Some(i) = replay {
-                n.queue[i] = Msg::Visible;
-            }
-            self.push(
-                out,
-                s,
-                Label::OperatorRelease { key, replay: replay.map(|i| i as u8) },
-                n,
-                None,
-                false,
-            );
-        }
-        Ok(())
-    }
-
-    /// The ledger's TTL, once a notice is settled (no message of it can come back: in the real
-    /// system the retention period is a year, the queue's 14 days).
-    fn ttl(&self, out: &mut Vec<Succ>, s: &State) -> Result<(), VerifyError> {
-        for key in 0..self.key_notice.len() as u8 {
-            let Some(row) = s.rows[usize::from(key)] else { continue };
-            if !self.rules.expires(row.state) || !self.settled(s, self.notice_of_key(key)?) {
-                continue;
-            }
-            let mut n = s.clone();
-            n.rows[usize::from(key)] = None;
-            if matches!(row.state, RowState::Sent | RowState::Rejected | RowState::Missed) {
-                n.retired |= bit(key);
-            }
-            self.push(out, s, Label::Ttl { key, state: row.state }, n, None, true);
-        }
-        Ok(())
     }
 }

@@ -46,8 +46,8 @@ impl Model {
         if !(1..=MAX_NOTICES).contains(&usize::from(bounds.notices)) {
             return bad(format!("--notices must be 1 to {MAX_NOTICES}"));
         }
-        if rules.mutant.is_some_and(|m| m.needs_gate()) && !bounds.rate_gate {
-            return bad("a rate-gate mutant needs --rate-gate on".into());
+        if rules.mutant.is_some_and(|m| !m.runs_in(&bounds)) {
+            return bad("this mutant needs --rate-gate on (and a withdraw mutant --withdraws 1)".into());
         }
         let mut plan = Vec::new();
         for notice in 0..bounds.notices {
@@ -57,6 +57,9 @@ impl Model {
             }
             if bounds.releases > 0 {
                 plan.push((notice, Role::Replay));
+            }
+            if notice == 0 && bounds.withdraws > 0 {
+                plan.push((notice, Role::Withdraw));
             }
         }
         if bounds.deliveries == 0 || plan.len() > MAX_SLOTS {
@@ -104,6 +107,7 @@ impl Model {
             sends: [None; MAX_SENDS],
             detected: 0,
             released: [0; MAX_NOTICES],
+            withdraw_answers: 0,
         }
     }
 
@@ -195,6 +199,7 @@ pub(super) enum Probe {
     Claim(u8),
     Commit(u8),
     Operator,
+    Withdraw,
 }
 
 /// What applying one provider event did.
@@ -215,6 +220,7 @@ pub(super) struct Calls {
     evidence: Cache<(u8, Option<Row>, u8, u8), Applied>,
     written: Cache<(u8, u8, Phase, u8, RowState), Row>,
     on_view: Cache<(u8, Row), bool>,
+    tombstones: Cache<(u8, u8, Phase), Row>,
 }
 
 fn remember<K: std::hash::Hash + Eq, V: Copy>(
@@ -241,6 +247,7 @@ impl Model {
                 Probe::Claim(t) => self.rules.permits(existing.as_ref(), Write::Claim { token: &token(t) }),
                 Probe::Commit(t) => self.rules.permits(existing.as_ref(), Write::Commit { token: &token(t) }),
                 Probe::Operator => self.rules.permits(existing.as_ref(), Write::Operator),
+                Probe::Withdraw => self.rules.permits(existing.as_ref(), Write::Withdraw),
             })
         })
     }
@@ -299,6 +306,13 @@ impl Model {
     ) -> Result<Row, VerifyError> {
         remember(&self.calls.written, (notice, key, now, t, state), || {
             self.compact(&self.core.written_row(notice, key, now, t, state)?)
+        })
+    }
+
+    /// The tombstone a withdraw message of `notice` writes: the real request's own `to_row`.
+    pub(super) fn tombstone(&self, notice: u8, key: u8, now: Phase) -> Result<Row, VerifyError> {
+        remember(&self.calls.tombstones, (notice, key, now), || {
+            self.compact(&self.core.tombstone_row(notice, key, now)?)
         })
     }
 

@@ -28,6 +28,8 @@ pub(super) enum Role {
     Original,
     Extra,
     Replay,
+    /// A withdraw message of the notice (`"action": "withdraw"`).
+    Withdraw,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -91,7 +93,16 @@ pub(in crate::verify) struct State {
     pub(super) detected: u8,
     /// Operator releases, per notice.
     pub(super) released: [u8; MAX_NOTICES],
+    /// How withdraw jobs were answered (bits: [`WITHDRAWN`], [`TOO_LATE`], [`NOT_NEEDED`]).
+    pub(super) withdraw_answers: u8,
 }
+
+/// A withdraw job ended `withdrawn`.
+pub(super) const WITHDRAWN: u8 = 1;
+/// A withdraw job ended `withdraw_too_late`.
+pub(super) const TOO_LATE: u8 = 2;
+/// A withdraw job ended `withdraw_not_needed`.
+pub(super) const NOT_NEEDED: u8 = 4;
 
 /// What the provider did with one SendEmail attempt.
 #[derive(Clone, Copy, Debug)]
@@ -133,10 +144,12 @@ pub(crate) enum Invariant {
     InsideWindow,
     NoTokenOnDecided,
     LimitedLeavesNoClaim,
+    WithdrawnNotSent,
+    WithdrawAnswered,
 }
 
 impl Invariant {
-    pub(crate) const ALL: [Invariant; 8] = [
+    pub(crate) const ALL: [Invariant; 10] = [
         Invariant::OneAcceptance,
         Invariant::DuplicatesDetected,
         Invariant::AckAfterDurable,
@@ -145,6 +158,8 @@ impl Invariant {
         Invariant::InsideWindow,
         Invariant::NoTokenOnDecided,
         Invariant::LimitedLeavesNoClaim,
+        Invariant::WithdrawnNotSent,
+        Invariant::WithdrawAnswered,
     ];
 
     pub(crate) fn statement(self) -> &'static str {
@@ -163,6 +178,12 @@ impl Invariant {
             Invariant::InsideWindow => "nothing is sent outside its window",
             Invariant::NoTokenOnDecided => {
                 "no token is spent on a key the ledger had already decided when the job read it"
+            }
+            Invariant::WithdrawnNotSent => {
+                "a withdrawn notice is never sent: once a withdraw is answered withdrawn, no acceptance beyond those an operator release declared unsent"
+            }
+            Invariant::WithdrawAnswered => {
+                "every withdraw is answered (withdrawn, too late, or not needed) before its message is acked"
             }
             Invariant::LimitedLeavesNoClaim => {
                 "a job without a token (limited, or the take failed) leaves no claim"

@@ -19,6 +19,7 @@ impl Model {
             Role::Original => "original",
             Role::Extra => "duplicate",
             Role::Replay => "replay",
+            Role::Withdraw => "withdraw",
         };
         format!("msg{} ({role} of {})", slot + 1, self.notice_name(info.notice))
     }
@@ -31,6 +32,7 @@ impl Model {
             Role::Original => format!("the original message of {notice}"),
             Role::Extra => format!("a duplicate message of {notice}"),
             Role::Replay => format!("the operator's replay of {notice}"),
+            Role::Withdraw => format!("the withdraw message of {notice}"),
         }
     }
 
@@ -70,7 +72,8 @@ impl Model {
                     | Step::Send { key }
                     | Step::CommitSent { key, .. }
                     | Step::CommitRejected { key }
-                    | Step::Release { key } => self.key_name(*key),
+                    | Step::Release { key }
+                    | Step::Withdraw { key } => self.key_name(*key),
                     Step::Done { .. } => String::new(),
                 };
                 let provider: Vec<String> = attempts
