@@ -56,6 +56,19 @@ fn a_world_with_a_withdraw_passes_and_catches_the_withdraw_mutant() {
 }
 
 #[test]
+fn a_world_with_a_release_and_a_withdraw_catches_every_mutant() {
+    let (code, report, stderr) =
+        verify(&["--workers", "1", "--deliveries", "1", "--releases", "1", "--withdraws", "1", "--json"]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    assert_eq!(report["violations"], serde_json::json!([]));
+    let mutants = report["mutants"].as_array().expect("mutants");
+    assert_eq!(mutants.len(), 13);
+    assert!(mutants.iter().all(|m| m["caught"] == true), "{report:#}");
+    let event = mutants.iter().find(|m| m["name"] == "event-leaves-withdrawn").expect("listed");
+    assert_eq!(event["invariant"], "sent_after_withdraw_paged", "{event:#}");
+}
+
+#[test]
 fn without_the_gate_the_world_is_the_one_before_it() {
     // The count of states this world had before the rate gate was modelled (BENCHMARKS.md): the
     // gate-off world is unchanged, and the gate mutants are not run in it.

@@ -39,10 +39,12 @@ pub(crate) enum Mutant {
     FailedReadIsFree,
     /// A withdraw's tombstone is written over an open claim too.
     WithdrawOverwritesClaim,
+    /// Any provider event (Delivery, Bounce, …) moves a tombstone to sent, uncounted.
+    EventLeavesWithdrawn,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 12] = [
+    pub(crate) const ALL: [Mutant; 13] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
@@ -55,6 +57,7 @@ impl Mutant {
         Mutant::SkipPreRead,
         Mutant::FailedReadIsFree,
         Mutant::WithdrawOverwritesClaim,
+        Mutant::EventLeavesWithdrawn,
     ];
 
     /// Whether the mutant lives on the rate-gate path (read → token → claim): a world without a
@@ -65,12 +68,20 @@ impl Mutant {
 
     /// Whether the mutant is about withdraw: a world without withdraw messages cannot run it.
     pub(crate) fn needs_withdraw(self) -> bool {
-        matches!(self, Mutant::WithdrawOverwritesClaim)
+        matches!(self, Mutant::WithdrawOverwritesClaim | Mutant::EventLeavesWithdrawn)
+    }
+
+    /// Whether the mutant needs an operator release: in the real rules only a claim an operator
+    /// released after its message went out lets a provider event meet a tombstone.
+    pub(crate) fn needs_release(self) -> bool {
+        matches!(self, Mutant::EventLeavesWithdrawn)
     }
 
     /// Whether a world of these bounds can run the mutant.
     pub(crate) fn runs_in(self, bounds: &Bounds) -> bool {
-        (bounds.rate_gate || !self.needs_gate()) && (bounds.withdraws > 0 || !self.needs_withdraw())
+        (bounds.rate_gate || !self.needs_gate())
+            && (bounds.withdraws > 0 || !self.needs_withdraw())
+            && (bounds.releases > 0 || !self.needs_release())
     }
 
     pub(crate) fn name(self) -> &'static str {
@@ -87,6 +98,7 @@ impl Mutant {
             Mutant::SkipPreRead => "skip-pre-read",
             Mutant::FailedReadIsFree => "failed-pre-read-is-free",
             Mutant::WithdrawOverwritesClaim => "withdraw-overwrites-claim",
+            Mutant::EventLeavesWithdrawn => "event-leaves-withdrawn",
         }
     }
 
@@ -105,6 +117,9 @@ impl Mutant {
             }
             Mutant::SkipPreRead => "the ledger read before the token is skipped",
             Mutant::WithdrawOverwritesClaim => "a withdraw writes its tombstone over an open claim",
+            Mutant::EventLeavesWithdrawn => {
+                "a provider event other than Send moves a row out of withdrawn (as sent, uncounted)"
+            }
             Mutant::FailedReadIsFree => "a failed ledger read before the token is taken for \"no row\"",
         }
     }
@@ -185,6 +200,11 @@ impl Rules {
             Some(Mutant::FailedReadIsFree) => Wiring::FailedReadIsFree,
             _ => Wiring::Real,
         }
+    }
+
+    /// Whether any provider event moves a tombstone (not just a Send).
+    pub(crate) fn any_event_leaves_withdrawn(self) -> bool {
+        self.is(Mutant::EventLeavesWithdrawn)
     }
 
     /// Whether each delivery derives its own key.

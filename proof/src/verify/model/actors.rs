@@ -29,6 +29,7 @@ impl Model {
                 if let Some(d) = applied.duplicate {
                     n.detected |= bit(d);
                 }
+                n.paged |= applied.effect == "SentAfterWithdraw";
                 let name = applied.effect;
                 if n != *s {
                     self.push(out, s, Label::Event { message: m, event: e, effect: name }, n, None, false);

@@ -63,6 +63,18 @@ impl Model {
                     format!("notice {name}: a withdraw was answered withdrawn, and {accepted} message(s) accepted ({}) after {released} operator release(s)", list(&ids)),
                 ));
             }
+            let sent_tombstone = s.withdraw_answers & WITHDRAWN != 0
+                && self.slots.iter().any(|i| {
+                    i.notice == notice
+                        && i.role == Role::Withdraw
+                        && s.rows[usize::from(i.key)].is_some_and(|r| r.state == RowState::Sent)
+                });
+            if sent_tombstone && !s.paged {
+                return Ok(broken(
+                    Invariant::SentAfterWithdrawPaged,
+                    format!("notice {name}: answered withdrawn, its row is now sent, and SentAfterWithdraw was never counted"),
+                ));
+            }
             if self.quiet(s, notice) {
                 if let Some(v) = self.ended(s, notice)? {
                     return Ok(Some(v));

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::rules::{self, Verdict, Write};
 use notice_ledger::ledger::{
-    apply_to_row, learned_row, EvidenceEffect, LedgerRow, Origin, ProviderEvidence, QuarantineView, RowState,
+    apply_to_row, learned_row, DeliveryStatus, EvidenceEffect, LedgerRow, Origin, ProviderEvidence,
+    QuarantineView, RowState,
 };
 
 use super::state::{bit, Msg, Role, Row, SlotInfo, State};
@@ -108,6 +109,7 @@ impl Model {
             detected: 0,
             released: [0; MAX_NOTICES],
             withdraw_answers: 0,
+            paged: false,
         }
     }
 
@@ -274,6 +276,19 @@ impl Model {
             };
             let (real, effect) = match row {
                 None => (learned_row(&ev), EvidenceEffect::Learned),
+                Some(r)
+                    if r.state == RowState::Withdrawn
+                        && status != DeliveryStatus::Accepted
+                        && self.rules.any_event_leaves_withdrawn() =>
+                {
+                    // Mutant: a Delivery / Bounce / Reject event moves the tombstone as if it were
+                    // an open claim — sent, and nothing counted.
+                    let mut real = self.real(&r, key)?;
+                    real.state = RowState::Sent;
+                    real.message_id = Some(ev.message_id.clone());
+                    real.delivery_status = Some(status);
+                    (real, EvidenceEffect::Updated)
+                }
                 Some(r) => {
                     let mut real = self.real(&r, key)?;
                     let effect = apply_to_row(&mut real, &ev);

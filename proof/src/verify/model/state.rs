@@ -95,6 +95,8 @@ pub(in crate::verify) struct State {
     pub(super) released: [u8; MAX_NOTICES],
     /// How withdraw jobs were answered (bits: [`WITHDRAWN`], [`TOO_LATE`], [`NOT_NEEDED`]).
     pub(super) withdraw_answers: u8,
+    /// The reconciler counted `SentAfterWithdraw` (it pages): a tombstone turned out sent.
+    pub(super) paged: bool,
 }
 
 /// A withdraw job ended `withdrawn`.
@@ -146,10 +148,11 @@ pub(crate) enum Invariant {
     LimitedLeavesNoClaim,
     WithdrawnNotSent,
     WithdrawAnswered,
+    SentAfterWithdrawPaged,
 }
 
 impl Invariant {
-    pub(crate) const ALL: [Invariant; 10] = [
+    pub(crate) const ALL: [Invariant; 11] = [
         Invariant::OneAcceptance,
         Invariant::DuplicatesDetected,
         Invariant::AckAfterDurable,
@@ -160,6 +163,7 @@ impl Invariant {
         Invariant::LimitedLeavesNoClaim,
         Invariant::WithdrawnNotSent,
         Invariant::WithdrawAnswered,
+        Invariant::SentAfterWithdrawPaged,
     ];
 
     pub(crate) fn statement(self) -> &'static str {
@@ -181,6 +185,9 @@ impl Invariant {
             }
             Invariant::WithdrawnNotSent => {
                 "a withdrawn notice is never sent: once a withdraw is answered withdrawn, no acceptance beyond those an operator release declared unsent"
+            }
+            Invariant::SentAfterWithdrawPaged => {
+                "a notice answered withdrawn that turns out sent is paged (SentAfterWithdraw): only a Send event moves a tombstone"
             }
             Invariant::WithdrawAnswered => {
                 "every withdraw is answered (withdrawn, too late, or not needed) before its message is acked"
