@@ -1,6 +1,7 @@
 //! How `noticectl capacity` prints its plan: numbers for people, and the tables.
 
 use super::*;
+use crate::terminal::table;
 
 /// Up to two significant figures, rounded up, and a whole number at least 1: 69.4 → 70,
 /// 694.4 → 700, 54 000 000 → 54 000 000, 0.7 → 1.
@@ -61,28 +62,6 @@ fn amount(unit: Unit, x: f64) -> String {
         Unit::Count => count(x),
         Unit::PerSecond => format!("{}/s", rate(x)),
     }
-}
-
-pub(super) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect();
-        format!("  {}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(header.iter().map(|h| (*h).to_owned()).collect());
-    for r in rows {
-        out.push_str(&line(r.clone()));
-    }
-    out
 }
 
 /// The table the command prints.
