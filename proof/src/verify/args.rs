@@ -37,6 +37,12 @@ pub(crate) struct VerifyArgs {
     /// no gate, no read — the world before issue 26.
     #[arg(long, value_enum, default_value = "on")]
     rate_gate: Switch,
+    /// Parking as its own queue action (`on`): a long wait (a job deferred before its window)
+    /// takes the message off the queue into a schedule named by the notice key, which brings the
+    /// body back later — in any order with its copies. `off`: every wait simply comes back (the
+    /// world before parking was modelled, to the state).
+    #[arg(long, value_enum, default_value = "on")]
+    parking: Switch,
     /// Check the real rules only, not the mutants.
     #[arg(long)]
     pub(super) no_mutants: bool,
@@ -57,6 +63,7 @@ impl VerifyArgs {
             in_flight_redelivery: self.in_flight_redelivery,
             stale_deletes: self.stale_deletes,
             rate_gate: self.rate_gate == Switch::On,
+            parking: self.parking == Switch::On,
         }
     }
 }
@@ -87,6 +94,8 @@ pub(super) struct Bounds {
     pub(super) stale_deletes: bool,
     /// The senders run with a rate gate (the dedupe read and the token before the claim).
     pub(super) rate_gate: bool,
+    /// A park is its own queue action (the message leaves the queue for its key's schedule).
+    pub(super) parking: bool,
 }
 
 /// How ledger calls may fail.

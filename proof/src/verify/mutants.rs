@@ -41,10 +41,15 @@ pub(crate) enum Mutant {
     WithdrawOverwritesClaim,
     /// Any provider event (Delivery, Bounce, …) moves a tombstone to sent, uncounted.
     EventLeavesWithdrawn,
+    /// A parked job's schedule (or the queue holding it) has a TTL: it may expire before it fires.
+    ParkWithTtl,
+    /// A wait longer than the queue can hold is hidden on the queue instead of parked: the queue's
+    /// retention may drop it before it comes back.
+    HideTooLong,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 13] = [
+    pub(crate) const ALL: [Mutant; 15] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
@@ -58,6 +63,8 @@ impl Mutant {
         Mutant::FailedReadIsFree,
         Mutant::WithdrawOverwritesClaim,
         Mutant::EventLeavesWithdrawn,
+        Mutant::ParkWithTtl,
+        Mutant::HideTooLong,
     ];
 
     /// Whether the mutant lives on the rate-gate path (read → token → claim): a world without a
@@ -77,9 +84,15 @@ impl Mutant {
         matches!(self, Mutant::EventLeavesWithdrawn)
     }
 
+    /// Whether the mutant is about parking: a world with `--parking off` cannot run it.
+    pub(crate) fn needs_parking(self) -> bool {
+        matches!(self, Mutant::ParkWithTtl | Mutant::HideTooLong)
+    }
+
     /// Whether a world of these bounds can run the mutant.
     pub(crate) fn runs_in(self, bounds: &Bounds) -> bool {
-        (bounds.rate_gate || !self.needs_gate())
+        (bounds.parking || !self.needs_parking())
+            && (bounds.rate_gate || !self.needs_gate())
             && (bounds.withdraws > 0 || !self.needs_withdraw())
             && (bounds.releases > 0 || !self.needs_release())
     }
@@ -99,6 +112,8 @@ impl Mutant {
             Mutant::FailedReadIsFree => "failed-pre-read-is-free",
             Mutant::WithdrawOverwritesClaim => "withdraw-overwrites-claim",
             Mutant::EventLeavesWithdrawn => "event-leaves-withdrawn",
+            Mutant::ParkWithTtl => "park-with-ttl",
+            Mutant::HideTooLong => "hide-too-long",
         }
     }
 
@@ -121,6 +136,10 @@ impl Mutant {
                 "a provider event other than Send moves a row out of withdrawn (as sent, uncounted)"
             }
             Mutant::FailedReadIsFree => "a failed ledger read before the token is taken for \"no row\"",
+            Mutant::ParkWithTtl => "a parked job may expire (a schedule or retention TTL) before it fires",
+            Mutant::HideTooLong => {
+                "a wait longer than the queue holds is hidden instead of parked, and may be dropped by retention"
+            }
         }
     }
 }
@@ -205,6 +224,16 @@ impl Rules {
     /// Whether any provider event moves a tombstone (not just a Send).
     pub(crate) fn any_event_leaves_withdrawn(self) -> bool {
         self.is(Mutant::EventLeavesWithdrawn)
+    }
+
+    /// Whether a parked job may be dropped before its schedule fires.
+    pub(crate) fn park_expires(self) -> bool {
+        self.is(Mutant::ParkWithTtl)
+    }
+
+    /// Whether a long wait is hidden on the queue instead of parked.
+    pub(crate) fn hides_long_waits(self) -> bool {
+        self.is(Mutant::HideTooLong)
     }
 
     /// Whether each delivery derives its own key.

@@ -304,15 +304,15 @@ impl Core {
     }
 }
 
-/// The shipped queue policy's action ([`notice_ledger::queue`]), coarsened to what the model
-/// tells apart: the message stays (hidden, backing off or parked — each comes back) or goes.
+/// The shipped queue policy's action ([`notice_ledger::queue`]) with parking configured, coarsened
+/// to what the model tells apart: the message stays (hidden or backing off — it comes back), parks
+/// (the model decides, by `--parking`, whether that is its own action), or goes.
 fn queue_action(outcome: &Outcome, key: Option<&NoticeKey>, now: DateTime<Utc>) -> QueueAction {
     let receive = Receive { key, count: 1, now, jitter: 0.0 };
     match QueuePolicy::parking().action(outcome, &receive) {
         notice_ledger::QueueAction::Delete => QueueAction::Ack,
-        notice_ledger::QueueAction::Hide(_)
-        | notice_ledger::QueueAction::Backoff(_)
-        | notice_ledger::QueueAction::Park { .. } => QueueAction::Retry,
+        notice_ledger::QueueAction::Hide(_) | notice_ledger::QueueAction::Backoff(_) => QueueAction::Retry,
+        notice_ledger::QueueAction::Park { .. } => QueueAction::Park,
         notice_ledger::QueueAction::DeadLetter => QueueAction::DeadLetter,
     }
 }

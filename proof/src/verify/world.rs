@@ -141,11 +141,16 @@ impl Answers {
 }
 
 /// What the queue does with a finished job's message (the core's queue policy, coarsened: the
-/// model has no clock finer than [`Phase`], so "hidden", "backing off" and "parked" are one).
+/// model has no clock finer than [`Phase`], so "hidden" and "backing off" are one; a park is its
+/// own action unless the world runs with `--parking off`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum QueueAction {
     Ack,
     Retry,
+    /// Off the queue into the key's schedule, which brings the same body back later.
+    Park,
+    /// Hidden on the queue for longer than the queue holds a message (the hide-too-long mutant).
+    HideLong,
     DeadLetter,
 }
 

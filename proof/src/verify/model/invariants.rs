@@ -20,10 +20,11 @@ impl Model {
                 .all(|(info, q)| info.notice != notice || info.role == Role::Replay || *q != Msg::Pending)
     }
 
-    /// No message of `notice` is visible, in flight, or in a worker.
+    /// No message of `notice` is visible, in flight, parked, hidden, or in a worker.
     fn quiet(&self, s: &State, notice: u8) -> bool {
         let on_queue = self.slots.iter().zip(&s.queue).any(|(info, q)| {
-            info.notice == notice && matches!(q, Msg::Visible | Msg::InFlight(_) | Msg::Orphan)
+            info.notice == notice
+                && matches!(q, Msg::Visible | Msg::InFlight(_) | Msg::Orphan | Msg::Parked | Msg::HiddenLong)
         });
         let in_worker = s
             .workers

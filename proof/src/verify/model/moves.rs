@@ -12,7 +12,7 @@ use super::state::{
 use super::symmetry::canonical;
 use crate::verify::args::Faults;
 use crate::verify::error::VerifyError;
-use crate::verify::world::{Answer, Answers, QueueAction, Step, MAX_SENDS};
+use crate::verify::world::{Answer, Answers, Phase, QueueAction, Step, MAX_SENDS};
 
 impl Model {
     // ── successors ──
@@ -82,7 +82,25 @@ impl Model {
                     n.queue[i] = Msg::Visible;
                     self.push(out, s, Label::Expire { slot: i as u8 }, n, None, false);
                 }
+                // A schedule fires when the window may be open (a park's wake-up is never before
+                // it); the model's coarse clock has nothing finer.
+                Msg::Parked | Msg::HiddenLong if s.phase != Phase::Early => {
+                    let mut n = s.clone();
+                    n.queue[i] = Msg::Visible;
+                    self.push(out, s, Label::Wake { slot: i as u8 }, n, None, false);
+                }
+                Msg::Parked | Msg::HiddenLong => {}
                 Msg::Pending | Msg::Gone | Msg::DeadLetter => {}
+            }
+            let drop = match s.queue[i] {
+                Msg::Parked if self.rules.park_expires() => Some("the schedule's TTL expired"),
+                Msg::HiddenLong => Some("the queue's retention ran out while it was hidden"),
+                _ => None,
+            };
+            if let Some(why) = drop {
+                let mut n = s.clone();
+                n.queue[i] = Msg::Gone;
+                self.push(out, s, Label::Drop { slot: i as u8, why }, n, None, false);
             }
         }
         for w in 0..usize::from(self.bounds.workers) {
@@ -105,6 +123,11 @@ impl Model {
                         || (failed_release && self.rules.acks_failed_release())
                     {
                         QueueAction::Ack
+                    } else if queue == QueueAction::Park && !self.bounds.parking {
+                        // The world before parking was modelled: a park simply comes back.
+                        QueueAction::Retry
+                    } else if queue == QueueAction::Park && self.rules.hides_long_waits() {
+                        QueueAction::HideLong
                     } else {
                         queue
                     };
@@ -185,6 +208,34 @@ impl Model {
                 self.push(out, s, label("visible again"), n, None, false);
             }
             QueueAction::Retry => self.push(out, s, label("stale receipt, ignored"), n, None, false),
+            QueueAction::Park if current => {
+                // One schedule per key, named by it: a second park finds it ("already parked") and
+                // acks its copy only while that schedule has not fired.
+                let key = self.slot(job.slot)?.key;
+                let scheduled = (0..self.slots.len())
+                    .any(|i| i != slot && self.slots[i].key == key && s.queue[i] == Msg::Parked);
+                if scheduled {
+                    n.queue[slot] = Msg::Gone;
+                    self.push(out, s, label("already parked: deleted"), n, None, false);
+                } else {
+                    n.queue[slot] = Msg::Parked;
+                    self.push(
+                        out,
+                        s,
+                        label("parked: off the queue until its schedule fires"),
+                        n,
+                        None,
+                        false,
+                    );
+                }
+            }
+            QueueAction::HideLong if current => {
+                n.queue[slot] = Msg::HiddenLong;
+                self.push(out, s, label("hidden past the queue's bound"), n, None, false);
+            }
+            QueueAction::Park | QueueAction::HideLong => {
+                self.push(out, s, label("stale receipt, ignored"), n, None, false)
+            }
             QueueAction::DeadLetter => {
                 if current {
                     n.queue[slot] = Msg::DeadLetter;

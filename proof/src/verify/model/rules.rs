@@ -48,7 +48,7 @@ impl Model {
             return bad(format!("--notices must be 1 to {MAX_NOTICES}"));
         }
         if rules.mutant.is_some_and(|m| !m.runs_in(&bounds)) {
-            return bad("this mutant needs --rate-gate on (and a withdraw mutant --withdraws 1)".into());
+            return bad("this mutant needs --rate-gate on (a withdraw mutant --withdraws 1, a parking mutant --parking on)".into());
         }
         let mut plan = Vec::new();
         for notice in 0..bounds.notices {

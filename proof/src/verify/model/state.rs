@@ -21,6 +21,10 @@ pub(super) enum Msg {
     Orphan,
     Gone,
     DeadLetter,
+    /// Off the queue in its key's schedule (one per key): back on the queue when it fires.
+    Parked,
+    /// Hidden on the queue for longer than the queue keeps a message (hide-too-long mutant).
+    HiddenLong,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,16 +126,61 @@ pub(in crate::verify) enum Attempt {
 #[derive(Clone, Copy, Debug)]
 pub(in crate::verify) enum Label {
     Tick(Phase),
-    Enqueue { slot: u8 },
-    Receive { worker: u8, slot: u8, now: Phase },
-    Expire { slot: u8 },
-    Crash { worker: u8, before: &'static str },
-    Call { worker: u8, step: Step, answer: Answer, applied: bool, attempts: [Option<Attempt>; 2] },
-    Finish { worker: u8, slot: u8, outcome: &'static str, queue: QueueAction, effect: &'static str },
-    EarlyAck { worker: u8, slot: u8 },
-    Event { message: u8, event: u8, effect: &'static str },
-    OperatorRelease { key: u8, replay: Option<u8> },
-    Ttl { key: u8, state: RowState },
+    Enqueue {
+        slot: u8,
+    },
+    Receive {
+        worker: u8,
+        slot: u8,
+        now: Phase,
+    },
+    Expire {
+        slot: u8,
+    },
+    Crash {
+        worker: u8,
+        before: &'static str,
+    },
+    Call {
+        worker: u8,
+        step: Step,
+        answer: Answer,
+        applied: bool,
+        attempts: [Option<Attempt>; 2],
+    },
+    Finish {
+        worker: u8,
+        slot: u8,
+        outcome: &'static str,
+        queue: QueueAction,
+        effect: &'static str,
+    },
+    EarlyAck {
+        worker: u8,
+        slot: u8,
+    },
+    Event {
+        message: u8,
+        event: u8,
+        effect: &'static str,
+    },
+    OperatorRelease {
+        key: u8,
+        replay: Option<u8>,
+    },
+    Ttl {
+        key: u8,
+        state: RowState,
+    },
+    /// A parked message's schedule fires (or a long-hidden one comes back): a new delivery.
+    Wake {
+        slot: u8,
+    },
+    /// A parked or long-hidden message is dropped before it comes back (a TTL, the retention).
+    Drop {
+        slot: u8,
+        why: &'static str,
+    },
 }
 
 /// The properties checked in every state (or on every transition).

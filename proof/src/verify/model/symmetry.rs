@@ -19,6 +19,8 @@ impl Model {
                     Msg::Orphan => 3,
                     Msg::Gone => 4,
                     Msg::DeadLetter => 5,
+                    Msg::Parked => 6,
+                    Msg::HiddenLong => 7,
                 };
                 let mut jobs =
                     s.workers.map(|j| j.filter(|j| usize::from(j.slot) == i).map(|j| Job { slot: 0, ..j }));

@@ -107,6 +107,8 @@ impl Model {
                 let q = match queue {
                     QueueAction::Ack => "ack",
                     QueueAction::Retry => "retry",
+                    QueueAction::Park => "park",
+                    QueueAction::HideLong => "hide (longer than the queue keeps it)",
                     QueueAction::DeadLetter => "dead-letter",
                 };
                 format!("{} ends {outcome} → {q} {}: {effect}", w(worker), m(slot))
@@ -123,6 +125,10 @@ impl Model {
                 format!("operator releases the open claim on {}{replay}", self.key_name(*key))
             }
             Label::Ttl { key, state } => format!("TTL deletes the {state} row of {}", self.key_name(*key)),
+            Label::Wake { slot } => {
+                format!("{} comes back on the queue (its schedule fires): visible", m(slot))
+            }
+            Label::Drop { slot, why } => format!("{} is dropped before it comes back: {why}", m(slot)),
         };
         format!("{what}  [{}]", self.summary(after))
     }
