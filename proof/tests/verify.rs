@@ -115,21 +115,17 @@ fn without_the_gate_the_world_is_the_one_before_it() {
 }
 
 #[test]
-fn a_withdraw_parked_behind_its_delivery_is_lost() {
-    // A gap the parking model found in the real path (functions/sender `park`): the schedule is
-    // named by the notice key alone, so a withdraw message that must wait (a young claim in flight,
-    // longer than a hide) and parks while its notice's delivery is parked finds "already parked"
-    // and is acked — the withdraw is never answered and the parked delivery comes back to send.
-    // Until the core tells a withdraw's park apart, this world must fail, with that trace.
+fn a_withdraw_with_parking_on_is_always_answered() {
+    // Was a gap the parking model found in the real path: the schedule is named by the notice key
+    // alone, so a withdraw message that had to wait (a young claim in flight, longer than a hide)
+    // parked while its notice's delivery was parked, found "already parked" and was acked — never
+    // answered, and the parked delivery came back to send. A withdraw now never waits longer than
+    // a hide (`NoticeSender::withdraw`), so it never parks: this world is clean.
     let args = ["--workers", "2", "--deliveries", "1", "--releases", "0", "--withdraws", "1"];
     let (code, report, stderr) =
         verify(&[&args[..], &["--in-flight-redelivery", "false", "--no-mutants", "--json"]].concat());
-    assert_eq!(code, Some(1), "{report:#}\n{stderr}");
-    let violations = report["violations"].as_array().expect("violations");
-    assert_eq!(violations.len(), 1, "{report:#}");
-    assert_eq!(violations[0]["invariant"], "withdraw_answered", "{report:#}");
-    let trace = violations[0]["trace"].to_string();
-    assert!(trace.contains("already parked"), "{trace}");
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    assert_eq!(report["violations"].as_array().map(Vec::len), Some(0), "{report:#}");
 }
 
 #[test]

@@ -22,9 +22,9 @@ fn small() -> Bounds {
     }
 }
 
-/// A world with the producer's withdraw of notice A, enqueued at any time.
-/// Parking off: with parking, a withdraw that parks behind its parked delivery is lost (a gap in
-/// the real path, pinned by `a_withdraw_that_parks_behind_its_delivery_is_lost`).
+/// A world with the producer's withdraw of notice A, enqueued at any time. Parking off, to keep
+/// the mutant runs small; `a_withdraw_waiting_on_a_claim_never_parks_behind_its_delivery` runs a
+/// withdraw with parking on.
 fn withdrawing() -> Bounds {
     Bounds { releases: 0, withdraws: 1, parking: false, ..small() }
 }
@@ -145,13 +145,12 @@ fn a_parked_job_comes_back_in_any_order_with_its_copies() {
 }
 
 #[test]
-fn a_withdraw_that_parks_behind_its_delivery_is_lost() {
-    // The real path names a park's schedule by the notice key alone: a withdraw waiting on a young
-    // claim parks, finds its delivery's schedule ("already parked") and is acked unanswered.
+fn a_withdraw_waiting_on_a_claim_never_parks_behind_its_delivery() {
+    // Was a gap this model found: parked jobs are named by the notice key alone, so a withdraw
+    // waiting on a young claim (longer than a hide) parked, found its delivery's schedule
+    // ("already parked") and was acked unanswered. Now a withdraw's wait is at most a hide.
     let run = run(Bounds { parking: true, in_flight_redelivery: false, ..withdrawing() }, Rules::real());
-    let (v, trace) = run.violation.expect("the gap is found");
-    assert_eq!(v.invariant, Invariant::WithdrawAnswered, "{}", v.detail);
-    assert!(trace.iter().any(|l| l.contains("already parked")), "{}", trace.join("\n"));
+    clean(&run);
 }
 
 #[test]

@@ -45,6 +45,10 @@ struct World {
 
 /// The sender as shipped: the built-in rate limits, so every job reads the ledger before a token.
 fn world(script: Vec<MailFault>) -> World {
+    world_with_claim_lifetime(script, SendBudget::default().claim_lifetime)
+}
+
+fn world_with_claim_lifetime(script: Vec<MailFault>, claim_lifetime: Duration) -> World {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
     let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets().unwrap());
@@ -63,7 +67,7 @@ fn world(script: Vec<MailFault>) -> World {
     .with_budget(SendBudget {
         send_timeout: Duration::from_millis(500),
         min_time_left: Duration::from_secs(1),
-        ..SendBudget::default()
+        claim_lifetime,
     })
     .with_rate_gate(Some(Arc::new(BucketGate::new(buckets.clone(), RateLimits::builtin()))));
     World { _dir: dir, ledger, buckets, mailer, sender: Arc::new(sender) }
@@ -224,4 +228,21 @@ async fn a_withdraw_after_a_not_accepted_send_wins_over_the_retry() {
     assert_eq!(w.deliver(&withdraw("throttled"), now()).await, Outcome::Withdrawn { already: false });
     assert_eq!(w.deliver(&job("throttled"), now()).await, Outcome::Suppressed { state: RowState::Withdrawn });
     assert_eq!(w.sent(), 0);
+}
+
+/// A withdraw never parks: parked jobs are named by the notice key, so a withdraw parked while its
+/// notice's job is parked would be taken for "already parked" and acked unanswered. Its wait on a
+/// young claim is at most a hide, however long the claim lifetime.
+#[tokio::test]
+async fn a_withdraw_waiting_on_a_long_lived_claim_hides_and_never_parks() {
+    let w = world_with_claim_lifetime(vec![], Duration::from_secs(30 * 60));
+    let parsed = Job::parse(&job("slow_claim")).unwrap();
+    let req = ClaimRequest::for_job(&parsed, parsed.key(&NoticeSecret::new(SECRET).unwrap()), now());
+    assert!(matches!(w.ledger.inner().claim(&req).await.unwrap(), ClaimOutcome::Minted(_)));
+    let held = w.deliver(&withdraw("slow_claim"), now()).await;
+    assert_eq!(held, Outcome::InFlight { until: now() + chrono::Duration::minutes(15) });
+    assert_eq!(queue_action(&held), QueueAction::Hide(Duration::from_secs(15 * 60)), "hidden, not parked");
+    // The job's own copy waits for the whole lifetime (and parks, as any long wait).
+    let copy = w.deliver(&job("slow_claim"), now()).await;
+    assert!(matches!(queue_action(&copy), QueueAction::Park { .. }), "{copy:?}");
 }

@@ -229,6 +229,13 @@ impl NoticeSender {
             }
             WithdrawAnswer::TooLate => {
                 if let Some(until) = self.in_flight_until(&held, now) {
+                    // Never longer than a hide, so a withdraw is never parked: parked jobs are
+                    // named by the notice key, and a withdraw parked there would find its own
+                    // notice's parked job ("already parked") and be acked unanswered. It comes back
+                    // within 15 minutes and waits again while the claim may still be in flight.
+                    let max_hide =
+                        chrono::Duration::from_std(crate::queue::MAX_HIDE).unwrap_or(chrono::Duration::MAX);
+                    let until = until.min(now + max_hide);
                     info!(until = %until, "withdraw meets a claim that may still be in flight: back when its sender is done");
                     return Outcome::InFlight { until };
                 }
