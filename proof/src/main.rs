@@ -4,6 +4,8 @@
 //!   real core among them, over the same at-least-once traces and counts what customers got.
 //! * `verify` ([`verify`]) — an exhaustive model check of every interleaving of claim → send →
 //!   commit over a bounded world, with the project's real rules, and mutants it must catch.
+//! * `capacity` ([`capacity`]) — a seeded model of the deployed pipeline at millions of notices an
+//!   hour: the real core against AWS's published limits, in virtual time.
 //!
 //! Both link the core's fault-injecting doubles (`notice_ledger` feature `testing`); the operator
 //! tool (`noticectl`) and the Lambdas do not.
@@ -16,6 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod capacity;
 mod simulate;
 mod verify;
 
@@ -39,6 +42,8 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
     Verify(verify::VerifyArgs),
+    /// Model the deployed pipeline at a volume: the real core against AWS's published limits, in virtual time.
+    Capacity(capacity::CapacityArgs),
 }
 
 fn init_tracing(verbose: bool) {
@@ -55,6 +60,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args).await,
         Command::Verify(args) => verify::run(args).await,
+        Command::Capacity(args) => capacity::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -82,6 +82,11 @@ pub(crate) enum DefaultSource {
 pub(crate) struct AccountView {
     pub(crate) source: AccountSource,
     pub(crate) limit: Option<LimitView>,
+    /// Bucket items the account is split over, and what each allows (only when configured so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) shards: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) per_shard: Option<LimitView>,
     pub(crate) explanation: String,
 }
 
@@ -209,7 +214,13 @@ pub(crate) fn report(
             builtin: false,
             enabled: false,
             max_send_rate,
-            account: AccountView { source: AccountSource::Off, limit: None, explanation: off.clone() },
+            account: AccountView {
+                source: AccountSource::Off,
+                limit: None,
+                shards: None,
+                per_shard: None,
+                explanation: off.clone(),
+            },
             default: DefaultView { source: DefaultSource::Off, limit: None, explanation: off },
             domains: Vec::new(),
             queries: queries
@@ -230,20 +241,33 @@ pub(crate) fn report(
     // What the explanations call the configuration.
     let name = if builtin { "the built-in default".to_owned() } else { config_source.clone() };
     let configured_account = configured.account();
+    let account_shards = configured.account_limit().map_or(1, |a| a.shards);
     let limits = configured.with_account_rate(max_send_rate);
 
     let account = match (configured_account, limits.account()) {
         (Some(l), _) => AccountView {
             source: AccountSource::Configured,
             limit: Some(l.into()),
-            explanation: match &mrs {
-                Some(m) => format!("configured (`account` in {name}); the {m} does not change it"),
-                None => format!("configured (`account` in {name})"),
+            shards: (account_shards > 1).then_some(account_shards),
+            per_shard: (account_shards > 1).then(|| l.shard(account_shards).into()),
+            explanation: {
+                let shards = match account_shards {
+                    1 => String::new(),
+                    s => format!(", split over {s} bucket items"),
+                };
+                match &mrs {
+                    Some(m) => {
+                        format!("configured (`account` in {name}{shards}); the {m} does not change it")
+                    }
+                    None => format!("configured (`account` in {name}{shards})"),
+                }
             },
         },
         (None, Some(l)) => AccountView {
             source: AccountSource::MaxSendRate,
             limit: Some(l.into()),
+            shards: None,
+            per_shard: None,
             explanation: format!(
                 "{} % of {} = {}/s; burst one second of it, rounded down = {}",
                 num(ACCOUNT_SHARE * 100.0),
@@ -255,6 +279,8 @@ pub(crate) fn report(
         (None, None) => AccountView {
             source: AccountSource::None,
             limit: None,
+            shards: None,
+            per_shard: None,
             explanation: format!(
                 "none: {name} sets no `account` and the MaxSendRate is unknown (pass --max-send-rate); \
                  a sender that cannot read it from SES GetAccount runs without an account limit"
@@ -469,7 +495,7 @@ pub(crate) fn render(r: &LimitsReport) -> String {
                     None => vec![what, "none".to_owned(), dash(), dash(), dash(), dash()],
                 });
             };
-        row("account".to_owned(), r.account.limit.as_ref(), None, None);
+        row("account".to_owned(), r.account.limit.as_ref(), r.account.shards, r.account.per_shard.as_ref());
         row("other domains".to_owned(), r.default.limit.as_ref(), r.default.limit.map(|_| 1), None);
         for d in &r.domains {
             row(d.domain.clone(), Some(&d.limit), Some(d.shards), Some(&d.per_shard));

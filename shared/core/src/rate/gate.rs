@@ -134,7 +134,7 @@ impl BucketGate {
         Ok(taken)
     }
 
-    /// `want` tokens from one shard of a domain, spilling once to the next shard; returns the
+    /// `want` tokens from one shard of a domain (or of the account), spilling once to the next shard; returns the
     /// tokens granted and, when short, when the primary shard's next token is due.
     async fn take_domain(
         &self,
@@ -210,16 +210,20 @@ impl RateGate for BucketGate {
         }
 
         // ── The account: one take for every record the domains admitted ──
-        if let Some(account) = self.limits.account() {
+        if let Some(account) = self.limits.account_limit() {
             let admitted: Vec<usize> =
                 (0..answers.len()).filter(|&i| answers[i] == Admission::Admitted).collect();
-            if !admitted.is_empty() {
+            if let Some(&first) = admitted.first() {
                 let want = u32::try_from(admitted.len()).unwrap_or(u32::MAX);
-                let taken = self.take_from(ACCOUNT_BUCKET, want, now_us, &account).await?;
-                let due_us = due(taken.state, now_us, &account);
-                for &i in admitted.iter().skip(taken.granted as usize) {
+                // A split account: the batch's first record picks the shard (other bits of its
+                // key than the domain shard's), so batches spread over the shards.
+                let shard = ((requests[first].shard_seed >> 32) % u64::from(account.shards)) as u32;
+                let (granted, due_us) =
+                    self.take_domain(ACCOUNT_BUCKET, shard, want, now_us, account).await?;
+                let limit = account.limit.shard(account.shards);
+                for &i in admitted.iter().skip(granted as usize) {
                     answers[i] = Admission::Limited {
-                        retry_at: account.retry_at(instant(due_us)),
+                        retry_at: limit.retry_at(instant(due_us)),
                         scope: RateScope::Account,
                     };
                 }

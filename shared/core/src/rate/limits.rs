@@ -7,6 +7,9 @@
 //!   "account": { "per_second": 90, "burst": 90 } }
 //! ```
 //!
+//! `account` takes `shards` too: every batch writes the account bucket once, so past about 1 000
+//! batches a second (one item's write capacity) it must be split like a busy domain.
+//!
 //! `{}` or `off` switches limiting off; with only `domains`, other domains are not limited.
 //! Unset `account`: 90 % of SES's `MaxSendRate` when the sender could read it at start-up
 //! ([`RateLimits::with_account_rate`]). Unset `default` in the built-in configuration: half the
@@ -102,6 +105,8 @@ pub struct RateLimits {
     default: Option<Limit>,
     domains: BTreeMap<String, DomainLimit>,
     account: Option<Limit>,
+    /// Bucket items the account limit is split over (1 unless configured).
+    account_shards: u32,
     /// The default was not configured: it follows the account rate once that is known.
     default_follows_account: bool,
 }
@@ -121,7 +126,19 @@ struct RateLimitsJson {
     default: Option<Limit>,
     #[serde(default)]
     domains: BTreeMap<String, LimitJson>,
-    account: Option<Limit>,
+    account: Option<LimitJson>,
+}
+
+/// Shards of one limit: 1 to [`MAX_SHARDS`], and no more than its burst (each shard needs a token).
+fn check_shards(what: &str, shards: Option<u32>, limit: &Limit) -> Result<u32, String> {
+    let shards = shards.unwrap_or(1);
+    if shards == 0 || shards > MAX_SHARDS {
+        return Err(format!("{what}: shards must be a whole number from 1 to {MAX_SHARDS}"));
+    }
+    if shards > limit.burst {
+        return Err(format!("{what}: {shards} shards need a burst of at least {shards} (one token each)"));
+    }
+    Ok(shards)
 }
 
 impl RateLimits {
@@ -132,6 +149,7 @@ impl RateLimits {
             default: Some(Limit::DEFAULT),
             domains: BTreeMap::new(),
             account: None,
+            account_shards: 1,
             default_follows_account: true,
         }
     }
@@ -157,9 +175,14 @@ impl RateLimits {
         if let Some(limit) = &json.default {
             limit.check("default").map_err(invalid)?;
         }
-        if let Some(limit) = &json.account {
-            limit.check("account").map_err(invalid)?;
-        }
+        let (account, account_shards) = match &json.account {
+            None => (None, 1),
+            Some(spec) => {
+                let limit = Limit { per_second: spec.per_second, burst: spec.burst };
+                limit.check("account").map_err(invalid)?;
+                (Some(limit), check_shards("account", spec.shards, &limit).map_err(invalid)?)
+            }
+        };
         let mut domains = BTreeMap::new();
         for (domain, spec) in json.domains {
             let domain = domain.trim().to_ascii_lowercase();
@@ -168,28 +191,19 @@ impl RateLimits {
             }
             let limit = Limit { per_second: spec.per_second, burst: spec.burst };
             limit.check(&format!("domain {domain}")).map_err(invalid)?;
-            let shards = spec.shards.unwrap_or(1);
-            if shards == 0 || shards > MAX_SHARDS {
-                return Err(invalid(format!(
-                    "domain {domain}: shards must be a whole number from 1 to {MAX_SHARDS}"
-                )));
-            }
-            if shards > limit.burst {
-                return Err(invalid(format!(
-                    "domain {domain}: {shards} shards need a burst of at least {shards} (one token each)"
-                )));
-            }
+            let shards = check_shards(&format!("domain {domain}"), spec.shards, &limit).map_err(invalid)?;
             if domains.insert(domain.clone(), DomainLimit { limit, shards }).is_some() {
                 return Err(invalid(format!("domain {domain} is listed twice")));
             }
         }
-        if json.default.is_none() && domains.is_empty() && json.account.is_none() {
+        if json.default.is_none() && domains.is_empty() && account.is_none() {
             return Ok(None);
         }
         Ok(Some(Self {
             default: json.default,
             domains,
-            account: json.account,
+            account,
+            account_shards,
             default_follows_account: false,
         }))
     }
@@ -228,6 +242,11 @@ impl RateLimits {
         self.account
     }
 
+    /// The account-wide limit with the number of bucket items it is split over.
+    pub fn account_limit(&self) -> Option<DomainLimit> {
+        self.account.map(|limit| DomainLimit { limit, shards: self.account_shards })
+    }
+
     /// Every listed domain with its limit (for operators).
     pub fn domains(&self) -> impl Iterator<Item = (&str, DomainLimit)> {
         self.domains.iter().map(|(d, l)| (d.as_str(), *l))
@@ -242,7 +261,11 @@ impl RateLimits {
     pub fn describe(&self) -> String {
         let one = |l: &Limit| format!("{}/s burst {}", l.per_second, l.burst);
         let default = self.default.as_ref().map_or("not limited".to_owned(), one);
-        let account = self.account.as_ref().map_or(String::new(), |l| format!("; account {}", one(l)));
+        let account = match (self.account.as_ref(), self.account_shards) {
+            (None, _) => String::new(),
+            (Some(l), 1) => format!("; account {}", one(l)),
+            (Some(l), s) => format!("; account {} in {s} shards", one(l)),
+        };
         if self.domains.is_empty() {
             return format!("every domain {default}{account}");
         }

@@ -365,6 +365,42 @@ async fn a_sharded_domain_splits_its_bound_picks_by_key_and_spills_once() {
     assert!(answers.iter().all(|a| !matches!(a, Admission::Limited { scope: RateScope::Account, .. })));
 }
 
+#[tokio::test]
+async fn a_sharded_account_spreads_batches_over_its_items_and_caps_the_sum() {
+    // The account split in 4 (rate 1/s and burst 2 each); domains unlimited.
+    let limits = RateLimits::parse(r#"{"account":{"per_second":4,"burst":8,"shards":4}}"#).unwrap().unwrap();
+    assert_eq!(limits.account_limit().map(|a| a.shards), Some(4));
+    assert!(limits.describe().contains("account 4/s burst 8 in 4 shards"), "{}", limits.describe());
+    let store = Arc::new(CountingStore::default());
+    let gate = BucketGate::new(store.clone(), limits);
+    let t = at("2026-12-02T12:00:00Z");
+    // A batch whose first record's key picks shard 1 (seed bits above 32): 3 records, 2 from
+    // shard 1 and 1 spilled to shard 2 — two writes.
+    let batch = requests(&[("a.example", 1 << 32), ("b.example", 7), ("c.example", 9)]);
+    let answers = gate.admit_batch(&batch, t).await.unwrap();
+    assert_eq!(count_admitted(&answers), 3, "{answers:?}");
+    assert_eq!(store.writes(), 2);
+    for (shard, used) in [(0, false), (1, true), (2, true), (3, false)] {
+        assert_eq!(
+            store.inner.load(&format!("@account#{shard}")).await.unwrap().is_some(),
+            used,
+            "shard {shard}"
+        );
+    }
+    // Whatever the batches, never more than the whole burst at one instant.
+    let mut admitted = 3;
+    for i in 0..20u64 {
+        let answers =
+            gate.admit_batch(&requests(&[("d.example", i << 32), ("e.example", i)]), t).await.unwrap();
+        admitted += count_admitted(&answers);
+        assert!(answers.iter().all(|a| !matches!(a, Admission::Limited { scope: RateScope::Domain, .. })));
+    }
+    assert_eq!(admitted, 8, "the shards' bursts add up to the account's");
+    let err =
+        RateLimits::parse(r#"{"account":{"per_second":4,"burst":2,"shards":4}}"#).unwrap_err().to_string();
+    assert!(err.contains("account") && err.contains("burst"), "{err}");
+}
+
 #[test]
 fn shards_and_account_are_parsed_and_checked_by_name() {
     let l = RateLimits::parse(

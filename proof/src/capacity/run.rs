@@ -1,0 +1,425 @@
+//! One run: the event loop in simulated time. Producers enqueue, schedules fire, the event source
+//! mapping starts invocations, and each invocation runs the sender Lambda's own sequence over the
+//! real core — [`NoticeSender::prefetch`] for the batch, [`NoticeSender::deliver_body_prefetched`]
+//! per record, [`QueuePolicy::action`] for what the queue does, a park through the [`Parker`]
+//! port — against the modelled services.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use notice_ledger::links::ManageLinks;
+use notice_ledger::park::{ParkRequest, Parked, Parker};
+use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
+use notice_ledger::render::Renderer;
+use notice_ledger::{
+    NoticeSecret, NoticeSender, Prefetched, QueueAction, QueuePolicy, Receive, SendBudget, WindowPolicy,
+};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use super::args::Params;
+use super::clock::{at, since_epoch, Clock, TaskId, Tasks, Us, MS, SEC};
+use super::producer::{body, charge_at, lead, Domains, Notice, Source, FIXED_OPENING};
+use super::queue::{Pollers, Queue, Received};
+use super::services::{Dynamo, Scheduler, Services, Ses};
+use super::world::{lock, rng, Books, Ev, Shared};
+
+/// The queue the model's jobs come from and go back to.
+const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:notice-ledger-reminders";
+
+#[derive(Clone, Debug)]
+enum Item {
+    Wake(TaskId, std::task::Waker),
+    Ev(Ev),
+}
+
+/// A heap entry: earliest first, then in the order raised (so one seed gives one run).
+struct Entry {
+    at: Us,
+    seq: u64,
+    item: Item,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// What every invocation shares.
+pub(super) struct Ctx {
+    pub(super) clock: Clock,
+    pub(super) books: Shared,
+    pub(super) queue: Mutex<Queue>,
+    pub(super) parker: Arc<Scheduler>,
+    pub(super) policy: QueuePolicy,
+    pub(super) p: Params,
+    rng: Mutex<StdRng>,
+    /// Outcomes by label, and queue actions by label.
+    pub(super) outcomes: Mutex<BTreeMap<&'static str, u64>>,
+    pub(super) actions: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Ctx {
+    fn sqs_latency(&self) -> Us {
+        self.p.sqs_latency.sample(&mut lock(&self.rng))
+    }
+}
+
+/// Run-wide counters besides the services' own.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) invocations: u64,
+    pub(super) crashed: u64,
+    pub(super) environments: u64,
+    pub(super) events: u64,
+}
+
+pub(super) struct Run {
+    pub(super) p: Params,
+    pub(super) ctx: Arc<Ctx>,
+    pub(super) svc: Services,
+    pub(super) pollers: Pollers,
+    pub(super) domains: Domains,
+    pub(super) c: Counters,
+    pub(super) secret: NoticeSecret,
+    tasks: Tasks,
+    heap: BinaryHeap<Entry>,
+    seq: u64,
+    renderer: Arc<Renderer>,
+    idle: Vec<Arc<NoticeSender>>,
+    /// Running invocations: their number and environment.
+    running: HashMap<TaskId, (u64, Arc<NoticeSender>)>,
+    rng: StdRng,
+}
+
+impl Run {
+    pub(super) fn new(p: Params) -> Result<Self, String> {
+        let clock = Clock::default();
+        let books: Shared = Arc::new(Mutex::new(Books::default()));
+        let backlog_live = p.steady_schedules().round() as i64;
+        let svc = Services {
+            dynamo: Arc::new(Dynamo::new(clock.clone(), p.seed, p.dynamo.clone())),
+            ses: Arc::new(Ses::new(clock.clone(), p.seed, p.ses_rate, p.ses_latency, books.clone())),
+            scheduler: Arc::new(Scheduler::new(
+                clock.clone(),
+                p.seed,
+                p.scheduler.clone(),
+                backlog_live,
+                books.clone(),
+            )),
+        };
+        let mut named = p.named_domains.clone();
+        if p.replay > 0 && !named.iter().any(|(d, _)| *d == p.replay_domain) {
+            named.push((p.replay_domain.clone(), 0.0));
+        }
+        let domains = Domains::new(&named, p.tail_domains);
+        let secret = NoticeSecret::new("capacity-model-key-secret").map_err(|e| e.to_string())?;
+        let links = NoticeSecret::new("capacity-model-links").map_err(|e| e.to_string())?;
+        let renderer = Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links)));
+        let policy = QueuePolicy { parking: true, park_spread: Duration::from_secs(p.park_spread_secs) };
+        let ctx = Arc::new(Ctx {
+            clock,
+            books,
+            queue: Mutex::new(Queue::new(p.sqs.clone())),
+            parker: svc.scheduler.clone(),
+            policy,
+            p: p.clone(),
+            rng: rng(p.seed, 4),
+            outcomes: Mutex::default(),
+            actions: Mutex::default(),
+        });
+        let pollers = Pollers::new(p.lambda.clone());
+        let rng = rng(p.seed, 5).into_inner().unwrap_or_else(|e| e.into_inner());
+        Ok(Self {
+            p,
+            ctx,
+            svc,
+            pollers,
+            domains,
+            c: Counters::default(),
+            secret,
+            tasks: Tasks::default(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            renderer,
+            idle: Vec::new(),
+            running: HashMap::new(),
+            rng,
+        })
+    }
+
+    fn push(&mut self, at: Us, item: Item) {
+        self.seq += 1;
+        self.heap.push(Entry { at, seq: self.seq, item });
+    }
+
+    /// A sender as one Lambda execution environment builds it at cold start: the real core over
+    /// the modelled ledger and SES, the rate gate on (the default) over the modelled buckets.
+    fn environment(&mut self) -> (Arc<NoticeSender>, Us) {
+        if let Some(env) = self.idle.pop() {
+            return (env, 0);
+        }
+        self.c.environments += 1;
+        let buckets: Arc<dyn BucketStore> = self.svc.dynamo.clone();
+        let gate: Arc<dyn RateGate> = Arc::new(BucketGate::new(buckets, self.p.rate_limits.clone()));
+        let sender = NoticeSender::new(
+            self.svc.dynamo.clone(),
+            self.svc.ses.clone(),
+            self.renderer.clone(),
+            WindowPolicy::default(),
+            self.secret.clone(),
+        )
+        // Sends are answered in simulated time; the real timer must never fire.
+        .with_budget(SendBudget { send_timeout: Duration::from_secs(7 * 86_400), ..SendBudget::default() })
+        .with_rate_gate(Some(gate));
+        (Arc::new(sender), self.p.cold_start)
+    }
+
+    /// The notices of the run: the steady-state backlog (parked before the start, due during
+    /// it), the producers' first enqueue, the replay, the clock.
+    fn seed_events(&mut self) {
+        let due = (self.p.per_hour as f64 * self.p.horizon as f64 / (3_600.0 * SEC as f64)).round() as u32;
+        let spread = self.p.park_spread_secs > 0;
+        for i in 0..due {
+            let opens = if self.p.fixed_billing_day {
+                FIXED_OPENING
+            } else {
+                (i64::from(i) * self.p.horizon) / i64::from(due.max(1)) + self.rng.gen_range(0..SEC)
+            };
+            let mut n = Notice::new(self.domains.draw(&mut self.rng), opens, Source::Backlog);
+            n.scheduled = true;
+            let fires = if spread {
+                // The spread's offset comes from the notice key, as the sender computes it.
+                let text = body(i, &n, &self.domains);
+                let key = notice_ledger::Job::parse(&text).ok().map(|j| j.key(&self.secret));
+                let closes = charge_at(opens) - chrono::TimeDelta::hours(24);
+                since_epoch(self.ctx.policy.park_time(at(opens), Some(closes), key.as_ref()))
+            } else {
+                since_epoch(self.ctx.policy.park_time(at(opens), None, None))
+            };
+            lock(&self.ctx.books).notices.push(n);
+            self.push(fires, Item::Ev(Ev::Fire { idx: i }));
+        }
+        self.push(0, Item::Ev(Ev::Produce { idx: 0 }));
+        if self.p.replay > 0 {
+            self.push(self.p.replay_at, Item::Ev(Ev::Replay));
+        }
+        self.push(SEC, Item::Ev(Ev::Tick));
+    }
+
+    /// Runs to the horizon.
+    pub(super) async fn run(mut self) -> Result<Self, String> {
+        self.seed_events();
+        while let Some(Entry { at, item, .. }) = self.heap.pop() {
+            if at > self.p.horizon {
+                break;
+            }
+            self.ctx.clock.advance(at);
+            self.c.events += 1;
+            match item {
+                Item::Wake(task, waker) => {
+                    waker.wake();
+                    self.poll(task);
+                }
+                Item::Ev(ev) => self.handle(ev),
+            }
+            self.collect();
+            self.dispatch();
+        }
+        Ok(self)
+    }
+
+    fn poll(&mut self, task: TaskId) {
+        if self.tasks.poll(&self.ctx.clock, task) {
+            if let Some((_, env)) = self.running.remove(&task) {
+                self.idle.push(env);
+                self.pollers.finish();
+            }
+        }
+    }
+
+    /// Moves wake-ups and service events into the heap.
+    fn collect(&mut self) {
+        for (at, task, waker) in self.ctx.clock.take_wakes() {
+            self.push(at, Item::Wake(task, waker));
+        }
+        let raised = std::mem::take(&mut lock(&self.ctx.books).outbox);
+        for (at, ev) in raised {
+            self.push(at, Item::Ev(ev));
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        let now = self.ctx.clock.now();
+        match ev {
+            Ev::Produce { idx } => {
+                let domain = self.domains.draw(&mut self.rng);
+                let opens = now + lead(&mut self.rng, self.p.lead_days);
+                {
+                    let mut books = lock(&self.ctx.books);
+                    let idx = books.notices.len() as u32;
+                    books.notices.push(Notice::new(domain, opens, Source::Produced));
+                    lock(&self.ctx.queue).send(idx, &mut books);
+                }
+                // Poisson arrivals at the producers' rate.
+                let mean = 3_600.0 * SEC as f64 / self.p.per_hour as f64;
+                let u: f64 = self.rng.gen::<f64>().max(f64::MIN_POSITIVE);
+                let gap = (-u.ln() * mean).max(1.0) as Us;
+                self.push(now + gap, Item::Ev(Ev::Produce { idx: idx + 1 }));
+            }
+            Ev::Fire { idx } => {
+                let back = self.svc.scheduler.fire(idx);
+                self.push(back, Item::Ev(Ev::Unpark { idx }));
+            }
+            Ev::Unpark { idx } => {
+                let mut books = lock(&self.ctx.books);
+                if let Some(n) = books.notices.get_mut(idx as usize) {
+                    n.scheduled = false;
+                }
+                lock(&self.ctx.queue).send(idx, &mut books);
+            }
+            Ev::Visible { msg, vis } => lock(&self.ctx.queue).expire(msg, vis),
+            Ev::Replay => {
+                let domain = self.domains.index_of(&self.p.replay_domain).unwrap_or(0);
+                let mut books = lock(&self.ctx.books);
+                let mut queue = lock(&self.ctx.queue);
+                for _ in 0..self.p.replay {
+                    let idx = books.notices.len() as u32;
+                    books.notices.push(Notice::new(domain, now, Source::Replay)); // due now: lateness is its wait
+                    queue.send(idx, &mut books);
+                }
+            }
+            Ev::Crash { task, invocation } => {
+                if self.running.get(&task).is_some_and(|(n, _)| *n == invocation) && self.tasks.kill(task) {
+                    self.running.remove(&task); // the environment dies with it
+                    self.pollers.finish();
+                    self.c.crashed += 1;
+                }
+            }
+            Ev::Tick => {
+                let waiting = lock(&self.ctx.queue).has_visible();
+                self.pollers.tick(now, waiting);
+                self.push(now + SEC, Item::Ev(Ev::Tick));
+            }
+        }
+    }
+
+    /// Free pollers take visible messages, a batch at a time.
+    fn dispatch(&mut self) {
+        while self.pollers.free() {
+            let now = self.ctx.clock.now();
+            let batch = {
+                let mut books = lock(&self.ctx.books);
+                let mut queue = lock(&self.ctx.queue);
+                if !queue.has_visible() {
+                    return;
+                }
+                let mut out = Vec::new();
+                let rate = self.p.redelivery_rate;
+                let rng = &mut self.rng;
+                let got = queue.receive(now, &mut books, &mut out, || rate > 0.0 && rng.gen::<f64>() < rate);
+                books.outbox.extend(out);
+                let bodies: Vec<String> = got
+                    .iter()
+                    .map(|r| body(r.notice, &books.notices[r.notice as usize], &self.domains))
+                    .collect();
+                (got, bodies)
+            };
+            if batch.0.is_empty() {
+                return; // over the in-flight limit
+            }
+            let (env, cold) = self.environment();
+            self.c.invocations += 1;
+            let invocation = self.c.invocations;
+            let fut = Box::pin(invoke(self.ctx.clone(), env.clone(), batch.0, batch.1, cold));
+            let task = self.tasks.spawn(fut);
+            self.pollers.start();
+            self.running.insert(task, (invocation, env));
+            if self.p.crash_rate > 0.0 && self.rng.gen::<f64>() < self.p.crash_rate {
+                let after = self.rng.gen_range(0..300 * MS);
+                self.push(now + after, Item::Ev(Ev::Crash { task, invocation }));
+            }
+            self.poll(task);
+            self.collect();
+        }
+    }
+}
+
+/// One Lambda invocation: the sender's handler over one batch, then the event source mapping
+/// deletes the records it did not report as failures.
+async fn invoke(ctx: Arc<Ctx>, env: Arc<NoticeSender>, batch: Vec<Received>, bodies: Vec<String>, cold: Us) {
+    ctx.clock.sleep(ctx.sqs_latency() + cold + 2 * MS).await;
+    let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    let prefetched = env.prefetch(&refs, ctx.clock.now_utc()).await;
+    let records = batch.iter().zip(&bodies).map(|(r, b)| record(&ctx, &env, r, b, prefetched.as_ref()));
+    let kept = futures::future::join_all(records).await;
+    ctx.clock.sleep(ctx.sqs_latency()).await;
+    let mut books = lock(&ctx.books);
+    let mut queue = lock(&ctx.queue);
+    for (r, keep) in batch.iter().zip(kept) {
+        if !keep {
+            queue.delete(r, &mut books);
+        }
+    }
+}
+
+/// One record, as `process_record` in the sender Lambda: deliver, then the queue action. `true`:
+/// a batch item failure (SQS keeps the message).
+async fn record(
+    ctx: &Ctx,
+    env: &NoticeSender,
+    r: &Received,
+    body: &str,
+    prefetched: Option<&Prefetched>,
+) -> bool {
+    let delivery =
+        env.deliver_body_prefetched(body, ctx.clock.now_utc(), None, env.metrics(), prefetched).await;
+    *lock(&ctx.outcomes).entry(delivery.outcome.label()).or_default() += 1;
+    let jitter = lock(&ctx.rng).gen::<f64>();
+    let receive = Receive { key: delivery.key.as_ref(), count: r.receives, now: ctx.clock.now_utc(), jitter };
+    let action = ctx.policy.action(&delivery.outcome, &receive);
+    *lock(&ctx.actions).entry(action.label()).or_default() += 1;
+    let retry = match action {
+        QueueAction::Delete => return false,
+        QueueAction::DeadLetter => {
+            let mut books = lock(&ctx.books);
+            lock(&ctx.queue).dead_letter(r, &mut books);
+            return false;
+        }
+        QueueAction::Hide(wait) | QueueAction::Backoff(wait) => wait,
+        QueueAction::Park { at: wake } => {
+            let Some(key) = delivery.key.as_ref() else { return true };
+            let request = ParkRequest { key, at: wake, body, queue_arn: QUEUE_ARN, replay_batch: None };
+            match ctx.parker.park(&request).await {
+                Ok(Parked::Scheduled) => return false,
+                Ok(Parked::AlreadyParked { at: Some(fires), .. }) if fires > receive.now => return false,
+                _ => match ctx.policy.park_failed(&receive) {
+                    QueueAction::Hide(w) | QueueAction::Backoff(w) => w,
+                    _ => return true,
+                },
+            }
+        }
+    };
+    ctx.clock.sleep(ctx.sqs_latency()).await;
+    let now = ctx.clock.now();
+    let wait = Us::try_from(retry.as_micros()).unwrap_or(Us::MAX / 4);
+    let mut books = lock(&ctx.books);
+    let mut out = Vec::new();
+    lock(&ctx.queue).change_visibility(r, wait, now, &mut out);
+    books.outbox.extend(out);
+    true
+}

@@ -1,0 +1,1 @@
+//! Whole runs of the model, small enough for the debug suite.
