@@ -33,6 +33,8 @@ pub(super) struct Dynamo {
     pub(super) write_units: f64,
     pub(super) read_units: f64,
     pub(super) throttled_calls: u64,
+    /// The most writes a second one bucket item served (5-second average).
+    pub(super) most_writes_one_item_served: f64,
     pub(super) write_units_per_million_notices: f64,
     pub(super) read_units_per_million_notices: f64,
     pub(super) dollars_per_million_notices: f64,
@@ -154,7 +156,7 @@ impl Report {
 
         let sent = notices.iter().filter(|n| n.sends > 0).count() as f64;
         let per_million = |units: f64| if sent > 0.0 { units / sent * 1e6 } else { 0.0 };
-        let (calls, wcu, rcu, throttled, table_w, table_r, hottest, index, ddb_first) =
+        let (calls, wcu, rcu, throttled, table_w, table_r, hottest, index, ddb_first, served) =
             run.svc.dynamo.books(|b| {
                 (
                     b.calls,
@@ -166,6 +168,7 @@ impl Report {
                     b.hottest_item(),
                     b.hottest_index_shard(),
                     b.first_throttle,
+                    b.most_served(),
                 )
             });
         let (ses_peak, ses_throttled, ses_first) =
@@ -277,6 +280,7 @@ impl Report {
                 write_units: wcu,
                 read_units: rcu,
                 throttled_calls: throttled,
+                most_writes_one_item_served: served,
                 write_units_per_million_notices: per_million(wcu),
                 read_units_per_million_notices: per_million(rcu),
                 dollars_per_million_notices: per_million(wcu) / 1e6 * DOLLARS_PER_MILLION_WRU

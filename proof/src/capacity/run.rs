@@ -103,7 +103,10 @@ pub(super) struct Run {
     idle: Vec<Arc<NoticeSender>>,
     /// Running invocations: their number and environment.
     running: HashMap<TaskId, (u64, Arc<NoticeSender>)>,
+    /// The traffic (arrivals, domains, leads) and the chaos (duplicate deliveries, crashes) draw
+    /// from their own streams, so a change in one leaves the other as it was.
     rng: StdRng,
+    chaos: StdRng,
 }
 
 impl Run {
@@ -144,6 +147,7 @@ impl Run {
         });
         let pollers = Pollers::new(p.lambda.clone());
         let rng = rng(p.seed, 5).into_inner().unwrap_or_else(|e| e.into_inner());
+        let chaos = super::world::rng(p.seed, 6).into_inner().unwrap_or_else(|e| e.into_inner());
         Ok(Self {
             p,
             ctx,
@@ -159,6 +163,7 @@ impl Run {
             idle: Vec::new(),
             running: HashMap::new(),
             rng,
+            chaos,
         })
     }
 
@@ -175,7 +180,9 @@ impl Run {
         }
         self.c.environments += 1;
         let buckets: Arc<dyn BucketStore> = self.svc.dynamo.clone();
-        let gate: Arc<dyn RateGate> = Arc::new(BucketGate::new(buckets, self.p.rate_limits.clone()));
+        let gate = BucketGate::new(buckets, self.p.rate_limits.clone())
+            .with_jitter_seed(self.p.seed.wrapping_mul(1_000_003).wrapping_add(self.c.environments));
+        let gate: Arc<dyn RateGate> = Arc::new(gate);
         let sender = NoticeSender::new(
             self.svc.dynamo.clone(),
             self.svc.ses.clone(),
@@ -330,7 +337,7 @@ impl Run {
                 }
                 let mut out = Vec::new();
                 let rate = self.p.redelivery_rate;
-                let rng = &mut self.rng;
+                let rng = &mut self.chaos;
                 let got = queue.receive(now, &mut books, &mut out, || rate > 0.0 && rng.gen::<f64>() < rate);
                 books.outbox.extend(out);
                 let bodies: Vec<String> = got
@@ -349,8 +356,8 @@ impl Run {
             let task = self.tasks.spawn(fut);
             self.pollers.start();
             self.running.insert(task, (invocation, env));
-            if self.p.crash_rate > 0.0 && self.rng.gen::<f64>() < self.p.crash_rate {
-                let after = self.rng.gen_range(0..300 * MS);
+            if self.p.crash_rate > 0.0 && self.chaos.gen::<f64>() < self.p.crash_rate {
+                let after = self.chaos.gen_range(0..300 * MS);
                 self.push(now + after, Item::Ev(Ev::Crash { task, invocation }));
             }
             self.poll(task);

@@ -40,6 +40,10 @@ pub(super) struct DynamoLimits {
     pub(super) quota_rcu: f64,
 }
 
+/// A partition's 1 000 writes a second is a hard ceiling: burst capacity does not lift it, so an
+/// item's meter holds only a tenth of a second.
+const PARTITION_BURST_SECS: f64 = 0.1;
+
 /// The open-claims index is sharded by the key's first hex digit (16 partition-key values).
 const INDEX_SHARDS: usize = 16;
 
@@ -51,8 +55,9 @@ pub(super) struct DynamoBooks {
     pub(super) throttled: u64,
     pub(super) table_w: Peak,
     pub(super) table_r: Peak,
-    /// The hottest single bucket item, by its busiest second.
+    /// Every bucket item's write demand (throttled calls included), and the writes it served.
     pub(super) items: HashMap<String, Peak>,
+    pub(super) served: HashMap<String, Peak>,
     pub(super) index: Vec<Peak>,
     /// First throttle: when, and which limit.
     pub(super) first_throttle: Option<(Us, &'static str)>,
@@ -65,6 +70,11 @@ impl DynamoBooks {
             .map(|(k, p)| (k.clone(), p.peak()))
             .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
             .unwrap_or_default()
+    }
+
+    /// The most writes a second any one bucket item served: its admission ceiling when saturated.
+    pub(super) fn most_served(&self) -> f64 {
+        self.served.values().map(Peak::peak).fold(0.0, f64::max)
     }
 
     pub(super) fn hottest_index_shard(&self) -> f64 {
@@ -109,7 +119,7 @@ impl Dynamo {
             table_w: Meter::new(limits.table_wcu, 1.0),
             table_r: Meter::new(limits.table_rcu, 1.0),
             items: HashMap::new(),
-            index: (0..INDEX_SHARDS).map(|_| Meter::new(limits.item_wcu, 1.0)).collect(),
+            index: (0..INDEX_SHARDS).map(|_| Meter::new(limits.item_wcu, PARTITION_BURST_SECS)).collect(),
             peak_w: 0.0,
             peak_r: 0.0,
             second: 0,
@@ -162,7 +172,10 @@ impl Dynamo {
             Touch::Item(item) => {
                 s.books.items.entry(item.to_owned()).or_default().add(wcu, now);
                 let limit = self.limits.item_wcu;
-                s.items.entry(item.to_owned()).or_insert_with(|| Meter::new(limit, 1.0)).has(wcu, now)
+                s.items
+                    .entry(item.to_owned())
+                    .or_insert_with(|| Meter::new(limit, PARTITION_BURST_SECS))
+                    .has(wcu, now)
             }
             Touch::Index(shard) => {
                 s.books.index[shard].add(1.0, now);
@@ -188,6 +201,7 @@ impl Dynamo {
                 if let Some(m) = s.items.get_mut(item) {
                     m.take(wcu);
                 }
+                s.books.served.entry(item.to_owned()).or_default().add(wcu, now);
             }
             Touch::Index(shard) => s.index[shard].take(1.0),
             Touch::Nothing => {}

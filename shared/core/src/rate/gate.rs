@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 use super::gcra::{grant, instant, micros};
 use super::limits::DomainLimit;
@@ -78,6 +80,8 @@ pub struct BucketGate {
     wall_clock: bool,
     /// Token writes refused since last drained (`TokenWriteConflicts`).
     conflicts: AtomicU64,
+    /// Spreads limited jobs' retries; seeded by simulations so one seed gives one run.
+    jitter: Mutex<StdRng>,
 }
 
 impl BucketGate {
@@ -88,7 +92,18 @@ impl BucketGate {
             seen: Mutex::new(HashMap::new()),
             wall_clock: false,
             conflicts: AtomicU64::new(0),
+            jitter: Mutex::new(StdRng::from_entropy()),
         }
+    }
+
+    /// Draws retry jitter from `seed` instead of the system's entropy (simulations).
+    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter = Mutex::new(StdRng::seed_from_u64(seed));
+        self
+    }
+
+    fn jitter(&self) -> f64 {
+        self.jitter.lock().unwrap_or_else(|p| p.into_inner()).gen()
     }
 
     /// A gate over buckets in this process only (tests, simulations).
@@ -203,7 +218,7 @@ impl RateGate for BucketGate {
             let limit = dl.limit.shard(dl.shards);
             for &i in records.iter().skip(granted as usize) {
                 answers[i] = Admission::Limited {
-                    retry_at: limit.retry_at(instant(due_us)),
+                    retry_at: limit.retry_at(instant(due_us), self.jitter()),
                     scope: RateScope::Domain,
                 };
             }
@@ -223,7 +238,7 @@ impl RateGate for BucketGate {
                 let limit = account.limit.shard(account.shards);
                 for &i in admitted.iter().skip(granted as usize) {
                     answers[i] = Admission::Limited {
-                        retry_at: limit.retry_at(instant(due_us)),
+                        retry_at: limit.retry_at(instant(due_us), self.jitter()),
                         scope: RateScope::Account,
                     };
                 }

@@ -19,7 +19,6 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use rand::Rng;
 use serde::Deserialize;
 
 use crate::error::ConfigError;
@@ -82,12 +81,13 @@ impl Limit {
         Limit { per_second: self.per_second / f64::from(shards), burst: (self.burst / shards).max(1) }
     }
 
-    /// When a limited job should come back: when its token is due, spread over the time the whole
-    /// bucket needs to refill (1 s to 60 s), so the jobs deferred together do not return together.
-    pub fn retry_at(&self, due: DateTime<Utc>) -> DateTime<Utc> {
+    /// When a limited job should come back: when its token is due, spread by `jitter` in `[0, 1]`
+    /// over the time the whole bucket needs to refill (1 s to 60 s), so the jobs deferred together
+    /// do not return together.
+    pub fn retry_at(&self, due: DateTime<Utc>, jitter: f64) -> DateTime<Utc> {
         let refill_ms = i64::from(self.burst).saturating_mul(self.interval_us()) / 1000;
         let spread_ms = refill_ms.clamp(1000, 60_000);
-        due + Duration::milliseconds(rand::thread_rng().gen_range(0..=spread_ms))
+        due + Duration::milliseconds((spread_ms as f64 * jitter.clamp(0.0, 1.0)).round() as i64)
     }
 }
 
