@@ -13,10 +13,11 @@
 
 use std::process::ExitCode;
 
-// Layers, each file importing only from earlier ones: inputs (error, args, world) → model (ports,
+// Layers, each file importing only from earlier ones: inputs (error, fast_hash, args, world) → model (ports,
 // wrappers, sender, mutants, model/) → run (search) → report. This file runs them.
 mod args;
 mod error;
+mod fast_hash;
 mod model;
 mod mutants;
 mod ports;
@@ -35,12 +36,22 @@ use model::Model;
 use mutants::{Mutant, Rules};
 use report::{MutantReport, Report};
 
+/// One copy of the world per search thread: as many as the machine runs at once (the search's
+/// result does not depend on how many).
+fn models(bounds: Bounds, rules: Rules) -> Result<Vec<Model>, VerifyError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS));
+    (0..threads).map(|_| Model::new(bounds, rules)).collect()
+}
+
+/// More threads than this gain little: merging a level into the visited set is one thread's work.
+const MAX_THREADS: usize = 4;
+
 /// Checks the real rules, then each mutant, over `bounds`.
 fn verify(bounds: Bounds, mutants: &[Mutant]) -> Result<Report, VerifyError> {
-    let real = search::explore(&mut Model::new(bounds, Rules::real())?)?;
+    let real = search::explore(&mut models(bounds, Rules::real())?)?;
     let mut caught = Vec::with_capacity(mutants.len());
     for &mutant in mutants.iter().filter(|m| m.runs_in(&bounds)) {
-        let run = search::explore(&mut Model::new(bounds, Rules::with(mutant))?)?;
+        let run = search::explore(&mut models(bounds, Rules::with(mutant))?)?;
         caught.push(MutantReport::new(mutant, run));
     }
     Ok(Report::new(bounds, real, caught))

@@ -1,15 +1,18 @@
 //! Breadth-first explicit-state search: every reachable state once, level by level, so the first
 //! violation found has a shortest trace.
 //!
-//! Visited states are kept as 128-bit fingerprints (two SipHash-1-3 passes), not as states: a
-//! tenth of the memory. Two distinct states sharing a fingerprint would hide one of them; with
-//! n states that happens with probability below n² / 2¹²⁹ (10⁻²⁵ at ten million states).
+//! Visited states are kept as 128-bit fingerprints ([`Lanes`]), not as states: a tenth of the
+//! memory. Two distinct states sharing a fingerprint would hide one of them; if the fingerprint
+//! behaves as a random function, with n states that happens with probability below n² / 2¹²⁹
+//! (10⁻²³ at a hundred million states).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use super::error::VerifyError;
+use super::fast_hash::Lanes;
 use super::model::{Model, State, Succ, Violation};
 use super::world::MAX_SLOTS;
 
@@ -34,80 +37,11 @@ struct Parent {
 
 const ROOT: u32 = u32::MAX;
 
-/// A state's 128-bit fingerprint: its `Hash` stream packed into bytes, then two SipHash-1-3 passes
-/// with different prefixes over those bytes.
+/// A state's 128-bit fingerprint: its `Hash` stream through two independent 64-bit lanes.
 fn fingerprint(state: &State) -> u128 {
-    let mut packed = Packed::default();
-    state.hash(&mut packed);
-    let bytes = &packed.buf[..packed.len.min(packed.buf.len())];
-    let mut low = DefaultHasher::new();
-    low.write(bytes);
-    let mut high = DefaultHasher::new();
-    high.write_u64(0x9e37_79b9_7f4a_7c15);
-    high.write(bytes);
-    // An overflowing buffer (a state far beyond the bounds) still hashes its length.
-    low.write_usize(packed.len);
-    (u128::from(high.finish()) << 64) | u128::from(low.finish())
-}
-
-/// Collects a `Hash` stream with every integer as a LEB128 varint (small numbers, one byte each):
-/// prefix-free, so distinct streams stay distinct.
-struct Packed {
-    buf: [u8; 512],
-    len: usize,
-}
-
-impl Default for Packed {
-    fn default() -> Self {
-        Self { buf: [0; 512], len: 0 }
-    }
-}
-
-impl Packed {
-    fn varint(&mut self, mut n: u64) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            let out = if n == 0 { byte } else { byte | 0x80 };
-            if let Some(slot) = self.buf.get_mut(self.len) {
-                *slot = out;
-            }
-            self.len += 1;
-            if n == 0 {
-                return;
-            }
-        }
-    }
-}
-
-impl Hasher for Packed {
-    fn finish(&self) -> u64 {
-        0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.varint(bytes.len() as u64);
-        for b in bytes {
-            self.varint(u64::from(*b));
-        }
-    }
-    fn write_u8(&mut self, n: u8) {
-        self.varint(u64::from(n));
-    }
-    fn write_u16(&mut self, n: u16) {
-        self.varint(u64::from(n));
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.varint(u64::from(n));
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.varint(n);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.varint(n as u64);
-    }
-    fn write_isize(&mut self, n: isize) {
-        self.varint(n as u64);
-    }
+    let mut lanes = Lanes::default();
+    state.hash(&mut lanes);
+    lanes.wide()
 }
 
 /// Fingerprints are already uniform: the map uses their low bits as they are.
@@ -130,17 +64,111 @@ impl Hasher for Identity {
 
 type Visited = HashMap<u128, u32, BuildHasherDefault<Identity>>;
 
-/// Explores every state reachable from the start; stops at the first violation.
-pub(crate) fn explore(model: &mut Model) -> Result<Explored, VerifyError> {
+/// A successor not visited before its level, found by one thread, merged in frontier order.
+struct Candidate {
+    parent: u32,
+    choice: u32,
+    print: u128,
+    next: State,
+    /// A broken invariant: of the transition (`on_transition`: reported whether `next` is new or
+    /// not), or of `next` (reported if `next` is new).
+    broken: Option<Violation>,
+    on_transition: bool,
+    /// Transitions of its chunk up to and including this one.
+    at: u64,
+}
+
+/// One thread's share of a level.
+struct Part {
+    found: Vec<Candidate>,
+    transitions: u64,
+}
+
+/// Frontiers smaller than this are expanded on one thread: a thread costs more than it saves.
+const PARALLEL_FROM: usize = 4096;
+
+/// Expands `chunk` against the states visited before this level (read only, shared by the
+/// threads); stops at the first broken transition, past which the merge never looks.
+fn expand(model: &mut Model, chunk: &[(State, u32)], seen: &Visited) -> Result<Part, VerifyError> {
+    let mut succs: Vec<Succ> = Vec::new();
+    let mut found = Vec::new();
+    let mut transitions = 0u64;
+    for (state, index) in chunk {
+        model.successors(state, &mut succs)?;
+        for (choice, succ) in succs.drain(..).enumerate() {
+            transitions += 1;
+            let choice = u32::try_from(choice).map_err(|_| VerifyError::Bound("successors".into()))?;
+            let (print, broken, on_transition) = match succ.broken {
+                Some(v) => (0, Some(v), true),
+                None => {
+                    let print = fingerprint(&succ.next);
+                    if seen.contains_key(&print) {
+                        continue;
+                    }
+                    (print, model.check(&succ.next)?, false)
+                }
+            };
+            found.push(Candidate {
+                parent: *index,
+                choice,
+                print,
+                next: succ.next,
+                broken,
+                on_transition,
+                at: transitions,
+            });
+            if on_transition {
+                return Ok(Part { found, transitions });
+            }
+        }
+    }
+    Ok(Part { found, transitions })
+}
+
+/// Expands one level on as many threads as there are models: contiguous chunks of the frontier,
+/// their parts in frontier order (so ids, counts and traces do not depend on the thread count).
+fn expand_level(
+    models: &mut [Model],
+    frontier: &[(State, u32)],
+    seen: &Visited,
+    parallel_from: usize,
+) -> Vec<Result<Part, VerifyError>> {
+    let threads = if frontier.len() < parallel_from { 1 } else { models.len().max(1) };
+    let size = frontier.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let mut chunks = frontier.chunks(size);
+        let mut models = models.iter_mut();
+        let (Some(own), Some(model)) = (chunks.next(), models.next()) else { return Vec::new() };
+        let others: Vec<_> = chunks
+            .zip(models)
+            .map(|(chunk, model)| scope.spawn(move || expand(model, chunk, seen)))
+            .collect();
+        let mut parts = vec![expand(model, own, seen)];
+        for handle in others {
+            parts.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(VerifyError::Unexpected("a search thread panicked".into()))),
+            );
+        }
+        parts
+    })
+}
+
+/// Explores every state reachable from the start; stops at the first violation. `models` (one
+/// or more, all of one world) are the threads' own copies of the world.
+pub(crate) fn explore(models: &mut [Model]) -> Result<Explored, VerifyError> {
+    explore_from(models, PARALLEL_FROM)
+}
+
+/// [`explore`], splitting every level of at least `parallel_from` states among the models.
+pub(super) fn explore_from(models: &mut [Model], parallel_from: usize) -> Result<Explored, VerifyError> {
     let started = Instant::now();
+    let model = models.first().ok_or_else(|| VerifyError::Unexpected("no model to explore".into()))?;
     let initial = model.initial();
     let mut seen = Visited::default();
     let mut parents: Vec<Parent> = vec![Parent { state: ROOT, choice: 0 }];
     seen.insert(fingerprint(&initial), 0);
-    let mut frontier = vec![(initial.clone(), 0u32)];
-    let mut succs: Vec<Succ> = Vec::new();
-    let mut depth = 0;
-    let mut transitions = 0u64;
     let done = |seen: &Visited, depth, transitions, violation| Explored {
         states: seen.len(),
         transitions,
@@ -151,33 +179,39 @@ pub(crate) fn explore(model: &mut Model) -> Result<Explored, VerifyError> {
     if let Some(v) = model.check(&initial)? {
         return Ok(done(&seen, 0, 0, Some((v, Vec::new()))));
     }
+    let mut frontier = vec![(initial, 0u32)];
+    let mut depth = 0;
+    let mut transitions = 0u64;
     while !frontier.is_empty() {
+        let parts = expand_level(models, &frontier, &seen, parallel_from);
+        drop(frontier);
         let mut next_level = Vec::new();
-        for (state, index) in frontier {
-            model.successors(&state, &mut succs)?;
-            for (choice, succ) in succs.drain(..).enumerate() {
-                transitions += 1;
-                let choice = u32::try_from(choice).map_err(|_| VerifyError::Bound("successors".into()))?;
-                if let Some(v) = succ.broken {
-                    let mut path = path_to(&parents, index);
-                    path.push(choice);
-                    let trace = replay(model, &path)?;
-                    return Ok(done(&seen, depth + 1, transitions, Some((v, trace))));
-                }
-                let print = fingerprint(&succ.next);
-                if seen.contains_key(&print) {
-                    continue;
+        for part in parts {
+            let part = part?;
+            for c in part.found {
+                if c.on_transition {
+                    let mut path = path_to(&parents, c.parent);
+                    path.push(c.choice);
+                    let trace = replay(models, &path)?;
+                    let v = c.broken.ok_or_else(|| {
+                        VerifyError::Unexpected("a broken transition without its violation".into())
+                    })?;
+                    return Ok(done(&seen, depth + 1, transitions + c.at, Some((v, trace))));
                 }
                 let id = u32::try_from(parents.len())
                     .map_err(|_| VerifyError::Bound("more than 4 billion states".into()))?;
-                parents.push(Parent { state: index, choice });
-                seen.insert(print, id);
-                if let Some(v) = model.check(&succ.next)? {
-                    let trace = replay(model, &path_to(&parents, id))?;
-                    return Ok(done(&seen, depth + 1, transitions, Some((v, trace))));
+                match seen.entry(c.print) {
+                    Entry::Occupied(_) => continue,
+                    Entry::Vacant(e) => e.insert(id),
+                };
+                parents.push(Parent { state: c.parent, choice: c.choice });
+                if let Some(v) = c.broken {
+                    let trace = replay(models, &path_to(&parents, id))?;
+                    return Ok(done(&seen, depth + 1, transitions + c.at, Some((v, trace))));
                 }
-                next_level.push((succ.next, id));
+                next_level.push((c.next, id));
             }
+            transitions += part.transitions;
         }
         if !next_level.is_empty() {
             depth += 1;
@@ -199,7 +233,8 @@ fn path_to(parents: &[Parent], mut index: u32) -> Vec<u32> {
 }
 
 /// Walks `path` again from the start and describes every step.
-fn replay(model: &mut Model, path: &[u32]) -> Result<Vec<String>, VerifyError> {
+fn replay(models: &mut [Model], path: &[u32]) -> Result<Vec<String>, VerifyError> {
+    let Some(model) = models.first_mut() else { return Ok(Vec::new()) };
     let mut state = model.initial();
     let mut succs = Vec::new();
     let mut lines = Vec::with_capacity(path.len());

@@ -26,6 +26,7 @@ use notice_ledger::{
 };
 
 use super::error::VerifyError;
+use super::fast_hash::FastMap;
 use super::ports::{lock, Call, Facts, Script, ScriptedGate, ScriptedLedger, ScriptedMailer, Shared};
 use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, MAX_KEYS};
 use super::wrappers::{AdmitAll, WiredLedger, Wiring};
@@ -59,7 +60,7 @@ pub(super) struct Core {
     script: Shared,
     keys: Vec<NoticeKey>,
     key_ids: HashMap<NoticeKey, u8>,
-    memo: HashMap<MemoKey, Step>,
+    memo: FastMap<MemoKey, Step>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -135,7 +136,7 @@ impl Core {
             script,
             keys: Vec::new(),
             key_ids: HashMap::new(),
-            memo: HashMap::new(),
+            memo: FastMap::default(),
             runtime,
         })
     }

@@ -5,7 +5,7 @@
 use super::args::{Bounds, Faults};
 use super::model::{Invariant, Model};
 use super::mutants::{Mutant, Rules};
-use super::search::{explore, Explored};
+use super::search::{explore, explore_from, Explored};
 
 fn small() -> Bounds {
     Bounds {
@@ -36,7 +36,7 @@ fn released_then_withdrawn() -> Bounds {
 }
 
 fn run(bounds: Bounds, rules: Rules) -> Explored {
-    explore(&mut Model::new(bounds, rules).unwrap()).unwrap()
+    explore(&mut [Model::new(bounds, rules).unwrap()]).unwrap()
 }
 
 fn clean(run: &Explored) {
@@ -169,4 +169,20 @@ fn a_release_applied_but_answered_with_an_error_is_retried() {
     // stays", and the job acked with its row released.
     let bounds = Bounds { workers: 1, releases: 0, ledger_faults: Faults::Ambiguous, ..small() };
     clean(&run(bounds, Rules::real()));
+}
+
+#[test]
+fn the_search_finds_the_same_on_any_number_of_threads() {
+    // Levels split among threads are merged in frontier order: the same states, the same numbers
+    // and the same shortest trace as one thread.
+    let world = Bounds { in_flight_redelivery: false, ..small() };
+    for rules in [Rules::real(), Rules::with(Mutant::TokenAfterClaim)] {
+        let one = explore_from(&mut [Model::new(world, rules).unwrap()], usize::MAX).unwrap();
+        let mut three: Vec<Model> = (0..3).map(|_| Model::new(world, rules).unwrap()).collect();
+        let split = explore_from(&mut three, 1).unwrap();
+        assert_eq!((one.states, one.transitions, one.depth), (split.states, split.transitions, split.depth));
+        let trace =
+            |run: &Explored| run.violation.as_ref().map(|(v, t)| (v.invariant, v.detail.clone(), t.clone()));
+        assert_eq!(trace(&one), trace(&split));
+    }
 }
