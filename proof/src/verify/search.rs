@@ -6,8 +6,7 @@
 //! behaves as a random function, with n states that happens with probability below n² / 2¹²⁹
 //! (10⁻²³ at a hundred million states).
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant};
 
@@ -62,97 +61,148 @@ impl Hasher for Identity {
     }
 }
 
-type Visited = HashMap<u128, u32, BuildHasherDefault<Identity>>;
+/// The fingerprints of the states visited so far (a state's number lives in the frontier).
+type Visited = HashSet<u128, BuildHasherDefault<Identity>>;
 
-/// A successor not visited before its level, found by one thread, merged in frontier order.
+/// A successor not visited before its level, found by one thread; its state is at the same index
+/// of its part's `states`.
 struct Candidate {
     parent: u32,
     choice: u32,
-    print: u128,
-    next: State,
-    /// A broken invariant: of the transition (`on_transition`: reported whether `next` is new or
-    /// not), or of `next` (reported if `next` is new).
-    broken: Option<Violation>,
-    on_transition: bool,
+    /// Stored as two words: a `u128` would pad the candidate to its 16-byte alignment.
+    print: [u64; 2],
     /// Transitions of its chunk up to and including this one.
     at: u64,
+    /// Whether the transition broke an invariant (reported whether `next` is new or not), or
+    /// `next` did (reported if `next` is new): the violation is the part's `broken`.
+    broken: Option<bool>,
 }
 
-/// One thread's share of a level.
+/// One thread's share of a level. The buffers are kept from level to level: allocating them
+/// afresh made the kernel zero their pages again every level.
+#[derive(Default)]
 struct Part {
     found: Vec<Candidate>,
+    states: Vec<State>,
+    /// The first broken invariant in the chunk; the thread stops at a broken transition, past
+    /// which the merge never looks.
+    broken: Vec<Violation>,
     transitions: u64,
+    error: Option<VerifyError>,
+    /// The fingerprints this part found in this level: two paths to one state within a level
+    /// (moves that commute) are common, and each copy would cost a state's memory until the merge.
+    level: Visited,
 }
 
 /// Frontiers smaller than this are expanded on one thread: a thread costs more than it saves.
 const PARALLEL_FROM: usize = 4096;
 
+fn wide(print: [u64; 2]) -> u128 {
+    (u128::from(print[1]) << 64) | u128::from(print[0])
+}
+
 /// Expands `chunk` against the states visited before this level (read only, shared by the
-/// threads); stops at the first broken transition, past which the merge never looks.
-fn expand(model: &mut Model, chunk: &[(State, u32)], seen: &Visited) -> Result<Part, VerifyError> {
+/// threads) into `part`.
+fn expand(model: &mut Model, chunk: &[State], ids: &[u32], seen: &Visited, part: &mut Part) {
+    if let Err(e) = expand_into(model, chunk, ids, seen, part) {
+        part.error = Some(e);
+    }
+}
+
+fn expand_into(
+    model: &mut Model,
+    chunk: &[State],
+    ids: &[u32],
+    seen: &Visited,
+    part: &mut Part,
+) -> Result<(), VerifyError> {
     let mut succs: Vec<Succ> = Vec::new();
-    let mut found = Vec::new();
-    let mut transitions = 0u64;
-    for (state, index) in chunk {
+    for (state, index) in chunk.iter().zip(ids) {
         model.successors(state, &mut succs)?;
         for (choice, succ) in succs.drain(..).enumerate() {
-            transitions += 1;
+            part.transitions += 1;
             let choice = u32::try_from(choice).map_err(|_| VerifyError::Bound("successors".into()))?;
-            let (print, broken, on_transition) = match succ.broken {
-                Some(v) => (0, Some(v), true),
+            let (print, broken) = match succ.broken {
+                Some(v) => (0, Some((v, true))),
                 None => {
                     let print = fingerprint(&succ.next);
-                    if seen.contains_key(&print) {
+                    if seen.contains(&print) || !part.level.insert(print) {
                         continue;
                     }
-                    (print, model.check(&succ.next)?, false)
+                    (print, model.check(&succ.next)?.map(|v| (v, false)))
                 }
             };
-            found.push(Candidate {
+            let on_transition = broken.as_ref().map(|(_, t)| *t);
+            part.found.push(Candidate {
                 parent: *index,
                 choice,
-                print,
-                next: succ.next,
-                broken,
-                on_transition,
-                at: transitions,
+                print: [print as u64, (print >> 64) as u64],
+                at: part.transitions,
+                broken: on_transition,
             });
-            if on_transition {
-                return Ok(Part { found, transitions });
+            part.states.push(succ.next);
+            if let Some((v, on_transition)) = broken {
+                part.broken.push(v);
+                if on_transition {
+                    return Ok(());
+                }
             }
         }
     }
-    Ok(Part { found, transitions })
+    Ok(())
 }
 
 /// Expands one level on as many threads as there are models: contiguous chunks of the frontier,
-/// their parts in frontier order (so ids, counts and traces do not depend on the thread count).
+/// one part each, in frontier order (so numbers, counts and traces do not depend on the thread
+/// count).
 fn expand_level(
     models: &mut [Model],
-    frontier: &[(State, u32)],
+    frontier: &Frontier,
     seen: &Visited,
+    parts: &mut Vec<Part>,
     parallel_from: usize,
-) -> Vec<Result<Part, VerifyError>> {
-    let threads = if frontier.len() < parallel_from { 1 } else { models.len().max(1) };
-    let size = frontier.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let mut chunks = frontier.chunks(size);
-        let mut models = models.iter_mut();
-        let (Some(own), Some(model)) = (chunks.next(), models.next()) else { return Vec::new() };
-        let others: Vec<_> = chunks
-            .zip(models)
-            .map(|(chunk, model)| scope.spawn(move || expand(model, chunk, seen)))
+) -> Result<(), VerifyError> {
+    let threads = if frontier.states.len() < parallel_from { 1 } else { models.len().max(1) };
+    parts.resize_with(threads.max(parts.len()), Part::default);
+    for part in parts.iter_mut() {
+        part.found.clear();
+        part.states.clear();
+        part.broken.clear();
+        part.transitions = 0;
+        part.error = None;
+        part.level.clear();
+    }
+    let size = frontier.states.len().div_ceil(threads).max(1);
+    let panicked = std::thread::scope(|scope| {
+        let mut work = frontier
+            .states
+            .chunks(size)
+            .zip(frontier.ids.chunks(size))
+            .zip(models.iter_mut())
+            .zip(parts.iter_mut());
+        let Some((((states, ids), model), part)) = work.next() else { return false };
+        let others: Vec<_> = work
+            .map(|(((states, ids), model), part)| scope.spawn(move || expand(model, states, ids, seen, part)))
             .collect();
-        let mut parts = vec![expand(model, own, seen)];
+        expand(model, states, ids, seen, part);
+        // Every thread joined: a panicked one left unjoined would panic the scope.
+        let mut panicked = false;
         for handle in others {
-            parts.push(
-                handle
-                    .join()
-                    .unwrap_or_else(|_| Err(VerifyError::Unexpected("a search thread panicked".into()))),
-            );
+            panicked |= handle.join().is_err();
         }
-        parts
-    })
+        panicked
+    });
+    if panicked {
+        return Err(VerifyError::Unexpected("a search thread panicked".into()));
+    }
+    Ok(())
+}
+
+/// One level of states, with their numbers.
+#[derive(Default)]
+struct Frontier {
+    states: Vec<State>,
+    ids: Vec<u32>,
 }
 
 /// Explores every state reachable from the start; stops at the first violation. `models` (one
@@ -168,7 +218,7 @@ pub(super) fn explore_from(models: &mut [Model], parallel_from: usize) -> Result
     let initial = model.initial();
     let mut seen = Visited::default();
     let mut parents: Vec<Parent> = vec![Parent { state: ROOT, choice: 0 }];
-    seen.insert(fingerprint(&initial), 0);
+    seen.insert(fingerprint(&initial));
     let done = |seen: &Visited, depth, transitions, violation| Explored {
         states: seen.len(),
         transitions,
@@ -179,44 +229,50 @@ pub(super) fn explore_from(models: &mut [Model], parallel_from: usize) -> Result
     if let Some(v) = model.check(&initial)? {
         return Ok(done(&seen, 0, 0, Some((v, Vec::new()))));
     }
-    let mut frontier = vec![(initial, 0u32)];
+    let mut frontier = Frontier { states: vec![initial], ids: vec![0] };
+    let mut parts: Vec<Part> = Vec::new();
     let mut depth = 0;
     let mut transitions = 0u64;
-    while !frontier.is_empty() {
-        let parts = expand_level(models, &frontier, &seen, parallel_from);
-        drop(frontier);
-        let mut next_level = Vec::new();
-        for part in parts {
-            let part = part?;
-            for c in part.found {
-                if c.on_transition {
+    while !frontier.states.is_empty() {
+        expand_level(models, &frontier, &seen, &mut parts, parallel_from)?;
+        frontier.states.clear();
+        frontier.ids.clear();
+        for part in parts.iter_mut() {
+            let mut broken = part.broken.drain(..);
+            for (c, next) in part.found.iter().zip(part.states.drain(..)) {
+                let violation = match c.broken {
+                    Some(_) => Some(
+                        broken.next().ok_or_else(|| VerifyError::Unexpected("a lost violation".into()))?,
+                    ),
+                    None => None,
+                };
+                if let (Some(true), Some(v)) = (c.broken, &violation) {
                     let mut path = path_to(&parents, c.parent);
                     path.push(c.choice);
                     let trace = replay(models, &path)?;
-                    let v = c.broken.ok_or_else(|| {
-                        VerifyError::Unexpected("a broken transition without its violation".into())
-                    })?;
-                    return Ok(done(&seen, depth + 1, transitions + c.at, Some((v, trace))));
+                    return Ok(done(&seen, depth + 1, transitions + c.at, Some((v.clone(), trace))));
+                }
+                if !seen.insert(wide(c.print)) {
+                    continue;
                 }
                 let id = u32::try_from(parents.len())
                     .map_err(|_| VerifyError::Bound("more than 4 billion states".into()))?;
-                match seen.entry(c.print) {
-                    Entry::Occupied(_) => continue,
-                    Entry::Vacant(e) => e.insert(id),
-                };
                 parents.push(Parent { state: c.parent, choice: c.choice });
-                if let Some(v) = c.broken {
+                if let Some(v) = violation {
                     let trace = replay(models, &path_to(&parents, id))?;
                     return Ok(done(&seen, depth + 1, transitions + c.at, Some((v, trace))));
                 }
-                next_level.push((c.next, id));
+                frontier.states.push(next);
+                frontier.ids.push(id);
+            }
+            if let Some(e) = part.error.take() {
+                return Err(e);
             }
             transitions += part.transitions;
         }
-        if !next_level.is_empty() {
+        if !frontier.states.is_empty() {
             depth += 1;
         }
-        frontier = next_level;
     }
     Ok(done(&seen, depth, transitions, None))
 }
