@@ -5,7 +5,8 @@
 //! bijective multiply-rotate step with its own constants (two streams that differ in one word
 //! always differ in both lanes), then finishes each lane with the SplitMix64 finaliser and the
 //! stream's length. Derived `Hash` writes fixed-width integers (discriminants, fields, lengths of
-//! slices), so equal values give equal word streams and distinct values of one type distinct ones.
+//! slices), and a state's hand-packed one fixed-width words, so equal values give equal word
+//! streams and distinct values of one type distinct ones.
 
 use std::hash::{BuildHasherDefault, Hasher};
 

@@ -186,3 +186,25 @@ fn the_search_finds_the_same_on_any_number_of_threads() {
         assert_eq!(trace(&one), trace(&split));
     }
 }
+
+#[test]
+fn the_default_run_is_its_named_worlds_and_any_flag_is_one_world() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::VerifyArgs,
+    }
+    let worlds = |flags: &[&str]| Cli::parse_from([&["verify"], flags].concat()).args.worlds();
+    let run = worlds(&["--json", "--no-mutants"]);
+    assert_eq!(run, super::args::DEFAULT_RUN.to_vec());
+    assert_eq!(run[0].1, Bounds::DEFAULT);
+    assert!(run.iter().any(|(_, b)| b.withdraws == 1 && b.workers == 2 && b.deliveries == 2));
+    assert_eq!(worlds(&["--parking", "off"]), [("custom", Bounds { parking: false, ..Bounds::DEFAULT })]);
+    assert_eq!(worlds(&["--withdraws", "1"]), [("custom", Bounds { withdraws: 1, ..Bounds::DEFAULT })]);
+    assert_eq!(worlds(&["--stale-deletes"]).len(), 1);
+    // Every mutant runs in some world of the default run, so `verify` alone checks all of them.
+    for mutant in Mutant::ALL {
+        assert!(run.iter().any(|(_, b)| mutant.runs_in(b)), "{} runs in no default world", mutant.name());
+    }
+}
