@@ -59,12 +59,12 @@ pub(crate) struct VerifyArgs {
 
 /// The default run: three named worlds, one after the other. Together they cover the deliveries
 /// with the operator's release and replay, and the producer's withdraw racing two deliveries on
-/// two workers; a withdraw together with a release only with one worker and one delivery (with
-/// two of each the three together outgrow the run's time and memory budget).
+/// two workers; a withdraw together with a release only with one worker (with two, the three
+/// together outgrow the run's time and memory budget).
 pub(super) const DEFAULT_RUN: [(&str, Bounds); 3] = [
     ("deliveries", Bounds::DEFAULT),
     ("withdraw", Bounds { withdraws: 1, releases: 0, ..Bounds::DEFAULT }),
-    ("withdraw-release", Bounds { withdraws: 1, workers: 1, deliveries: 1, ..Bounds::DEFAULT }),
+    ("withdraw-release", Bounds { withdraws: 1, workers: 1, ..Bounds::DEFAULT }),
 ];
 
 impl VerifyArgs {
