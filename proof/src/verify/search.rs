@@ -119,11 +119,12 @@ fn expand_into(
     let mut succs: Vec<Succ> = Vec::new();
     for (state, index) in chunk.iter().zip(ids) {
         model.successors(state, &mut succs)?;
-        for (choice, succ) in succs.drain(..).enumerate() {
+        // By reference: most successors were seen before, and moving each out would copy it.
+        for (choice, succ) in succs.iter().enumerate() {
             part.transitions += 1;
             let choice = u32::try_from(choice).map_err(|_| VerifyError::Bound("successors".into()))?;
-            let (print, broken) = match succ.broken {
-                Some(v) => (0, Some((v, true))),
+            let (print, broken) = match &succ.broken {
+                Some(v) => (0, Some((v.clone(), true))),
                 None => {
                     let print = fingerprint(&succ.next);
                     if seen.contains(&print) || !part.level.insert(print) {
@@ -140,7 +141,7 @@ fn expand_into(
                 at: part.transitions,
                 broken: on_transition,
             });
-            part.states.push(succ.next);
+            part.states.push(succ.next.clone());
             if let Some((v, on_transition)) = broken {
                 part.broken.push(v);
                 if on_transition {
