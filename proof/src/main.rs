@@ -41,6 +41,10 @@ enum Command {
     /// Chaos-simulate the dedupe strategies on the same seeded traces and print what customers got.
     Simulate(simulate::SimulateArgs),
     /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
+    ///
+    /// Without a world flag, the default run: three named worlds one after the other — deliveries
+    /// (the defaults below), withdraw (`--withdraws 1 --releases 0`) and withdraw-release
+    /// (`--workers 1 --withdraws 1`). With any world flag, the one world the flags describe.
     Verify(verify::VerifyArgs),
     /// Model the deployed pipeline at a volume: the real core against AWS's published limits, in virtual time.
     Capacity(capacity::CapacityArgs),

@@ -2,47 +2,53 @@
 
 use serde::Serialize;
 
+/// The world flags: with none of them, `verify` runs the default run ([`DEFAULT_RUN`]); with any,
+/// the one world they describe (each flag it leaves out at its default below).
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct VerifyArgs {
-    /// Workers taking messages concurrently.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=3))]
-    workers: u8,
-    /// Messages of notice A: the original plus broker duplicates / re-enqueues, enqueued whenever.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=4))]
-    deliveries: u8,
-    /// Notices: 1 = A; 2 adds A' (A's revision bump); 3 adds B (another subscriber, same domain).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
-    notices: u8,
-    /// Operator releases of an open claim in a run, each followed by a replay (0 or 1).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
-    releases: u8,
+    /// Workers taking messages concurrently [default: 2].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
+    workers: Option<u8>,
+    /// Messages of notice A: the original plus broker duplicates / re-enqueues, enqueued whenever
+    /// [default: 2].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    deliveries: Option<u8>,
+    /// Notices: 1 = A; 2 adds A' (A's revision bump); 3 adds B (another subscriber, same domain)
+    /// [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
+    notices: Option<u8>,
+    /// Operator releases of an open claim in a run, each followed by a replay (0 or 1) [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=1))]
+    releases: Option<u8>,
     /// Withdraw messages of notice A (0 or 1), enqueued at any time: before, during or after its
-    /// deliveries. Off by default: it multiplies the world about ninefold.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
-    withdraws: u8,
+    /// deliveries [default: 0; a withdraw multiplies a world about ninefold, so the default run
+    /// checks it in worlds of its own].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=1))]
+    withdraws: Option<u8>,
     /// How ledger calls may fail: `off`; `clean` (a failed write was not applied — the adapters
     /// recognise a write of their own retried after a lost response); `ambiguous` (a write may be
-    /// applied and still answer an error).
-    #[arg(long, value_enum, default_value = "ambiguous")]
-    ledger_faults: Faults,
+    /// applied and still answer an error) [default: ambiguous].
+    #[arg(long, value_enum)]
+    ledger_faults: Option<Faults>,
     /// A message may also come back while its worker still runs it (visibility expiring mid-job, a
-    /// standard queue's duplicate receive). `false`: it comes back only after its worker died.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    in_flight_redelivery: bool,
+    /// standard queue's duplicate receive). `false`: it comes back only after its worker died
+    /// [default: true].
+    #[arg(long, action = clap::ArgAction::Set)]
+    in_flight_redelivery: Option<bool>,
     /// A delete with a stale receipt may still delete the message (SQS: "might not be deleted").
     #[arg(long)]
     stale_deletes: bool,
     /// The senders run with a rate gate, as deployed by default (`on`): each job reads its row,
     /// then takes a token (granted, limited, or failing like a ledger call), then claims. `off`:
-    /// no gate, no read — the world before issue 26.
-    #[arg(long, value_enum, default_value = "on")]
-    rate_gate: Switch,
+    /// no gate, no read — the world before the gate was modelled [default: on].
+    #[arg(long, value_enum)]
+    rate_gate: Option<Switch>,
     /// Parking as its own queue action (`on`): a long wait (a job deferred before its window)
     /// takes the message off the queue into a schedule named by the notice key, which brings the
     /// body back later — in any order with its copies. `off`: every wait simply comes back (the
-    /// world before parking was modelled, to the state).
-    #[arg(long, value_enum, default_value = "on")]
-    parking: Switch,
+    /// world before parking was modelled, to the state) [default: on].
+    #[arg(long, value_enum)]
+    parking: Option<Switch>,
     /// Check the real rules only, not the mutants.
     #[arg(long)]
     pub(super) no_mutants: bool,
@@ -51,20 +57,46 @@ pub(crate) struct VerifyArgs {
     pub(super) json: bool,
 }
 
+/// The default run: three named worlds, one after the other. Together they cover the deliveries
+/// with the operator's release and replay, and the producer's withdraw racing two deliveries on
+/// two workers; a withdraw together with a release only with one worker (with two, the three
+/// together outgrow the run's time and memory budget).
+pub(super) const DEFAULT_RUN: [(&str, Bounds); 3] = [
+    ("deliveries", Bounds::DEFAULT),
+    ("withdraw", Bounds { withdraws: 1, releases: 0, ..Bounds::DEFAULT }),
+    ("withdraw-release", Bounds { withdraws: 1, workers: 1, ..Bounds::DEFAULT }),
+];
+
 impl VerifyArgs {
-    pub(super) fn bounds(&self) -> Bounds {
-        Bounds {
-            workers: self.workers,
-            deliveries: self.deliveries,
-            notices: self.notices,
-            releases: self.releases,
-            withdraws: self.withdraws,
-            ledger_faults: self.ledger_faults,
-            in_flight_redelivery: self.in_flight_redelivery,
-            stale_deletes: self.stale_deletes,
-            rate_gate: self.rate_gate == Switch::On,
-            parking: self.parking == Switch::On,
+    /// The worlds to check, by name: the default run, or the one world the flags describe.
+    pub(super) fn worlds(&self) -> Vec<(&'static str, Bounds)> {
+        let given = self.workers.is_some()
+            || self.deliveries.is_some()
+            || self.notices.is_some()
+            || self.releases.is_some()
+            || self.withdraws.is_some()
+            || self.ledger_faults.is_some()
+            || self.in_flight_redelivery.is_some()
+            || self.stale_deletes
+            || self.rate_gate.is_some()
+            || self.parking.is_some();
+        if !given {
+            return DEFAULT_RUN.to_vec();
         }
+        let d = Bounds::DEFAULT;
+        let world = Bounds {
+            workers: self.workers.unwrap_or(d.workers),
+            deliveries: self.deliveries.unwrap_or(d.deliveries),
+            notices: self.notices.unwrap_or(d.notices),
+            releases: self.releases.unwrap_or(d.releases),
+            withdraws: self.withdraws.unwrap_or(d.withdraws),
+            ledger_faults: self.ledger_faults.unwrap_or(d.ledger_faults),
+            in_flight_redelivery: self.in_flight_redelivery.unwrap_or(d.in_flight_redelivery),
+            stale_deletes: self.stale_deletes,
+            rate_gate: self.rate_gate.map_or(d.rate_gate, |g| g == Switch::On),
+            parking: self.parking.map_or(d.parking, |p| p == Switch::On),
+        };
+        vec![("custom", world)]
     }
 }
 
@@ -96,6 +128,22 @@ pub(super) struct Bounds {
     pub(super) rate_gate: bool,
     /// A park is its own queue action (the message leaves the queue for its key's schedule).
     pub(super) parking: bool,
+}
+
+impl Bounds {
+    /// Each flag at its default.
+    pub(super) const DEFAULT: Bounds = Bounds {
+        workers: 2,
+        deliveries: 2,
+        notices: 1,
+        releases: 1,
+        withdraws: 0,
+        ledger_faults: Faults::Ambiguous,
+        in_flight_redelivery: true,
+        stale_deletes: false,
+        rate_gate: true,
+        parking: true,
+    };
 }
 
 /// How ledger calls may fail.

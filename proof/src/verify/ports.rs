@@ -30,6 +30,23 @@ pub(super) enum Call {
     Withdraw(NoticeKey),
 }
 
+impl Call {
+    /// The key the call names (a token take names none).
+    pub(super) fn key(&self) -> Option<&NoticeKey> {
+        match self {
+            Call::Token => None,
+            Call::Read(k)
+            | Call::Claim(k)
+            | Call::RecordMissed(k)
+            | Call::Send(k)
+            | Call::CommitSent(k, _)
+            | Call::CommitRejected(k)
+            | Call::Release(k)
+            | Call::Withdraw(k) => Some(k),
+        }
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Script {
     pub(super) answers: Vec<Answer>,

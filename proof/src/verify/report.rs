@@ -51,6 +51,8 @@ impl MutantReport {
 
 #[derive(Debug, Serialize)]
 pub(crate) struct Report {
+    /// The world's name in the default run (`custom`: the one world the flags describe).
+    pub(crate) world: &'static str,
     pub(crate) bounds: Bounds,
     /// States of the real rules' world.
     pub(crate) states: usize,
@@ -71,6 +73,7 @@ impl Report {
             .into_iter()
             .collect();
         Self {
+            world: "custom",
             bounds,
             states: real.states,
             transitions: real.transitions,
@@ -80,6 +83,10 @@ impl Report {
             violations,
             mutants,
         }
+    }
+
+    pub(super) fn named(self, world: &'static str) -> Self {
+        Self { world, ..self }
     }
 
     /// No violation of the real rules, and every mutant caught.
@@ -164,7 +171,7 @@ fn trace(out: &mut String, steps: &[String]) {
 }
 
 /// `1234567` → `1 234 567`.
-fn group(n: u64) -> String {
+pub(super) fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -1,15 +1,17 @@
 //! Breadth-first explicit-state search: every reachable state once, level by level, so the first
 //! violation found has a shortest trace.
 //!
-//! Visited states are kept as 128-bit fingerprints (two SipHash-1-3 passes), not as states: a
-//! tenth of the memory. Two distinct states sharing a fingerprint would hide one of them; with
-//! n states that happens with probability below n² / 2¹²⁹ (10⁻²⁵ at ten million states).
+//! Visited states are kept as 128-bit fingerprints ([`Lanes`]), not as states: a tenth of the
+//! memory. Two distinct states sharing a fingerprint would hide one of them; if the fingerprint
+//! behaves as a random function, with n states that happens with probability below n² / 2¹²⁹
+//! (10⁻²³ at a hundred million states).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use super::error::VerifyError;
+use super::fast_hash::Lanes;
 use super::model::{Model, State, Succ, Violation};
 use super::world::MAX_SLOTS;
 
@@ -34,80 +36,11 @@ struct Parent {
 
 const ROOT: u32 = u32::MAX;
 
-/// A state's 128-bit fingerprint: its `Hash` stream packed into bytes, then two SipHash-1-3 passes
-/// with different prefixes over those bytes.
+/// A state's 128-bit fingerprint: its `Hash` stream through two independent 64-bit lanes.
 fn fingerprint(state: &State) -> u128 {
-    let mut packed = Packed::default();
-    state.hash(&mut packed);
-    let bytes = &packed.buf[..packed.len.min(packed.buf.len())];
-    let mut low = DefaultHasher::new();
-    low.write(bytes);
-    let mut high = DefaultHasher::new();
-    high.write_u64(0x9e37_79b9_7f4a_7c15);
-    high.write(bytes);
-    // An overflowing buffer (a state far beyond the bounds) still hashes its length.
-    low.write_usize(packed.len);
-    (u128::from(high.finish()) << 64) | u128::from(low.finish())
-}
-
-/// Collects a `Hash` stream with every integer as a LEB128 varint (small numbers, one byte each):
-/// prefix-free, so distinct streams stay distinct.
-struct Packed {
-    buf: [u8; 512],
-    len: usize,
-}
-
-impl Default for Packed {
-    fn default() -> Self {
-        Self { buf: [0; 512], len: 0 }
-    }
-}
-
-impl Packed {
-    fn varint(&mut self, mut n: u64) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            let out = if n == 0 { byte } else { byte | 0x80 };
-            if let Some(slot) = self.buf.get_mut(self.len) {
-                *slot = out;
-            }
-            self.len += 1;
-            if n == 0 {
-                return;
-            }
-        }
-    }
-}
-
-impl Hasher for Packed {
-    fn finish(&self) -> u64 {
-        0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.varint(bytes.len() as u64);
-        for b in bytes {
-            self.varint(u64::from(*b));
-        }
-    }
-    fn write_u8(&mut self, n: u8) {
-        self.varint(u64::from(n));
-    }
-    fn write_u16(&mut self, n: u16) {
-        self.varint(u64::from(n));
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.varint(u64::from(n));
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.varint(n);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.varint(n as u64);
-    }
-    fn write_isize(&mut self, n: isize) {
-        self.varint(n as u64);
-    }
+    let mut lanes = Lanes::default();
+    state.hash(&mut lanes);
+    lanes.wide()
 }
 
 /// Fingerprints are already uniform: the map uses their low bits as they are.
@@ -128,19 +61,165 @@ impl Hasher for Identity {
     }
 }
 
-type Visited = HashMap<u128, u32, BuildHasherDefault<Identity>>;
+/// The fingerprints of the states visited so far (a state's number lives in the frontier).
+type Visited = HashSet<u128, BuildHasherDefault<Identity>>;
 
-/// Explores every state reachable from the start; stops at the first violation.
-pub(crate) fn explore(model: &mut Model) -> Result<Explored, VerifyError> {
+/// A successor not visited before its level, found by one thread; its state is at the same index
+/// of its part's `states`.
+struct Candidate {
+    parent: u32,
+    choice: u32,
+    /// Stored as two words: a `u128` would pad the candidate to its 16-byte alignment.
+    print: [u64; 2],
+    /// Transitions of its chunk up to and including this one.
+    at: u64,
+    /// Whether the transition broke an invariant (reported whether `next` is new or not), or
+    /// `next` did (reported if `next` is new): the violation is the part's `broken`.
+    broken: Option<bool>,
+}
+
+/// One thread's share of a level. The buffers are kept from level to level: allocating them
+/// afresh made the kernel zero their pages again every level.
+#[derive(Default)]
+struct Part {
+    found: Vec<Candidate>,
+    states: Vec<State>,
+    /// The first broken invariant in the chunk; the thread stops at a broken transition, past
+    /// which the merge never looks.
+    broken: Vec<Violation>,
+    transitions: u64,
+    error: Option<VerifyError>,
+    /// The fingerprints this part found in this level: two paths to one state within a level
+    /// (moves that commute) are common, and each copy would cost a state's memory until the merge.
+    level: Visited,
+}
+
+/// Frontiers smaller than this are expanded on one thread: a thread costs more than it saves.
+const PARALLEL_FROM: usize = 4096;
+
+fn wide(print: [u64; 2]) -> u128 {
+    (u128::from(print[1]) << 64) | u128::from(print[0])
+}
+
+/// Expands `chunk` against the states visited before this level (read only, shared by the
+/// threads) into `part`.
+fn expand(model: &mut Model, chunk: &[State], ids: &[u32], seen: &Visited, part: &mut Part) {
+    if let Err(e) = expand_into(model, chunk, ids, seen, part) {
+        part.error = Some(e);
+    }
+}
+
+fn expand_into(
+    model: &mut Model,
+    chunk: &[State],
+    ids: &[u32],
+    seen: &Visited,
+    part: &mut Part,
+) -> Result<(), VerifyError> {
+    let mut succs: Vec<Succ> = Vec::new();
+    for (state, index) in chunk.iter().zip(ids) {
+        model.successors(state, &mut succs)?;
+        // By reference: most successors were seen before, and moving each out would copy it.
+        for (choice, succ) in succs.iter().enumerate() {
+            part.transitions += 1;
+            let choice = u32::try_from(choice).map_err(|_| VerifyError::Bound("successors".into()))?;
+            let (print, broken) = match &succ.broken {
+                Some(v) => (0, Some((v.clone(), true))),
+                None => {
+                    let print = fingerprint(&succ.next);
+                    if seen.contains(&print) || !part.level.insert(print) {
+                        continue;
+                    }
+                    (print, model.check(&succ.next)?.map(|v| (v, false)))
+                }
+            };
+            let on_transition = broken.as_ref().map(|(_, t)| *t);
+            part.found.push(Candidate {
+                parent: *index,
+                choice,
+                print: [print as u64, (print >> 64) as u64],
+                at: part.transitions,
+                broken: on_transition,
+            });
+            part.states.push(succ.next.clone());
+            if let Some((v, on_transition)) = broken {
+                part.broken.push(v);
+                if on_transition {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Expands one level on as many threads as there are models: contiguous chunks of the frontier,
+/// one part each, in frontier order (so numbers, counts and traces do not depend on the thread
+/// count).
+fn expand_level(
+    models: &mut [Model],
+    frontier: &Frontier,
+    seen: &Visited,
+    parts: &mut Vec<Part>,
+    parallel_from: usize,
+) -> Result<(), VerifyError> {
+    let threads = if frontier.states.len() < parallel_from { 1 } else { models.len().max(1) };
+    parts.resize_with(threads.max(parts.len()), Part::default);
+    for part in parts.iter_mut() {
+        part.found.clear();
+        part.states.clear();
+        part.broken.clear();
+        part.transitions = 0;
+        part.error = None;
+        part.level.clear();
+    }
+    let size = frontier.states.len().div_ceil(threads).max(1);
+    let panicked = std::thread::scope(|scope| {
+        let mut work = frontier
+            .states
+            .chunks(size)
+            .zip(frontier.ids.chunks(size))
+            .zip(models.iter_mut())
+            .zip(parts.iter_mut());
+        let Some((((states, ids), model), part)) = work.next() else { return false };
+        let others: Vec<_> = work
+            .map(|(((states, ids), model), part)| scope.spawn(move || expand(model, states, ids, seen, part)))
+            .collect();
+        expand(model, states, ids, seen, part);
+        // Every thread joined: a panicked one left unjoined would panic the scope.
+        let mut panicked = false;
+        for handle in others {
+            panicked |= handle.join().is_err();
+        }
+        panicked
+    });
+    if panicked {
+        return Err(VerifyError::Unexpected("a search thread panicked".into()));
+    }
+    Ok(())
+}
+
+/// One level of states, with their numbers.
+#[derive(Default)]
+struct Frontier {
+    states: Vec<State>,
+    ids: Vec<u32>,
+}
+
+/// Explores every state reachable from the start; stops at the first violation. `models` (one
+/// or more, all of one world) are the threads' own copies of the world.
+pub(crate) fn explore(models: &mut [Model]) -> Result<Explored, VerifyError> {
+    explore_from(models, PARALLEL_FROM)
+}
+
+/// [`explore`], splitting every level of at least `parallel_from` states among the models.
+pub(super) fn explore_from(models: &mut [Model], parallel_from: usize) -> Result<Explored, VerifyError> {
     let started = Instant::now();
+    let model = models.first().ok_or_else(|| VerifyError::Unexpected("no model to explore".into()))?;
     let initial = model.initial();
     let mut seen = Visited::default();
     let mut parents: Vec<Parent> = vec![Parent { state: ROOT, choice: 0 }];
-    seen.insert(fingerprint(&initial), 0);
-    let mut frontier = vec![(initial.clone(), 0u32)];
-    let mut succs: Vec<Succ> = Vec::new();
-    let mut depth = 0;
-    let mut transitions = 0u64;
+    seen.insert(fingerprint(&initial));
     let done = |seen: &Visited, depth, transitions, violation| Explored {
         states: seen.len(),
         transitions,
@@ -151,38 +230,50 @@ pub(crate) fn explore(model: &mut Model) -> Result<Explored, VerifyError> {
     if let Some(v) = model.check(&initial)? {
         return Ok(done(&seen, 0, 0, Some((v, Vec::new()))));
     }
-    while !frontier.is_empty() {
-        let mut next_level = Vec::new();
-        for (state, index) in frontier {
-            model.successors(&state, &mut succs)?;
-            for (choice, succ) in succs.drain(..).enumerate() {
-                transitions += 1;
-                let choice = u32::try_from(choice).map_err(|_| VerifyError::Bound("successors".into()))?;
-                if let Some(v) = succ.broken {
-                    let mut path = path_to(&parents, index);
-                    path.push(choice);
-                    let trace = replay(model, &path)?;
-                    return Ok(done(&seen, depth + 1, transitions, Some((v, trace))));
+    let mut frontier = Frontier { states: vec![initial], ids: vec![0] };
+    let mut parts: Vec<Part> = Vec::new();
+    let mut depth = 0;
+    let mut transitions = 0u64;
+    while !frontier.states.is_empty() {
+        expand_level(models, &frontier, &seen, &mut parts, parallel_from)?;
+        frontier.states.clear();
+        frontier.ids.clear();
+        for part in parts.iter_mut() {
+            let mut broken = part.broken.drain(..);
+            for (c, next) in part.found.iter().zip(part.states.drain(..)) {
+                let violation = match c.broken {
+                    Some(_) => Some(
+                        broken.next().ok_or_else(|| VerifyError::Unexpected("a lost violation".into()))?,
+                    ),
+                    None => None,
+                };
+                if let (Some(true), Some(v)) = (c.broken, &violation) {
+                    let mut path = path_to(&parents, c.parent);
+                    path.push(c.choice);
+                    let trace = replay(models, &path)?;
+                    return Ok(done(&seen, depth + 1, transitions + c.at, Some((v.clone(), trace))));
                 }
-                let print = fingerprint(&succ.next);
-                if seen.contains_key(&print) {
+                if !seen.insert(wide(c.print)) {
                     continue;
                 }
                 let id = u32::try_from(parents.len())
                     .map_err(|_| VerifyError::Bound("more than 4 billion states".into()))?;
-                parents.push(Parent { state: index, choice });
-                seen.insert(print, id);
-                if let Some(v) = model.check(&succ.next)? {
-                    let trace = replay(model, &path_to(&parents, id))?;
-                    return Ok(done(&seen, depth + 1, transitions, Some((v, trace))));
+                parents.push(Parent { state: c.parent, choice: c.choice });
+                if let Some(v) = violation {
+                    let trace = replay(models, &path_to(&parents, id))?;
+                    return Ok(done(&seen, depth + 1, transitions + c.at, Some((v, trace))));
                 }
-                next_level.push((succ.next, id));
+                frontier.states.push(next);
+                frontier.ids.push(id);
             }
+            if let Some(e) = part.error.take() {
+                return Err(e);
+            }
+            transitions += part.transitions;
         }
-        if !next_level.is_empty() {
+        if !frontier.states.is_empty() {
             depth += 1;
         }
-        frontier = next_level;
     }
     Ok(done(&seen, depth, transitions, None))
 }
@@ -199,7 +290,8 @@ fn path_to(parents: &[Parent], mut index: u32) -> Vec<u32> {
 }
 
 /// Walks `path` again from the start and describes every step.
-fn replay(model: &mut Model, path: &[u32]) -> Result<Vec<String>, VerifyError> {
+fn replay(models: &mut [Model], path: &[u32]) -> Result<Vec<String>, VerifyError> {
+    let Some(model) = models.first_mut() else { return Ok(Vec::new()) };
     let mut state = model.initial();
     let mut succs = Vec::new();
     let mut lines = Vec::with_capacity(path.len());

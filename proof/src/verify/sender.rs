@@ -26,6 +26,7 @@ use notice_ledger::{
 };
 
 use super::error::VerifyError;
+use super::fast_hash::FastMap;
 use super::ports::{lock, Call, Facts, Script, ScriptedGate, ScriptedLedger, ScriptedMailer, Shared};
 use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, MAX_KEYS};
 use super::wrappers::{AdmitAll, WiredLedger, Wiring};
@@ -59,7 +60,7 @@ pub(super) struct Core {
     script: Shared,
     keys: Vec<NoticeKey>,
     key_ids: HashMap<NoticeKey, u8>,
-    memo: HashMap<MemoKey, Step>,
+    memo: FastMap<MemoKey, Step>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -135,7 +136,7 @@ impl Core {
             script,
             keys: Vec::new(),
             key_ids: HashMap::new(),
-            memo: HashMap::new(),
+            memo: FastMap::default(),
             runtime,
         })
     }
@@ -254,18 +255,18 @@ impl Core {
     }
 
     fn step_for(&mut self, call: Call, job_key: NoticeKey) -> Result<Step, VerifyError> {
+        // The gate is asked by domain: a token take is the job's own key's.
+        let key = self.intern(call.key().cloned().unwrap_or(job_key))?;
         Ok(match call {
-            Call::Read(key) => Step::Read { key: self.intern(key)? },
-            Call::Token => Step::Token { key: self.intern(job_key)? },
-            Call::Claim(key) => Step::Claim { key: self.intern(key)? },
-            Call::RecordMissed(key) => Step::RecordMissed { key: self.intern(key)? },
-            Call::Send(key) => Step::Send { key: self.intern(key)? },
-            Call::CommitSent(key, id) => {
-                Step::CommitSent { key: self.intern(key)?, message: parse_message_id(&id)? }
-            }
-            Call::CommitRejected(key) => Step::CommitRejected { key: self.intern(key)? },
-            Call::Release(key) => Step::Release { key: self.intern(key)? },
-            Call::Withdraw(key) => Step::Withdraw { key: self.intern(key)? },
+            Call::Read(_) => Step::Read { key },
+            Call::Token => Step::Token { key },
+            Call::Claim(_) => Step::Claim { key },
+            Call::RecordMissed(_) => Step::RecordMissed { key },
+            Call::Send(_) => Step::Send { key },
+            Call::CommitSent(_, id) => Step::CommitSent { key, message: parse_message_id(&id)? },
+            Call::CommitRejected(_) => Step::CommitRejected { key },
+            Call::Release(_) => Step::Release { key },
+            Call::Withdraw(_) => Step::Withdraw { key },
         })
     }
 

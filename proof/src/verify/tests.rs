@@ -5,7 +5,7 @@
 use super::args::{Bounds, Faults};
 use super::model::{Invariant, Model};
 use super::mutants::{Mutant, Rules};
-use super::search::{explore, Explored};
+use super::search::{explore, explore_from, Explored};
 
 fn small() -> Bounds {
     Bounds {
@@ -36,7 +36,7 @@ fn released_then_withdrawn() -> Bounds {
 }
 
 fn run(bounds: Bounds, rules: Rules) -> Explored {
-    explore(&mut Model::new(bounds, rules).unwrap()).unwrap()
+    explore(&mut [Model::new(bounds, rules).unwrap()]).unwrap()
 }
 
 fn clean(run: &Explored) {
@@ -169,4 +169,46 @@ fn a_release_applied_but_answered_with_an_error_is_retried() {
     // stays", and the job acked with its row released.
     let bounds = Bounds { workers: 1, releases: 0, ledger_faults: Faults::Ambiguous, ..small() };
     clean(&run(bounds, Rules::real()));
+}
+
+#[test]
+fn the_search_finds_the_same_on_any_number_of_threads() {
+    // Levels split among threads are merged in frontier order: the same states, the same numbers
+    // and the same shortest trace as one thread.
+    let world = Bounds { in_flight_redelivery: false, ..small() };
+    for rules in [Rules::real(), Rules::with(Mutant::TokenAfterClaim)] {
+        let one = explore_from(&mut [Model::new(world, rules).unwrap()], usize::MAX).unwrap();
+        let mut three: Vec<Model> = (0..3).map(|_| Model::new(world, rules).unwrap()).collect();
+        let split = explore_from(&mut three, 1).unwrap();
+        assert_eq!((one.states, one.transitions, one.depth), (split.states, split.transitions, split.depth));
+        let trace =
+            |run: &Explored| run.violation.as_ref().map(|(v, t)| (v.invariant, v.detail.clone(), t.clone()));
+        assert_eq!(trace(&one), trace(&split));
+    }
+}
+
+#[test]
+fn the_default_run_is_its_named_worlds_and_any_flag_is_one_world() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::VerifyArgs,
+    }
+    let worlds = |flags: &[&str]| Cli::parse_from([&["verify"], flags].concat()).args.worlds();
+    let run = worlds(&["--json", "--no-mutants"]);
+    assert_eq!(run, super::args::DEFAULT_RUN.to_vec());
+    // What `verify --help` and docs/proof.md say the run is.
+    let names: Vec<&str> = run.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, ["deliveries", "withdraw", "withdraw-release"]);
+    assert_eq!(run[0].1, Bounds::DEFAULT);
+    assert_eq!(run[1].1, Bounds { withdraws: 1, releases: 0, ..Bounds::DEFAULT });
+    assert_eq!(run[2].1, Bounds { withdraws: 1, workers: 1, ..Bounds::DEFAULT });
+    assert_eq!(worlds(&["--parking", "off"]), [("custom", Bounds { parking: false, ..Bounds::DEFAULT })]);
+    assert_eq!(worlds(&["--withdraws", "1"]), [("custom", Bounds { withdraws: 1, ..Bounds::DEFAULT })]);
+    assert_eq!(worlds(&["--stale-deletes"]).len(), 1);
+    // Every mutant runs in some world of the default run, so `verify` alone checks all of them.
+    for mutant in Mutant::ALL {
+        assert!(run.iter().any(|(_, b)| mutant.runs_in(b)), "{} runs in no default world", mutant.name());
+    }
 }

@@ -130,6 +130,11 @@ impl Answers {
         Ok(self)
     }
 
+    /// Every slot, answered or not (the answered ones first: `len` is their count).
+    pub(super) fn items(self) -> [Option<Answer>; MAX_CALLS] {
+        self.items
+    }
+
     pub(super) fn to_vec(self) -> Vec<Answer> {
         self.items.iter().flatten().copied().collect()
     }

@@ -31,7 +31,13 @@ impl Model {
                 }
                 n.paged |= applied.effect == "SentAfterWithdraw";
                 let name = applied.effect;
-                if n != *s {
+                // Only these moved: comparing them is cheaper than comparing the states.
+                let k = usize::from(sent.key);
+                let changed = n.rows[k] != s.rows[k]
+                    || n.sends[usize::from(m)] != s.sends[usize::from(m)]
+                    || n.detected != s.detected
+                    || n.paged != s.paged;
+                if changed {
                     self.push(out, s, Label::Event { message: m, event: e, effect: name }, n, None, false);
                 }
             }

@@ -408,26 +408,14 @@ impl Model {
                 if faults {
                     branches.push((Answer::Failed, None, false));
                 }
-                for (answer, write, owns) in branches {
-                    let mut n = s.clone();
-                    if let Some(row) = write {
-                        n.rows[usize::from(key)] = row;
-                    }
-                    let mut j = job;
-                    j.answers = j.answers.with(answer)?;
-                    if owns {
-                        j.token = Some(t);
-                    }
-                    n.workers[w] = Some(j);
-                    let label = Label::Call {
-                        worker: w as u8,
-                        step,
-                        answer,
-                        applied: write.is_some(),
-                        attempts: [None; 2],
-                    };
-                    self.push(out, s, label, n, None, false);
-                }
+                self.written_answers(
+                    out,
+                    s,
+                    w,
+                    step,
+                    key,
+                    branches.into_iter().map(|(a, row, owns)| (a, row, owns.then_some(t))),
+                )?;
             }
             Step::Send { key } => {
                 for attempts in self.provider_answers(s)? {
@@ -490,23 +478,8 @@ impl Model {
                 if faults {
                     answers.push((Answer::Failed, None));
                 }
-                for (answer, write) in answers {
-                    let mut n = s.clone();
-                    if let Some(row) = write {
-                        n.rows[usize::from(key)] = Some(row);
-                    }
-                    let mut j = job;
-                    j.answers = j.answers.with(answer)?;
-                    n.workers[w] = Some(j);
-                    let label = Label::Call {
-                        worker: w as u8,
-                        step,
-                        answer,
-                        applied: write.is_some(),
-                        attempts: [None; 2],
-                    };
-                    self.push(out, s, label, n, None, false);
-                }
+                let branches = answers.into_iter().map(|(answer, row)| (answer, row.map(Some), None));
+                self.written_answers(out, s, w, step, key, branches)?;
             }
             Step::Withdraw { key } => {
                 let row = s.rows[usize::from(key)];
@@ -533,25 +506,40 @@ impl Model {
                 if faults {
                     answers.push((Answer::Failed, None));
                 }
-                for (answer, write) in answers {
-                    let mut n = s.clone();
-                    if let Some(row) = write {
-                        n.rows[usize::from(key)] = Some(row);
-                    }
-                    let mut j = job;
-                    j.answers = j.answers.with(answer)?;
-                    n.workers[w] = Some(j);
-                    let label = Label::Call {
-                        worker: w as u8,
-                        step,
-                        answer,
-                        applied: write.is_some(),
-                        attempts: [None; 2],
-                    };
-                    self.push(out, s, label, n, None, false);
-                }
+                let branches = answers.into_iter().map(|(answer, row)| (answer, row.map(Some), None));
+                self.written_answers(out, s, w, step, key, branches)?;
             }
             Step::Done { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// One successor per answer to a ledger write of `key`: the answer, the row left on the key if
+    /// the write was applied, and the claim token the job holds from then on, if it got one.
+    fn written_answers(
+        &self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        step: Step,
+        key: u8,
+        branches: impl IntoIterator<Item = (Answer, Option<Option<Row>>, Option<u8>)>,
+    ) -> Result<(), VerifyError> {
+        let job = s.workers[w].ok_or_else(|| VerifyError::Unexpected(format!("worker {w} has no job")))?;
+        for (answer, write, owns) in branches {
+            let mut n = s.clone();
+            if let Some(row) = write {
+                n.rows[usize::from(key)] = row;
+            }
+            let mut j = job;
+            j.answers = j.answers.with(answer)?;
+            if owns.is_some() {
+                j.token = owns;
+            }
+            n.workers[w] = Some(j);
+            let label =
+                Label::Call { worker: w as u8, step, answer, applied: write.is_some(), attempts: [None; 2] };
+            self.push(out, s, label, n, None, false);
         }
         Ok(())
     }

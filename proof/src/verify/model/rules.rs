@@ -6,7 +6,6 @@
 //! on states, not on re-building rows.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::rules::{self, Verdict, Write};
@@ -18,6 +17,7 @@ use notice_ledger::ledger::{
 use super::state::{bit, Msg, Role, Row, SlotInfo, State};
 use crate::verify::args::Bounds;
 use crate::verify::error::VerifyError;
+use crate::verify::fast_hash::FastMap;
 use crate::verify::mutants::Rules;
 use crate::verify::sender::Core;
 use crate::verify::world::{
@@ -213,7 +213,7 @@ pub(super) struct Applied {
     pub(super) duplicate: Option<u8>,
 }
 
-type Cache<K, V> = RefCell<HashMap<K, V>>;
+type Cache<K, V> = RefCell<FastMap<K, V>>;
 
 /// Inputs by the model's numbers: key, row, and the write / message, event / notice, phase, token.
 #[derive(Default)]

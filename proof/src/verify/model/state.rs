@@ -6,7 +6,8 @@ use notice_ledger::ledger::{DeliveryStatus, RowState};
 use serde::Serialize;
 
 use crate::verify::world::{
-    Answer, Answers, Phase, QueueAction, Step, MAX_KEYS, MAX_NOTICES, MAX_SENDS, MAX_SLOTS, MAX_WORKERS,
+    Answer, Answers, Phase, QueueAction, Step, MAX_CALLS, MAX_KEYS, MAX_NOTICES, MAX_SENDS, MAX_SLOTS,
+    MAX_WORKERS,
 };
 
 /// Where one SQS message is.
@@ -83,7 +84,7 @@ pub(super) struct Sent {
 }
 
 /// One state of the world.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(in crate::verify) struct State {
     pub(super) phase: Phase,
     pub(super) queue: [Msg; MAX_SLOTS],
@@ -101,6 +102,115 @@ pub(in crate::verify) struct State {
     pub(super) withdraw_answers: u8,
     /// The reconciler counted `SentAfterWithdraw` (it pages): a tombstone turned out sent.
     pub(super) paged: bool,
+}
+
+/// The state packed into 20 words for its fingerprint: every field at its own bits and full
+/// width, so distinct states give distinct words. By hand because the derived `Hash` writes about
+/// a hundred words a state, and fingerprints were a third of the search's instructions.
+impl std::hash::Hash for State {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // 11 bits a message, 4 a word.
+        for four in self.queue.chunks(4) {
+            h.write_u64(four.iter().fold(0, |w, q| w << 11 | msg(*q)));
+        }
+        for job in &self.workers {
+            let [a, b] = job.map_or([0, 0], packed_job);
+            h.write_u64(a);
+            h.write_u64(b);
+        }
+        for row in &self.rows {
+            h.write_u64(row.map_or(0, packed_row));
+        }
+        // 18 bits an accepted message, 3 a word.
+        for three in self.sends.chunks(3) {
+            h.write_u64(three.iter().fold(0, |w, x| {
+                w << 18
+                    | x.map_or(0, |x| {
+                        1 << 17 | u64::from(x.notice) << 9 | u64::from(x.key) << 1 | u64::from(x.seen)
+                    })
+            }));
+        }
+        let released = self.released.iter().fold(0, |w, r| w << 8 | u64::from(*r));
+        h.write_u64(
+            (self.phase as u64) << 58
+                | u64::from(self.paged) << 57
+                | u64::from(self.retired) << 48
+                | u64::from(self.detected) << 40
+                | u64::from(self.withdraw_answers) << 32
+                | released,
+        );
+    }
+}
+
+/// An optional small number: 9 bits.
+fn opt(v: Option<u8>) -> u64 {
+    v.map_or(0, |v| 1 << 8 | u64::from(v))
+}
+
+fn msg(q: Msg) -> u64 {
+    let (tag, worker) = match q {
+        Msg::Pending => (0, 0),
+        Msg::Visible => (1, 0),
+        Msg::InFlight(w) => (2, w),
+        Msg::Orphan => (3, 0),
+        Msg::Gone => (4, 0),
+        Msg::DeadLetter => (5, 0),
+        Msg::Parked => (6, 0),
+        Msg::HiddenLong => (7, 0),
+    };
+    tag << 8 | u64::from(worker)
+}
+
+/// One answer: 4 bits of kind, 13 of content.
+fn answer(a: Option<Answer>) -> u64 {
+    let (tag, content) = match a {
+        None => (0, 0),
+        Some(Answer::Free) => (1, 0),
+        Some(Answer::Admitted) => (2, 0),
+        Some(Answer::Limited) => (3, 0),
+        Some(Answer::GateFailed) => (4, 0),
+        Some(Answer::Minted) => (5, 0),
+        Some(Answer::Held { state, digest, young }) => {
+            (6, (state as u64) << 10 | u64::from(young) << 9 | opt(digest))
+        }
+        Some(Answer::Recorded) => (7, 0),
+        Some(Answer::Failed) => (8, 0),
+        Some(Answer::Refused) => (9, 0),
+        Some(Answer::Written) => (10, 0),
+        Some(Answer::Accepted(m)) => (11, u64::from(m)),
+        Some(Answer::NotAccepted) => (12, 0),
+        Some(Answer::Rejected) => (13, 0),
+        Some(Answer::Unknown) => (14, 0),
+    };
+    tag << 13 | content
+}
+
+/// A job in two words: its fields and two answers, then three answers (17 bits each).
+fn packed_job(j: Job) -> [u64; 2] {
+    let items = j.answers.items();
+    let answers = |range: std::ops::Range<usize>| {
+        items.get(range).unwrap_or_default().iter().fold(0, |w, a| w << 17 | answer(*a))
+    };
+    let fields = 1 << 29
+        | u64::from(j.slot) << 21
+        | (j.now as u64) << 19
+        | opt(j.token) << 10
+        | u64::from(j.acked) << 9
+        | u64::from(j.read_decided.map_or(2, u8::from));
+    [fields << 34 | answers(0..2), answers(2..MAX_CALLS)]
+}
+
+/// A row in one word (57 bits).
+fn packed_row(r: Row) -> u64 {
+    1 << 56
+        | (r.state as u64) << 53
+        | u64::from(r.origin) << 45
+        | opt(r.token) << 36
+        | opt(r.notice) << 27
+        | u64::from(r.claimed_at) << 26
+        | opt(r.message) << 17
+        | u64::from(r.duplicates) << 9
+        | r.status.map_or(0, |s| 1 << 8 | s as u64)
 }
 
 /// A withdraw job ended `withdrawn`.

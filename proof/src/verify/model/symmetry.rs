@@ -49,7 +49,8 @@ impl Model {
 /// worker went (for traces, which keep calling a worker by one name).
 pub(super) fn canonical(s: &mut State, workers: usize) -> [u8; MAX_WORKERS] {
     let mut renumber = [0, 1, 2];
-    let mut order: Vec<usize> = (0..workers).collect();
+    let mut all: [usize; MAX_WORKERS] = std::array::from_fn(|i| i);
+    let order = &mut all[..workers.min(MAX_WORKERS)];
     order.sort_by_key(|&i| s.workers[i]);
     if order.iter().enumerate().all(|(new, old)| new == *old) {
         return renumber;
