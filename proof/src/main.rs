@@ -26,7 +26,7 @@ mod verify;
 #[command(
     name = "notice-proof",
     version,
-    about = "notice-ledger's proof tools: the seeded chaos simulation and the exhaustive model check"
+    about = "notice-ledger's proof tools: the seeded chaos simulation, the exhaustive model check and the capacity model"
 )]
 struct Cli {
     /// Log the send path as JSON on stderr (RUST_LOG overrides the level).

@@ -49,6 +49,9 @@ pub(crate) struct CapacityArgs {
     pub(super) replay_domain: String,
     #[arg(long, default_value_t = 60.0, value_parser = non_negative)]
     pub(super) replay_at_secs: f64,
+    /// Enqueue the replay at this many messages a second (`noticectl replay --rate`; 0: all at once).
+    #[arg(long, default_value_t = 0)]
+    pub(super) replay_per_sec: u32,
     /// Probability that an invocation crashes part-way (its records come back after the timeout).
     #[arg(long, default_value_t = 0.0005, value_parser = probability)]
     pub(super) crash_rate: f64,
@@ -150,6 +153,7 @@ pub(super) struct Params {
     pub(super) replay: u32,
     pub(super) replay_domain: String,
     pub(super) replay_at: Us,
+    pub(super) replay_per_sec: u32,
     pub(super) crash_rate: f64,
     pub(super) redelivery_rate: f64,
     pub(super) dynamo: DynamoLimits,
@@ -231,6 +235,7 @@ impl Params {
             replay: a.replay,
             replay_domain: a.replay_domain.to_ascii_lowercase(),
             replay_at: (a.replay_at_secs * SEC as f64) as Us,
+            replay_per_sec: a.replay_per_sec,
             crash_rate: a.crash_rate,
             redelivery_rate: a.redelivery_rate,
             dynamo: DynamoLimits {

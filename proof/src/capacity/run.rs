@@ -223,7 +223,7 @@ impl Run {
         }
         self.push(0, Item::Ev(Ev::Produce { idx: 0 }));
         if self.p.replay > 0 {
-            self.push(self.p.replay_at, Item::Ev(Ev::Replay));
+            self.push(self.p.replay_at, Item::Ev(Ev::Replay { left: self.p.replay }));
         }
         self.push(SEC, Item::Ev(Ev::Tick));
     }
@@ -300,11 +300,18 @@ impl Run {
                 lock(&self.ctx.queue).send(idx, &mut books);
             }
             Ev::Visible { msg, vis } => lock(&self.ctx.queue).expire(msg, vis),
-            Ev::Replay => {
+            Ev::Replay { left } => {
                 let domain = self.domains.index_of(&self.p.replay_domain).unwrap_or(0);
+                let now_batch = match self.p.replay_per_sec {
+                    0 => left,
+                    rate => rate.min(left),
+                };
+                if now_batch < left {
+                    self.push(now + SEC, Item::Ev(Ev::Replay { left: left - now_batch }));
+                }
                 let mut books = lock(&self.ctx.books);
                 let mut queue = lock(&self.ctx.queue);
-                for _ in 0..self.p.replay {
+                for _ in 0..now_batch {
                     let idx = books.notices.len() as u32;
                     books.notices.push(Notice::new(domain, now, Source::Replay)); // due now: lateness is its wait
                     queue.send(idx, &mut books);

@@ -20,8 +20,8 @@ pub(super) enum Ev {
     Unpark { idx: u32 },
     /// A hidden message's visibility timeout ends (stale unless `vis` still matches).
     Visible { msg: u32, vis: u32 },
-    /// The operator's replay burst is enqueued.
-    Replay,
+    /// The operator's replay enqueues `left` more notices (at once, or a second's worth).
+    Replay { left: u32 },
     /// An invocation crashes where it stands.
     Crash { task: u32, invocation: u64 },
     /// Once a second: Lambda's poller scaling, on-demand growth.
