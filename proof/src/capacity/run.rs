@@ -24,7 +24,7 @@ use super::clock::{at, since_epoch, Clock, TaskId, Tasks, Us, MS, SEC};
 use super::producer::{body, charge_at, lead, Domains, Notice, Source, FIXED_OPENING};
 use super::queue::{Pollers, Queue, Received};
 use super::services::{Dynamo, Scheduler, Services, Ses};
-use super::world::{lock, rng, Books, Ev, Shared};
+use super::world::{lock, rng, seeded, Books, Ev, Shared};
 
 /// The queue the model's jobs come from and go back to.
 const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:notice-ledger-reminders";
@@ -146,8 +146,7 @@ impl Run {
             actions: Mutex::default(),
         });
         let pollers = Pollers::new(p.lambda.clone());
-        let rng = rng(p.seed, 5).into_inner().unwrap_or_else(|e| e.into_inner());
-        let chaos = super::world::rng(p.seed, 6).into_inner().unwrap_or_else(|e| e.into_inner());
+        let (rng, chaos) = (seeded(p.seed, 5), seeded(p.seed, 6));
         Ok(Self {
             p,
             ctx,
@@ -221,7 +220,7 @@ impl Run {
             lock(&self.ctx.books).notices.push(n);
             self.push(fires, Item::Ev(Ev::Fire { idx: i }));
         }
-        self.push(0, Item::Ev(Ev::Produce { idx: 0 }));
+        self.push(0, Item::Ev(Ev::Produce));
         if self.p.replay > 0 {
             self.push(self.p.replay_at, Item::Ev(Ev::Replay { left: self.p.replay }));
         }
@@ -273,7 +272,7 @@ impl Run {
     fn handle(&mut self, ev: Ev) {
         let now = self.ctx.clock.now();
         match ev {
-            Ev::Produce { idx } => {
+            Ev::Produce => {
                 let domain = self.domains.draw(&mut self.rng);
                 let opens = now + lead(&mut self.rng, self.p.lead_days);
                 {
@@ -286,7 +285,7 @@ impl Run {
                 let mean = 3_600.0 * SEC as f64 / self.p.per_hour as f64;
                 let u: f64 = self.rng.gen::<f64>().max(f64::MIN_POSITIVE);
                 let gap = (-u.ln() * mean).max(1.0) as Us;
-                self.push(now + gap, Item::Ev(Ev::Produce { idx: idx + 1 }));
+                self.push(now + gap, Item::Ev(Ev::Produce));
             }
             Ev::Fire { idx } => {
                 let back = self.svc.scheduler.fire(idx);

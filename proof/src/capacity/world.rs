@@ -12,8 +12,8 @@ use super::producer::Notice;
 /// Something the loop handles at a simulated instant (besides waking a task).
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Ev {
-    /// A producer enqueues notice `idx`.
-    Produce { idx: u32 },
+    /// A producer enqueues the next notice.
+    Produce,
     /// A schedule holding notice `idx` is due.
     Fire { idx: u32 },
     /// Scheduler's target invocation puts notice `idx` back on the queue.
@@ -63,6 +63,11 @@ impl Latency {
 }
 
 /// One seeded generator per concern, so adding a draw in one place leaves the others' streams alone.
+pub(super) fn seeded(seed: u64, lane: u64) -> StdRng {
+    StdRng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ lane)
+}
+
+/// [`seeded`], for a service shared by the run's invocations.
 pub(super) fn rng(seed: u64, lane: u64) -> Mutex<StdRng> {
-    Mutex::new(StdRng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ lane))
+    Mutex::new(seeded(seed, lane))
 }
