@@ -156,18 +156,74 @@ async fn refusing_scheduler(env: &Env, status: u16, error_type: &str) -> (SesStu
     (stub, app)
 }
 
+/// The SQS `SendMessage` requests with a delay (the harness's own enqueues have none): the jobs the
+/// sender put back on the queue, as `(QueueUrl, MessageBody, DelaySeconds, MessageAttributes)`.
+async fn requeued(env: &Env) -> Vec<(String, String, i64, Value)> {
+    let recorded = env.moto.recorded_requests().await;
+    recorded
+        .iter()
+        .filter(|r| {
+            let target =
+                r["headers"]["X-Amz-Target"].as_str().or_else(|| r["headers"]["x-amz-target"].as_str());
+            target == Some("AmazonSQS.SendMessage")
+        })
+        .filter_map(|r| serde_json::from_str::<Value>(r["body_text"].as_str()?).ok())
+        .filter(|b| b["DelaySeconds"].as_i64().is_some_and(|d| d > 0))
+        .map(|b| {
+            let text = |f: &str| b[f].as_str().unwrap_or_default().to_owned();
+            (
+                text("QueueUrl"),
+                text("MessageBody"),
+                b["DelaySeconds"].as_i64().unwrap_or(0),
+                b["MessageAttributes"].clone(),
+            )
+        })
+        .collect()
+}
+
+async fn delayed_messages(env: &Env) -> String {
+    let attrs = env
+        .moto
+        .sqs()
+        .await
+        .get_queue_attributes()
+        .queue_url(&env.queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .unwrap();
+    let delayed = aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed;
+    attrs.attributes().and_then(|a| a.get(&delayed)).cloned().unwrap_or_default()
+}
+
 #[tokio::test]
-async fn a_refused_park_keeps_the_message_and_counts_parking_refused_by_reason() {
+async fn a_refused_park_requeues_the_job_delayed_acks_the_old_message_and_counts_parking_refused() {
     let env = parking_env().await;
-    for (status, error_type, reason) in
-        [(429, "ThrottlingException", "throttled"), (402, "ServiceQuotaExceededException", "quota")]
-    {
+    let refusals =
+        [(429, "ThrottlingException", "throttled"), (402, "ServiceQuotaExceededException", "quota")];
+    for (n, (status, error_type, reason)) in refusals.into_iter().enumerate() {
+        env.moto.start_recording().await; // a fresh recording per refusal
         let (stub, app) = refusing_scheduler(&env, status, error_type).await;
         let body = thirty_days_ahead(&format!("sub_refused_{reason}"));
-        let event = batch(&env, &[body.to_string()]).await;
+        let event = batch_from(&env, &[body.to_string()], Some("replay-refused")).await;
         let (resp, docs) = handle_batch(&app, LambdaEvent::new(event.clone(), Context::default())).await;
-        assert_eq!(failed_ids(&resp), ids(&event), "{reason}: not parked ⇒ not acked: nothing is lost");
         assert!(stub.requests() >= 1, "{reason}: CreateSchedule was tried");
+        let again = requeued(&env).await;
+        assert_eq!(again.len(), 1, "{reason}: the job went back on the queue once: {again:?}");
+        let (queue_url, sent_body, delay, attributes) = &again[0];
+        assert_eq!(queue_url, &env.queue_url, "{reason}: to the queue it came from");
+        assert_eq!(sent_body, &body.to_string(), "{reason}: with its body unchanged");
+        assert!((450..=900).contains(delay), "{reason}: delayed 7.5 to 15 minutes: {delay}");
+        assert_eq!(
+            attributes["replay_batch"]["StringValue"], "replay-refused",
+            "{reason}: its replay batch kept"
+        );
+        assert!(
+            resp.batch_item_failures.is_empty(),
+            "{reason}: the old message is acked only because the new one exists: {resp:?}"
+        );
+        let waiting = (n + 1).to_string(); // this refusal's, and the one before it
+        assert_eq!(delayed_messages(&env).await, waiting, "{reason}: the new message waits on the queue");
         let refused: Vec<&Value> = docs.iter().filter(|d| d.get("ParkingRefused").is_some()).collect();
         assert_eq!(refused.len(), 1, "{reason}: one refusal document: {docs:?}");
         assert_eq!(refused[0]["ParkingRefused"], 1);
@@ -182,16 +238,30 @@ async fn a_refused_park_keeps_the_message_and_counts_parking_refused_by_reason()
 }
 
 #[tokio::test]
-async fn scheduler_unreachable_keeps_the_message_on_the_queue() {
+async fn scheduler_unreachable_requeues_the_job() {
     let env = parking_env().await;
     let dead = env.moto.sdk_config().await.to_builder().endpoint_url("http://127.0.0.1:1").build();
     let app = app(&env).await.with_parker(parker(aws_sdk_scheduler::Client::new(&dead)));
     let body = thirty_days_ahead("sub_unreachable");
-    let event = batch(&env, &[body.to_string()]).await;
-    let resp = invoke(&app, event.clone()).await;
-    assert_eq!(failed_ids(&resp), ids(&event), "not parked ⇒ not acked: nothing is lost");
+    let resp = invoke(&app, batch(&env, &[body.to_string()]).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "acked once the job is back on the queue: {resp:?}");
+    assert_eq!(requeued(&env).await.len(), 1);
     assert!(schedules(&env).await.is_empty());
     assert_eq!(state(&env, &key_of(&body)).await, None);
+}
+
+#[tokio::test]
+async fn a_refused_park_that_cannot_requeue_keeps_the_message() {
+    let env = parking_env().await;
+    let (_stub, mut app) = refusing_scheduler(&env, 402, "ServiceQuotaExceededException").await;
+    // SQS unreachable for the sender: neither the new message nor the visibility change gets through.
+    let dead = env.moto.sdk_config().await.to_builder().endpoint_url("http://127.0.0.1:1").build();
+    app.sqs = aws_sdk_sqs::Client::new(&dead);
+    let body = thirty_days_ahead("sub_no_requeue");
+    let event = batch(&env, &[body.to_string()]).await;
+    let resp = invoke(&app, event.clone()).await;
+    assert_eq!(failed_ids(&resp), ids(&event), "no park and no new message ⇒ not acked: nothing is lost");
+    assert!(requeued(&env).await.is_empty());
 }
 
 #[tokio::test]

@@ -23,11 +23,11 @@ use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
-use notice_ledger::park::{parked_conflicts, ParkError, ParkRefusal, ParkRequest, Parked, Parker};
+use notice_ledger::park::{settle, ParkError, ParkRefusal, ParkRequest, Parker, Settled};
 use notice_ledger::queue::MAX_VISIBILITY;
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::{
-    ConfigError, Job, NoticeSender, Outcome, Prefetched, QueueAction, QueuePolicy, Receive, SendBudget,
+    ConfigError, NoticeSender, Outcome, Prefetched, QueueAction, QueuePolicy, Receive, SendBudget,
 };
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
@@ -292,9 +292,10 @@ struct Parking<'a> {
 }
 
 /// Takes a job off the queue into a one-time schedule that brings its own body back at `at`; acks
-/// only when a live schedule holds it. Writes no ledger row and sends nothing. Anything else —
-/// a refusal, nowhere to send it back to, a schedule by its name that has already fired — keeps
-/// the message on the queue with the policy's backoff.
+/// only when a live schedule holds it, or — when Scheduler refuses — once the body is back on the
+/// queue as a new delayed message (a refusal can last hours and must not spend this message's
+/// receives). Writes no ledger row and sends nothing. Anything uncertain (nowhere to send the job
+/// back to, a schedule by its name that may have fired) keeps the message with the policy's backoff.
 async fn park(
     app: &SenderApp,
     record: &SqsMessage,
@@ -318,34 +319,31 @@ async fn park(
         (_, _, None) => keep("cannot park: the record has no eventSourceARN to send the job back to"),
         (Some(parker), Some(key), Some(queue_arn)) => {
             let request = ParkRequest { key, at, body, queue_arn, replay_batch };
-            match parker.park(&request).await {
-                Ok(Parked::Scheduled) => {
+            match settle(parker.as_ref(), &app.queue_policy, &request, &receive).await {
+                Settled::Parked => {
                     Metrics::incr(&metrics.parked);
                     info!(until = %at, "parked");
                     return None;
                 }
-                Ok(Parked::AlreadyParked { body: parked, at: parked_at }) => {
-                    let conflict =
-                        Job::parse(body).is_ok_and(|job| parked_conflicts(&job, parked.as_deref()));
-                    if conflict {
-                        Metrics::incr(&metrics.payload_conflicts);
-                        let why = "payload conflict: this notice is already parked with different content (bump revision)";
-                        return dead_letter(app, record, why).await;
-                    }
-                    match parked_at {
-                        Some(fires) if fires > receive.now => {
-                            info!(until = %at, parked_until = %fires, "already parked");
-                            return None;
-                        }
-                        // A schedule whose time has come may have fired already — this message may
-                        // be what it delivered (it deletes itself only afterwards) — and one that
-                        // cannot be read may be gone: acking could leave the job nowhere.
-                        Some(_) => keep("a schedule by this key is firing or has fired"),
-                        None => keep("a schedule by this key exists but its time cannot be read"),
-                    }
+                Settled::AlreadyParked { fires } => {
+                    info!(until = %at, parked_until = %fires, "already parked");
+                    return None;
                 }
-                Err(e) => {
-                    refused(app, &e);
+                Settled::Conflict => {
+                    Metrics::incr(&metrics.payload_conflicts);
+                    let why = "payload conflict: this notice is already parked with different content (bump revision)";
+                    return dead_letter(app, record, why).await;
+                }
+                Settled::Keep { why, action } => {
+                    warn!(until = %at, "{why}: the message stays on the queue");
+                    action
+                }
+                Settled::Requeue { delay, error } => {
+                    refused(app, &error);
+                    if requeue(app, record, body, delay).await {
+                        info!(until = %at, delay_secs = delay.as_secs(), "park refused: the job is back on the queue as a new delayed message");
+                        return None;
+                    }
                     app.queue_policy.park_failed(&receive)
                 }
             }
@@ -355,6 +353,44 @@ async fn park(
         change_visibility(app, record, wait).await;
     }
     Some(message_id)
+}
+
+/// Sends the job's body, with the record's message attributes (`replay_batch`), to the queue it
+/// came from as a new message hidden for `delay` (at most SQS's 15 minutes). `true` when SQS took
+/// it; the caller acks the old message only then.
+async fn requeue(app: &SenderApp, record: &SqsMessage, body: &str, delay: Duration) -> bool {
+    let Some(queue_url) = queue_url(app, record) else {
+        warn!("cannot requeue: no queue URL");
+        return false;
+    };
+    let mut send = app
+        .sqs
+        .send_message()
+        .queue_url(queue_url)
+        .message_body(body)
+        .delay_seconds(i32::try_from(delay.as_secs()).unwrap_or(900).min(900));
+    // The producer's attributes are strings (`replay_batch`); a binary one is not carried over.
+    for (name, attribute) in &record.message_attributes {
+        let Some(text) = attribute.string_value.as_deref() else {
+            warn!(attribute = %name, "a binary message attribute is not carried over");
+            continue;
+        };
+        let value = MessageAttributeValue::builder()
+            .data_type(attribute.data_type.clone().unwrap_or_else(|| "String".into()))
+            .string_value(text)
+            .build();
+        match value {
+            Ok(value) => send = send.message_attributes(name, value),
+            Err(e) => warn!(attribute = %name, error = %e, "message attribute not carried over"),
+        }
+    }
+    match send.send().await {
+        Ok(_) => true,
+        Err(e) => {
+            warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "requeue failed; the message stays on the queue");
+            false
+        }
+    }
 }
 
 /// A withdrawn notice's parked job, if there is one, is deleted: it would only come back to be
@@ -377,15 +413,15 @@ fn refused(app: &SenderApp, e: &ParkError) {
     match e.reason {
         ParkRefusal::Quota => error!(
             reason = e.reason.as_str(), error = %e,
-            "parking refused by an EventBridge Scheduler quota (live schedules per Region, or CreateSchedule requests/s): raise it (docs/deploy.md, Capacity); the job stays on the queue"
+            "parking refused by an EventBridge Scheduler quota (live schedules per Region, or CreateSchedule requests/s): raise it (docs/deploy.md, Capacity); the job goes back on the queue and tries again"
         ),
         ParkRefusal::Throttled => error!(
             reason = e.reason.as_str(), error = %e,
-            "parking throttled by EventBridge Scheduler (CreateSchedule requests/s quota); the job stays on the queue"
+            "parking throttled by EventBridge Scheduler (CreateSchedule requests/s quota); the job goes back on the queue and tries again"
         ),
         ParkRefusal::Unavailable => error!(
             reason = e.reason.as_str(), error = %e,
-            "parking failed: EventBridge Scheduler unavailable; the job stays on the queue"
+            "parking failed: EventBridge Scheduler unavailable; the job goes back on the queue and tries again"
         ),
     }
 }

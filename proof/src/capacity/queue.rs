@@ -22,6 +22,8 @@ pub(super) struct SqsLimits {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
+    /// Sent with a delay (`DelaySeconds`): neither visible nor in flight until it ends.
+    Delayed,
     Visible,
     InFlight,
     Gone,
@@ -58,6 +60,8 @@ pub(super) struct Queue {
     pub(super) first_over_limit: Option<Us>,
     pub(super) dead_lettered: u64,
     pub(super) receives: u64,
+    /// Messages sent with a delay (jobs a refused park put back on the queue).
+    pub(super) requeued: u64,
 }
 
 impl Queue {
@@ -71,6 +75,7 @@ impl Queue {
             first_over_limit: None,
             dead_lettered: 0,
             receives: 0,
+            requeued: 0,
         }
     }
 
@@ -79,6 +84,25 @@ impl Queue {
         let msg = self.msgs.len() as u32;
         self.msgs.push(Msg { notice, receives: 0, receipt: 0, vis: 0, state: State::Visible });
         self.ready.push_back((msg, false));
+        if let Some(n) = books.notices.get_mut(notice as usize) {
+            n.on_queue += 1;
+        }
+    }
+
+    /// `SendMessage` with `DelaySeconds`: a new message for `notice` (with no receives), visible
+    /// after `delay`; it does not count as in flight meanwhile.
+    pub(super) fn send_delayed(
+        &mut self,
+        notice: u32,
+        delay: Us,
+        now: Us,
+        books: &mut Books,
+        out: &mut Vec<(Us, Ev)>,
+    ) {
+        let msg = self.msgs.len() as u32;
+        self.msgs.push(Msg { notice, receives: 0, receipt: 0, vis: 1, state: State::Delayed });
+        out.push((now + delay, Ev::Visible { msg, vis: 1 }));
+        self.requeued += 1;
         if let Some(n) = books.notices.get_mut(notice as usize) {
             n.on_queue += 1;
         }
@@ -150,15 +174,20 @@ impl Queue {
         batch
     }
 
-    /// A visibility timeout ends: the message is visible again unless it was deleted or hidden
-    /// anew since.
+    /// A visibility timeout or a delay ends: the message is visible (again) unless it was
+    /// deleted or hidden anew since.
     pub(super) fn expire(&mut self, msg: u32, vis: u32) {
         let Some(m) = self.msgs.get_mut(msg as usize) else { return };
-        if m.state == State::InFlight && m.vis == vis {
-            m.state = State::Visible;
-            self.in_flight.add(-1);
-            self.ready.push_back((msg, false));
+        if m.vis != vis {
+            return;
         }
+        match m.state {
+            State::InFlight => self.in_flight.add(-1),
+            State::Delayed => {}
+            State::Visible | State::Gone => return,
+        }
+        m.state = State::Visible;
+        self.ready.push_back((msg, false));
     }
 
     /// `ChangeMessageVisibility` with this receipt: hidden for `wait` from now (still in flight).
@@ -314,6 +343,28 @@ mod tests {
         assert_eq!(q.dead_lettered, 1);
         assert!(b.notices[0].dead_lettered);
         assert_eq!(b.notices[0].on_queue, 0);
+    }
+
+    #[test]
+    fn a_delayed_message_is_neither_visible_nor_in_flight_until_its_delay_ends_and_starts_its_receives_anew()
+    {
+        let mut b = books(1);
+        let mut q = Queue::new(limits(100));
+        let mut out = Vec::new();
+        q.send(0, &mut b);
+        let old = q.receive(0, &mut b, &mut out, || false);
+        let mut out = Vec::new();
+        q.send_delayed(0, 900 * SEC, 0, &mut b, &mut out);
+        assert!(q.delete(&old[0], &mut b), "the refused message is acked");
+        assert_eq!((q.in_flight.now, b.notices[0].on_queue, q.requeued), (0, 1, 1));
+        assert!(!q.has_visible(), "hidden while delayed");
+        let Some(&(at, Ev::Visible { msg, vis })) = out.first() else { panic!("no end of delay") };
+        assert_eq!(at, 900 * SEC);
+        q.expire(msg, vis);
+        let mut out = Vec::new();
+        let got = q.receive(at, &mut b, &mut out, || false);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].receives, 1, "a new message: its receives start at one");
     }
 
     #[test]

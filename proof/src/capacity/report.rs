@@ -71,6 +71,8 @@ pub(super) struct Report {
     pub(super) dynamodb: Dynamo,
     pub(super) ses_throttled: u64,
     pub(super) parks_refused: u64,
+    /// Jobs a refused park put back on the queue as new delayed messages.
+    pub(super) requeued: u64,
     pub(super) longest_scheduler_delay_secs: f64,
     pub(super) sqs_receives: u64,
     pub(super) sqs_over_limit_receives: u64,
@@ -185,9 +187,9 @@ impl Report {
                     s.first_wait,
                 )
             });
-        let (in_flight, over_limit, first_over, dead, receives) = {
+        let (in_flight, over_limit, first_over, dead, receives, requeued) = {
             let q = lock(&run.ctx.queue);
-            (q.in_flight.peak, q.over_limit, q.first_over_limit, q.dead_lettered, q.receives)
+            (q.in_flight.peak, q.over_limit, q.first_over_limit, q.dead_lettered, q.receives, q.requeued)
         };
 
         let limits = vec![
@@ -288,6 +290,7 @@ impl Report {
             },
             ses_throttled,
             parks_refused: refused,
+            requeued,
             longest_scheduler_delay_secs: secs(longest),
             sqs_receives: receives,
             sqs_over_limit_receives: over_limit,
@@ -357,9 +360,10 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "SES throttled {}; parks refused {}; longest Scheduler delay {:.1} s; SQS receives {} (over the in-flight limit {}); dead-lettered {}; invocations {} (crashed {})",
+            "SES throttled {}; parks refused {} (requeued {}); longest Scheduler delay {:.1} s; SQS receives {} (over the in-flight limit {}); dead-lettered {}; invocations {} (crashed {})",
             self.ses_throttled,
             self.parks_refused,
+            self.requeued,
             self.longest_scheduler_delay_secs,
             self.sqs_receives,
             self.sqs_over_limit_receives,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notice_ledger::links::ManageLinks;
-use notice_ledger::park::{ParkRequest, Parked, Parker};
+use notice_ledger::park::{settle, ParkRequest, Settled};
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::render::Renderer;
 use notice_ledger::{
@@ -406,24 +406,34 @@ async fn record(
     let receive = Receive { key: delivery.key.as_ref(), count: r.receives, now: ctx.clock.now_utc(), jitter };
     let action = ctx.policy.action(&delivery.outcome, &receive);
     *lock(&ctx.actions).entry(action.label()).or_default() += 1;
+    let dead_letter = || {
+        let mut books = lock(&ctx.books);
+        lock(&ctx.queue).dead_letter(r, &mut books);
+        false
+    };
     let retry = match action {
         QueueAction::Delete => return false,
-        QueueAction::DeadLetter => {
-            let mut books = lock(&ctx.books);
-            lock(&ctx.queue).dead_letter(r, &mut books);
-            return false;
-        }
+        QueueAction::DeadLetter => return dead_letter(),
         QueueAction::Hide(wait) | QueueAction::Backoff(wait) => wait,
         QueueAction::Park { at: wake } => {
             let Some(key) = delivery.key.as_ref() else { return true };
             let request = ParkRequest { key, at: wake, body, queue_arn: QUEUE_ARN, replay_batch: None };
-            match ctx.parker.park(&request).await {
-                Ok(Parked::Scheduled) => return false,
-                Ok(Parked::AlreadyParked { at: Some(fires), .. }) if fires > receive.now => return false,
-                _ => match ctx.policy.park_failed(&receive) {
-                    QueueAction::Hide(w) | QueueAction::Backoff(w) => w,
-                    _ => return true,
-                },
+            match settle(ctx.parker.as_ref(), &ctx.policy, &request, &receive).await {
+                Settled::Parked | Settled::AlreadyParked { .. } => return false,
+                Settled::Conflict => return dead_letter(),
+                Settled::Keep { action: QueueAction::Hide(w) | QueueAction::Backoff(w), .. } => w,
+                Settled::Keep { .. } => return true,
+                Settled::Requeue { delay, .. } => {
+                    // SendMessage with the delay; the mapping deletes the old message afterwards.
+                    ctx.clock.sleep(ctx.sqs_latency()).await;
+                    let now = ctx.clock.now();
+                    let delay = Us::try_from(delay.as_micros()).unwrap_or(Us::MAX / 4);
+                    let mut books = lock(&ctx.books);
+                    let mut out = Vec::new();
+                    lock(&ctx.queue).send_delayed(r.notice, delay, now, &mut books, &mut out);
+                    books.outbox.extend(out);
+                    return false;
+                }
             }
         }
     };

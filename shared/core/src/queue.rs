@@ -26,10 +26,16 @@
 //! nothing, so a crash before, during or after it leaves at worst a message that is redelivered
 //! and parked again (the schedule's name is the notice key: the second park finds the first) or a
 //! schedule plus a redelivered message — both end on the normal path, where the ledger catches
-//! every copy. A park that fails (quota, throttling, Scheduler down) keeps the message on the
-//! queue with a backoff ([`QueuePolicy::park_failed`]): never an ack without a park. A schedule
-//! that fires early only meets a short hide; the spread never moves a wake-up past the window's
-//! close ([`QueuePolicy::park_time`]).
+//! every copy. A park Scheduler refuses (a full schedule quota, throttling, Scheduler down) puts
+//! the job back on the queue as a new message delayed by up to 15 minutes, and only then acks the
+//! refused one ([`QueuePolicy::park_refused`]): a quota can stay full for hours, and backing off
+//! on the one message would spend its receives until the redrive policy dead-letters a job that
+//! could still be sent. A crash between the new message and the ack leaves two copies, which the
+//! next park (or the ledger) folds into one. A park whose result is uncertain in another way (a
+//! schedule by the key that is firing now, nowhere to send the job back to) keeps the message
+//! with a backoff ([`QueuePolicy::park_failed`]): never an ack without a park or a new message.
+//! A schedule that fires early only meets a short hide; the spread never moves a wake-up past
+//! the window's close ([`QueuePolicy::park_time`]).
 
 use std::time::Duration;
 
@@ -151,10 +157,19 @@ impl QueuePolicy {
         }
     }
 
-    /// A park that may not have happened (quota, throttling, Scheduler down, nowhere to send the
+    /// A park whose result is uncertain (a schedule by the key is firing, nowhere to send the
     /// job back to): the message stays on the queue and backs off.
     pub fn park_failed(&self, receive: &Receive<'_>) -> QueueAction {
         QueueAction::Backoff(backoff(receive.count, receive.jitter))
+    }
+
+    /// A park Scheduler refused: how long the job's new message is delayed (SQS `DelaySeconds`,
+    /// at most 15 minutes) before it tries to park again. Spread over the upper half of
+    /// [`MAX_HIDE`] by the jitter, so the refusals of one burst do not come back together; a
+    /// park is only ever asked for a wait longer than this, so the retry is never late.
+    pub fn park_refused(&self, receive: &Receive<'_>) -> Duration {
+        let half = MAX_HIDE / 2;
+        half + half.mul_f64(receive.jitter.clamp(0.0, 1.0))
     }
 
     /// Waits `wait` (until `due`): hidden when short, parked when long.
