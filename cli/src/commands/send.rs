@@ -160,7 +160,10 @@ fn needs_attention(outcome: &Outcome) -> bool {
     match QueuePolicy::parking().action(outcome, &receive) {
         QueueAction::DeadLetter => true,
         QueueAction::Backoff(_) => !matches!(outcome, Outcome::Released { .. }),
-        QueueAction::Delete | QueueAction::Hide(_) | QueueAction::Park { .. } => false,
+        // A requeue only comes from the tenth receive on, never from this first one.
+        QueueAction::Delete | QueueAction::Hide(_) | QueueAction::Park { .. } | QueueAction::Requeue(_) => {
+            false
+        }
     }
 }
 

@@ -273,6 +273,17 @@ async fn process_record(
                 change_visibility(app, &record, wait).await;
                 Some(message_id)
             }
+            QueueAction::Requeue(delay) => {
+                if requeue(app, &record, body, delay).await {
+                    info!(
+                        delay_secs = delay.as_secs(),
+                        "waits as a new message: this one has been received {receive_count} times"
+                    );
+                    return None;
+                }
+                change_visibility(app, &record, delay).await;
+                Some(message_id)
+            }
             QueueAction::Park { at } => {
                 let parked = Parking { replay_batch: replay_batch.as_deref(), at, receive };
                 park(app, &record, body, parked, &metrics).await
@@ -349,8 +360,11 @@ async fn park(
             }
         }
     };
-    if let QueueAction::Hide(wait) | QueueAction::Backoff(wait) = retry {
-        change_visibility(app, record, wait).await;
+    match retry {
+        QueueAction::Hide(wait) | QueueAction::Backoff(wait) => change_visibility(app, record, wait).await,
+        QueueAction::Requeue(delay) if requeue(app, record, body, delay).await => return None,
+        QueueAction::Requeue(delay) => change_visibility(app, record, delay).await,
+        _ => {}
     }
     Some(message_id)
 }

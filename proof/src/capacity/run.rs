@@ -411,9 +411,21 @@ async fn record(
         lock(&ctx.queue).dead_letter(r, &mut books);
         false
     };
+    let requeue = |delay: Duration| async move {
+        // SendMessage with the delay; the mapping deletes the old message afterwards.
+        ctx.clock.sleep(ctx.sqs_latency()).await;
+        let now = ctx.clock.now();
+        let delay = Us::try_from(delay.as_micros()).unwrap_or(Us::MAX / 4);
+        let mut books = lock(&ctx.books);
+        let mut out = Vec::new();
+        lock(&ctx.queue).send_delayed(r.notice, delay, now, &mut books, &mut out);
+        books.outbox.extend(out);
+        false
+    };
     let retry = match action {
         QueueAction::Delete => return false,
         QueueAction::DeadLetter => return dead_letter(),
+        QueueAction::Requeue(delay) => return requeue(delay).await,
         QueueAction::Hide(wait) | QueueAction::Backoff(wait) => wait,
         QueueAction::Park { at: wake } => {
             let Some(key) = delivery.key.as_ref() else { return true };
@@ -422,18 +434,9 @@ async fn record(
                 Settled::Parked | Settled::AlreadyParked { .. } => return false,
                 Settled::Conflict => return dead_letter(),
                 Settled::Keep { action: QueueAction::Hide(w) | QueueAction::Backoff(w), .. } => w,
+                Settled::Keep { action: QueueAction::Requeue(delay), .. }
+                | Settled::Requeue { delay, .. } => return requeue(delay).await,
                 Settled::Keep { .. } => return true,
-                Settled::Requeue { delay, .. } => {
-                    // SendMessage with the delay; the mapping deletes the old message afterwards.
-                    ctx.clock.sleep(ctx.sqs_latency()).await;
-                    let now = ctx.clock.now();
-                    let delay = Us::try_from(delay.as_micros()).unwrap_or(Us::MAX / 4);
-                    let mut books = lock(&ctx.books);
-                    let mut out = Vec::new();
-                    lock(&ctx.queue).send_delayed(r.notice, delay, now, &mut books, &mut out);
-                    books.outbox.extend(out);
-                    return false;
-                }
             }
         }
     };

@@ -63,11 +63,26 @@ async fn the_defaults_at_a_hundred_thousand_an_hour_are_late_but_lose_nothing() 
     assert_eq!((r.duplicates, r.lost, r.missed), (0, 0, 0), "{r:#?}");
     assert_eq!(r.first_limit.as_deref(), Some("Scheduler live schedules"));
     assert!(r.parks_refused > 0 && r.late > 0, "{r:#?}");
+    // Every refused park went back on the queue as a new message (a crash may take a few).
+    assert!(r.requeued >= r.parks_refused * 9 / 10 && r.dead_lettered == 0, "{r:#?}");
     // The account bucket (90 % of 14/s, a second of burst) keeps SES under its rate: a 5-second
     // peak holds at most the burst plus 5 s of the rate.
     let ses = limit(&r, "SES sends/s").peak;
     assert!(ses <= (12.0 + 5.0 * 12.6) / 5.0 + 1e-9, "SES peak {ses}/s");
     assert_eq!(r.ses_throttled, 0);
+}
+
+/// A job that only waits must never walk into the dead-letter queue: every receive counts against
+/// the redrive policy's maxReceiveCount. A replay of 20 000 to one domain at the default 6.3/s
+/// waits up to 53 minutes — about ten receives of capped backoff; with a redrive of 11 the old
+/// single message was dead-lettered on the eleventh. From the tenth receive on the wait is a new
+/// message whose receives start anew.
+#[tokio::test]
+async fn a_backlog_deeper_than_the_domain_rate_never_walks_a_job_into_the_dead_letter_queue() {
+    let r = report(&["--per-hour", "10000", "--minutes", "70", "--replay", "20000", "--max-receives", "11"])
+        .await;
+    assert!(r.requeued > 1_000, "{r:#?}");
+    assert_eq!((r.dead_lettered, r.lost, r.duplicates, r.missed), (0, 0, 0, 0), "{r:#?}");
 }
 
 /// Validation: full batches of 10 with the domain mix (35 % gmail.com, 15 % outlook.com,

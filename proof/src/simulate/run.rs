@@ -160,7 +160,9 @@ impl Run<'_> {
         let Some(job) = self.remove_job(id) else { return };
         match action {
             QueueAction::Delete | QueueAction::Park { .. } => self.delete(job.msg, job.receipt),
-            QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
+            // A requeue is a new message in SQS; the simulation keeps the one message, since it
+            // checks what reaches the ledger and the mailer, not receive counts.
+            QueueAction::Hide(wait) | QueueAction::Backoff(wait) | QueueAction::Requeue(wait) => {
                 self.change_visibility(job.msg, job.receipt, ms(wait))
             }
             QueueAction::DeadLetter => {

@@ -312,7 +312,10 @@ fn queue_action(outcome: &Outcome, key: Option<&NoticeKey>, now: DateTime<Utc>) 
     let receive = Receive { key, count: 1, now, jitter: 0.0 };
     match QueuePolicy::parking().action(outcome, &receive) {
         notice_ledger::QueueAction::Delete => QueueAction::Ack,
-        notice_ledger::QueueAction::Hide(_) | notice_ledger::QueueAction::Backoff(_) => QueueAction::Retry,
+        // Never a requeue here (the first receive); one would come back too, as a new message.
+        notice_ledger::QueueAction::Hide(_)
+        | notice_ledger::QueueAction::Backoff(_)
+        | notice_ledger::QueueAction::Requeue(_) => QueueAction::Retry,
         notice_ledger::QueueAction::Park { .. } => QueueAction::Park,
         notice_ledger::QueueAction::DeadLetter => QueueAction::DeadLetter,
     }

@@ -180,10 +180,14 @@ mod tests {
     }
 
     async fn settled(answer: fn() -> Result<Parked, ParkError>, jitter: f64) -> Settled {
+        settled_on(answer, jitter, 19).await
+    }
+
+    async fn settled_on(answer: fn() -> Result<Parked, ParkError>, jitter: f64, count: u32) -> Settled {
         let secret = crate::identity::NoticeSecret::new("park-settle-test-secret").unwrap();
         let key = Job::parse(BODY).unwrap().key(&secret);
         let request = ParkRequest { key: &key, at: now(), body: BODY, queue_arn: "arn", replay_batch: None };
-        let receive = Receive { key: Some(&key), count: 19, now: now(), jitter };
+        let receive = Receive { key: Some(&key), count, now: now(), jitter };
         settle(&Scripted(answer), &QueuePolicy::parking(), &request, &receive).await
     }
 
@@ -208,9 +212,13 @@ mod tests {
         let firing = || Ok(Parked::AlreadyParked { body: Some(BODY.into()), at: Some(now()) });
         let no_time = || Ok(Parked::AlreadyParked { body: Some(BODY.into()), at: None });
         for uncertain in [firing, no_time] {
-            match settled(uncertain, 0.5).await {
+            match settled_on(uncertain, 0.5, 3).await {
                 Settled::Keep { action: QueueAction::Backoff(_), .. } => {}
                 other => panic!("an uncertain schedule keeps the message: {other:?}"),
+            }
+            match settled_on(uncertain, 0.5, 19).await {
+                Settled::Keep { action: QueueAction::Requeue(_), .. } => {}
+                other => panic!("from the tenth receive on, it waits as a new message: {other:?}"),
             }
         }
     }

@@ -14,6 +14,11 @@
 //! invalid, payload_conflict, render_failed  dead-letter: cannot succeed as it is
 //! ```
 //!
+//! From the [`REQUEUE_AFTER_RECEIVES`]th receive on, a wait (hide or back off) is spent as a
+//! **new message** delayed by it (at most 15 minutes), so waiting never reaches the redrive
+//! policy's `maxReceiveCount`: only a job that cannot succeed, or a worker that dies on it every
+//! time, is dead-lettered.
+//!
 //! A wait of at most [`MAX_HIDE`] is spent hidden on the queue; a longer one **parks** (a one-time
 //! schedule named by the notice key brings the job's own body back at its time). So the queue's
 //! in-flight count — capped at ~120 000 per standard queue, past which receives come back empty
@@ -55,6 +60,12 @@ pub const BACKOFF_CAP: Duration = MAX_HIDE;
 /// A spread wake-up lands at least this long before the window closes, leaving room for a hop
 /// or a backoff inside the window.
 pub const SPREAD_MARGIN: Duration = MAX_HIDE;
+/// From this receive on, a wait is spent as a new message ([`QueueAction::Requeue`]) instead of on
+/// this one. SQS counts every receive against the redrive policy's `maxReceiveCount` (template:
+/// 20), and a job that is only waiting — for a token behind a backlog deeper than the rate, a
+/// ledger down for hours — must never walk into the dead-letter queue for it. Half the
+/// template's count, so any redrive above it leaves room for real failures to be counted.
+pub const REQUEUE_AFTER_RECEIVES: u32 = 10;
 
 /// What the queue adapter does with the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +79,11 @@ pub enum QueueAction {
     /// Take it off the queue; a one-time schedule named by the notice key puts the body back at
     /// `at`. Deleted only once the schedule exists.
     Park { at: DateTime<Utc> },
+    /// Send the job's body again as a new message delayed this long (at most 15 minutes), and
+    /// delete this one once SQS took it (kept, hidden this long, if the send fails). A new
+    /// message starts its receive count anew; a crash between the two leaves two copies, which the
+    /// ledger (or the next park) folds into one.
+    Requeue(Duration),
     /// Fail it to the dead-letter queue: it cannot succeed as it is.
     DeadLetter,
 }
@@ -85,6 +101,7 @@ impl QueueAction {
             QueueAction::Hide(_) => "hide",
             QueueAction::Backoff(_) => "back off",
             QueueAction::Park { .. } => "park",
+            QueueAction::Requeue(_) => "requeue",
             QueueAction::DeadLetter => "dead-letter",
         }
     }
@@ -121,6 +138,11 @@ impl QueuePolicy {
 
     /// The queue action for `outcome` on this receive. Exhaustive: every outcome has one.
     pub fn action(&self, outcome: &Outcome, receive: &Receive<'_>) -> QueueAction {
+        requeue_late(self.wait_action(outcome, receive), receive)
+    }
+
+    /// [`QueuePolicy::action`] before [`REQUEUE_AFTER_RECEIVES`] applies.
+    fn wait_action(&self, outcome: &Outcome, receive: &Receive<'_>) -> QueueAction {
         match outcome {
             Outcome::Sent { .. }
             | Outcome::Suppressed { .. }
@@ -160,7 +182,7 @@ impl QueuePolicy {
     /// A park whose result is uncertain (a schedule by the key is firing, nowhere to send the
     /// job back to): the message stays on the queue and backs off.
     pub fn park_failed(&self, receive: &Receive<'_>) -> QueueAction {
-        QueueAction::Backoff(backoff(receive.count, receive.jitter))
+        requeue_late(QueueAction::Backoff(backoff(receive.count, receive.jitter)), receive)
     }
 
     /// A park Scheduler refused: how long the job's new message is delayed (SQS `DelaySeconds`,
@@ -212,6 +234,16 @@ impl QueuePolicy {
         }
         let offset = key_offset(key) % room;
         base + TimeDelta::seconds(offset as i64)
+    }
+}
+
+/// A wait on the [`REQUEUE_AFTER_RECEIVES`]th receive or later becomes a new message.
+fn requeue_late(action: QueueAction, receive: &Receive<'_>) -> QueueAction {
+    match action {
+        QueueAction::Hide(wait) | QueueAction::Backoff(wait) if receive.count >= REQUEUE_AFTER_RECEIVES => {
+            QueueAction::Requeue(wait.min(MAX_HIDE))
+        }
+        other => other,
     }
 }
 

@@ -17,7 +17,7 @@ const NOW: &str = "2026-10-01T00:00:00Z";
 const MIN: u64 = 60;
 /// The waits of the table: none, just under and just over the hide bound, 11 h, 30 days.
 const WAITS: [u64; 5] = [0, 14 * MIN, 16 * MIN, 11 * 3600, 30 * 86_400];
-const COUNTS: [u32; 3] = [1, 5, 20];
+const COUNTS: [u32; 5] = [1, 5, 9, 10, 20];
 
 /// Every outcome, each with its due time `wait` seconds from now where it has one.
 fn outcomes(now: DateTime<Utc>, wait: u64) -> Vec<Outcome> {
@@ -57,7 +57,7 @@ fn expected(policy: &QueuePolicy, outcome: &Outcome, count: u32, wait: u64, jitt
             QueueAction::Hide(Duration::from_secs(secs.min(12 * 3600)))
         }
     };
-    match outcome.label() {
+    let action = match outcome.label() {
         "sent"
         | "suppressed"
         | "missed"
@@ -76,6 +76,12 @@ fn expected(policy: &QueuePolicy, outcome: &Outcome, count: u32, wait: u64, jitt
         "released" | "ledger_unavailable" | "no_time_left" => QueueAction::Backoff(backoff(count, jitter)),
         "invalid" | "payload_conflict" | "render_failed" => QueueAction::DeadLetter,
         other => panic!("an outcome the table does not know: {other}"),
+    };
+    match action {
+        QueueAction::Hide(d) | QueueAction::Backoff(d) if count >= 10 => {
+            QueueAction::Requeue(d.min(Duration::from_secs(15 * MIN)))
+        }
+        other => other,
     }
 }
 
@@ -102,7 +108,7 @@ fn every_outcome_by_receive_count_and_wait() {
             }
         }
     }
-    assert_eq!(checked, 2 * 3 * 5 * 18);
+    assert_eq!(checked, 2 * 5 * 5 * 18);
 }
 
 #[test]
@@ -114,7 +120,7 @@ fn nothing_hides_longer_than_fifteen_minutes_when_parking_is_there() {
                 for outcome in outcomes(now, *wait) {
                     let receive = Receive { key: None, count, now, jitter };
                     match QueuePolicy::parking().action(&outcome, &receive) {
-                        QueueAction::Hide(d) | QueueAction::Backoff(d) => {
+                        QueueAction::Hide(d) | QueueAction::Backoff(d) | QueueAction::Requeue(d) => {
                             assert!(d <= MAX_HIDE, "{} hides {d:?}", outcome.label())
                         }
                         QueueAction::Park { at } => assert!(at >= now + TimeDelta::seconds(*wait as i64)),
