@@ -114,6 +114,31 @@ async fn a_ten_minute_wait_hides_on_the_queue_not_in_the_scheduler() {
 }
 
 #[tokio::test]
+async fn from_the_tenth_receive_on_a_wait_is_a_new_delayed_message_and_the_old_one_is_acked() {
+    let env = parking_env().await;
+    let app = parking_app(&env).await;
+    let charge = Utc::now() + Duration::hours(72) + Duration::minutes(10); // opens in 10 min
+    for (sub, count, requeues) in [("sub_ninth", "9", 0), ("sub_tenth", "10", 1)] {
+        env.moto.start_recording().await;
+        let body = job_charged(sub, 0, charge);
+        let mut event = batch(&env, &[body.to_string()]).await;
+        event.records[0].attributes.insert("ApproximateReceiveCount".into(), count.into());
+        let resp = invoke(&app, event.clone()).await;
+        let again = requeued(&env).await;
+        assert_eq!(again.len(), requeues, "receive {count}: {again:?}");
+        if requeues == 0 {
+            assert_eq!(failed_ids(&resp), ids(&event), "receive 9: hidden on the same message");
+            continue;
+        }
+        assert!(resp.batch_item_failures.is_empty(), "receive 10: the old message is acked: {resp:?}");
+        let (queue_url, sent_body, delay, _) = &again[0];
+        assert_eq!((queue_url, sent_body), (&env.queue_url, &body.to_string()));
+        assert!((540..=600).contains(delay), "delayed until the window opens: {delay}");
+        assert!(schedules(&env).await.is_empty(), "a 10-minute wait is never parked");
+    }
+}
+
+#[tokio::test]
 async fn a_rate_limited_job_whose_token_is_twenty_minutes_away_parks() {
     let env = parking_env().await;
     let mut settings = settings(&env, false);

@@ -77,7 +77,7 @@ impl SenderApp {
             Arc::new(parker) as Arc<dyn Parker>
         });
         if parker.is_none() {
-            warn!("NOTICE_SCHEDULE_GROUP is not set: waits over 15 minutes hide on the queue (up to 12 h a hop), and jobs enqueued more than about 9 days ahead will be lost there");
+            warn!("NOTICE_SCHEDULE_GROUP is not set: waits over 15 minutes hide on the queue (up to 12 h a hop), every one of them counted in flight against SQS's ~120 000");
         }
         let app =
             Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, aws_sdk_sqs::Client::new(&sdk));
