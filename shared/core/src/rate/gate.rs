@@ -10,6 +10,23 @@
 //! and since TAT only moves forward an old state never admits what the stored one would refuse —
 //! the store's condition catches it and returns the current state. A "limited" computed from it
 //! costs no call at all.
+//!
+//! **Hold-off.** On a hot bucket the remembered state shows room again one interval later, so
+//! every environment with a batch for it writes about once an interval: E environments, about E
+//! writes per token, nearly all refused — billed, and counted against the item's 1 000 writes a
+//! second until it throttles and admits less than its rate. So an environment that *loses* a take
+//! (nothing after a refused write, or — once it has been refused — less than half of what it
+//! wanted) does not write that bucket before the due time plus a uniform draw over
+//! `want × interval × 2^(c − 1)`, `c` its losses in a row: binary exponential backoff, so the
+//! crowd's writes thin out until most of them find tokens. The span is capped at the bucket's
+//! refill (`(burst − 1) × interval`, at most 60 s): every hold ends before a bucket the crowd
+//! avoids could overflow. When it ends, the environment reads the bucket before writing: what it
+//! remembers is stale, a write from it would likely be refused, and a read is no write on the
+//! item. Its limited records come back no sooner than its hold-off ends, spread over a span that
+//! doubles with `c` too ([`Limit::retry_after_losses`]), so a crowd's deferred jobs do not return
+//! together. A take granted all it wanted resets `c`; a sender alone on a bucket is never refused,
+//! so never held off. The hold-off only skips writes (every token is still a conditional write the
+//! store checks), and draws from the gate's jitter generator: one seed, one run.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,10 +90,47 @@ pub async fn take(
     Ok(Taken { granted: 0, state: known, conflicts })
 }
 
+/// Longest hold-off, whatever the bucket's refill time (as [`Limit::retry_at`]'s spread).
+const MAX_HOLD_US: i64 = 60_000_000;
+
+/// Doublings of the hold-off span counted at most (the span is capped long before).
+const MAX_HOLD_DOUBLINGS: u32 = 30;
+
+/// What this environment knows of one bucket.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    /// The state last seen (`None`: no bucket, or never seen).
+    state: Option<BucketState>,
+    /// No write to this bucket before this instant (µs since the epoch; 0: none).
+    hold_until_us: i64,
+    /// Takes in a row lost to others (module doc, *Hold-off*); 0: not contended.
+    lost: u32,
+}
+
+/// The hold-off after the `lost`-th take lost in a row: the due time plus
+/// `jitter` (in `[0, 1]`) of `want × interval × 2^(lost − 1)`, capped by the bucket's refill time
+/// and [`MAX_HOLD_US`].
+fn hold_until(due_us: i64, want: u32, lost: u32, limit: &Limit, jitter: f64) -> i64 {
+    let interval = limit.interval_us();
+    let cap = limit.tolerance_us().max(interval).min(MAX_HOLD_US);
+    let base = i64::from(want.max(1)).saturating_mul(interval);
+    let doublings = lost.saturating_sub(1).min(MAX_HOLD_DOUBLINGS);
+    let span = base.saturating_mul(1i64 << doublings).min(cap);
+    due_us.saturating_add((span as f64 * jitter.clamp(0.0, 1.0)).round() as i64)
+}
+
+/// What one bucket's take in a gate did: the take, when this gate writes the bucket next at the
+/// earliest, and its losses in a row.
+struct GateTake {
+    taken: Taken,
+    hold_until_us: i64,
+    lost: u32,
+}
+
 pub struct BucketGate {
     store: Arc<dyn BucketStore>,
     limits: RateLimits,
-    seen: Mutex<HashMap<String, BucketState>>,
+    seen: Mutex<HashMap<String, Seen>>,
     wall_clock: bool,
     /// Token writes refused since last drained (`TokenWriteConflicts`).
     conflicts: AtomicU64,
@@ -124,16 +178,35 @@ impl BucketGate {
         &self.limits
     }
 
-    fn remembered(&self, bucket: &str) -> Option<BucketState> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(bucket).copied()
+    fn remembered(&self, bucket: &str) -> Seen {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(bucket).copied().unwrap_or_default()
     }
 
-    fn remember(&self, bucket: &str, state: Option<BucketState>) {
+    /// Remembers what a take found and updates the bucket's hold-off (module doc, *Hold-off*).
+    fn remember(&self, bucket: &str, taken: &Taken, want: u32, now_us: i64, limit: &Limit) -> (i64, u32) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match state {
-            Some(state) => seen.insert(bucket.to_owned(), state),
-            None => seen.remove(bucket),
-        };
+        let entry = seen.entry(bucket.to_owned()).or_default();
+        entry.state = taken.state;
+        let contended = entry.lost > 0 || taken.conflicts > 0;
+        if taken.granted >= want {
+            entry.lost = 0;
+            entry.hold_until_us = 0;
+        } else if contended {
+            // Contended, and under half of what it wanted: lost.
+            entry.lost = if taken.granted.saturating_mul(2) < want {
+                entry.lost.saturating_add(1)
+            } else {
+                entry.lost.max(1)
+            };
+            let due_us = due(taken.state, now_us, limit);
+            entry.hold_until_us = hold_until(due_us, want, entry.lost, limit, self.jitter());
+        }
+        // Else short but never refused: no one else in sight, no hold-off.
+        let hold = (entry.hold_until_us, entry.lost);
+        if entry.state.is_none() && entry.lost == 0 {
+            seen.remove(bucket);
+        }
+        hold
     }
 
     async fn take_from(
@@ -142,15 +215,24 @@ impl BucketGate {
         want: u32,
         now_us: i64,
         limit: &Limit,
-    ) -> Result<Taken, LedgerError> {
-        let taken = take(&*self.store, bucket, want, now_us, limit, self.remembered(bucket)).await?;
-        self.remember(bucket, taken.state);
+    ) -> Result<GateTake, LedgerError> {
+        let seen = self.remembered(bucket);
+        if now_us < seen.hold_until_us {
+            // Held off: no write, and no token.
+            let taken = Taken { granted: 0, state: seen.state, conflicts: 0 };
+            return Ok(GateTake { taken, hold_until_us: seen.hold_until_us, lost: seen.lost });
+        }
+        // Contended: what it remembers is stale, and a write from it would likely be refused.
+        let hint = if seen.lost > 0 { self.store.load(bucket).await? } else { seen.state };
+        let taken = take(&*self.store, bucket, want, now_us, limit, hint).await?;
         self.conflicts.fetch_add(u64::from(taken.conflicts), Ordering::Relaxed);
-        Ok(taken)
+        let (hold_until_us, lost) = self.remember(bucket, &taken, want, now_us, limit);
+        Ok(GateTake { taken, hold_until_us, lost })
     }
 
     /// `want` tokens from one shard of a domain (or of the account), spilling once to the next shard; returns the
-    /// tokens granted and, when short, when the primary shard's next token is due.
+    /// tokens granted and, when short, when the primary shard's next token is due (never before
+    /// this gate's hold-off on it ends).
     async fn take_domain(
         &self,
         domain: &str,
@@ -158,15 +240,15 @@ impl BucketGate {
         want: u32,
         now_us: i64,
         dl: DomainLimit,
-    ) -> Result<(u32, i64), LedgerError> {
+    ) -> Result<(u32, i64, u32), LedgerError> {
         let limit = dl.limit.shard(dl.shards);
         let primary = self.take_from(&bucket_name(domain, shard, dl.shards), want, now_us, &limit).await?;
-        let mut granted = primary.granted;
+        let mut granted = primary.taken.granted;
         if granted < want && dl.shards > 1 {
             let next = bucket_name(domain, (shard + 1) % dl.shards, dl.shards);
-            granted += self.take_from(&next, want - granted, now_us, &limit).await?.granted;
+            granted += self.take_from(&next, want - granted, now_us, &limit).await?.taken.granted;
         }
-        Ok((granted, due(primary.state, now_us, &limit)))
+        Ok((granted, due(primary.taken.state, now_us, &limit).max(primary.hold_until_us), primary.lost))
     }
 }
 
@@ -214,11 +296,11 @@ impl RateGate for BucketGate {
             self.take_domain(domain, *shard, want, now_us, *dl)
         });
         let taken = futures::future::try_join_all(takes).await?;
-        for (((_, _), (dl, records)), (granted, due_us)) in groups.iter().zip(taken) {
+        for (((_, _), (dl, records)), (granted, due_us, lost)) in groups.iter().zip(taken) {
             let limit = dl.limit.shard(dl.shards);
             for &i in records.iter().skip(granted as usize) {
                 answers[i] = Admission::Limited {
-                    retry_at: limit.retry_at(instant(due_us), self.jitter()),
+                    retry_at: limit.retry_after_losses(instant(due_us), self.jitter(), lost),
                     scope: RateScope::Domain,
                 };
             }
@@ -233,12 +315,12 @@ impl RateGate for BucketGate {
                 // A split account: the batch's first record picks the shard (other bits of its
                 // key than the domain shard's), so batches spread over the shards.
                 let shard = ((requests[first].shard_seed >> 32) % u64::from(account.shards)) as u32;
-                let (granted, due_us) =
+                let (granted, due_us, lost) =
                     self.take_domain(ACCOUNT_BUCKET, shard, want, now_us, account).await?;
                 let limit = account.limit.shard(account.shards);
                 for &i in admitted.iter().skip(granted as usize) {
                     answers[i] = Admission::Limited {
-                        retry_at: limit.retry_at(instant(due_us), self.jitter()),
+                        retry_at: limit.retry_after_losses(instant(due_us), self.jitter(), lost),
                         scope: RateScope::Account,
                     };
                 }

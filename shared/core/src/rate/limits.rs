@@ -85,8 +85,16 @@ impl Limit {
     /// over the time the whole bucket needs to refill (1 s to 60 s), so the jobs deferred together
     /// do not return together.
     pub fn retry_at(&self, due: DateTime<Utc>, jitter: f64) -> DateTime<Utc> {
+        self.retry_after_losses(due, jitter, 0)
+    }
+
+    /// [`Limit::retry_at`] for a sender that lost `lost` takes in a row to others (the gate's
+    /// hold-off): the spread doubles with each, up to 60 s, so a crowd's deferred jobs come back
+    /// spread as thin as the crowd's writes.
+    pub fn retry_after_losses(&self, due: DateTime<Utc>, jitter: f64, lost: u32) -> DateTime<Utc> {
         let refill_ms = i64::from(self.burst).saturating_mul(self.interval_us()) / 1000;
-        let spread_ms = refill_ms.clamp(1000, 60_000);
+        let widen = 1i64 << lost.saturating_sub(1).min(6);
+        let spread_ms = refill_ms.clamp(1000, 60_000).saturating_mul(widen).min(60_000);
         due + Duration::milliseconds((spread_ms as f64 * jitter.clamp(0.0, 1.0)).round() as i64)
     }
 }

@@ -457,3 +457,106 @@ impl BucketStore for CountingStore {
         self.inner.reset(bucket, tat_us, now_us).await
     }
 }
+
+/// `gates` sender environments, one gate each over one store, each asking for `want` tokens of one
+/// domain every `every_us` (staggered) for `span_us`, calls applied in time order: (tokens
+/// granted, writes).
+async fn many_gates_on_one_bucket(
+    gates: u64,
+    want: usize,
+    every_us: i64,
+    span_us: i64,
+    limits: &str,
+) -> (usize, usize) {
+    let limits = RateLimits::parse(limits).unwrap().unwrap();
+    let store = Arc::new(CountingStore::default());
+    let gates: Vec<BucketGate> =
+        (0..gates).map(|i| BucketGate::new(store.clone(), limits.clone()).with_jitter_seed(i)).collect();
+    let t0 = at("2026-12-02T12:00:00Z").timestamp_micros();
+    let batch = requests(&vec![("hot.example", 0); want]);
+    let stagger = every_us / gates.len() as i64;
+    let mut granted = 0;
+    for tick in 0..span_us / every_us {
+        for (i, gate) in gates.iter().enumerate() {
+            let now = t0 + tick * every_us + i as i64 * stagger;
+            let answers =
+                gate.admit_batch(&batch, DateTime::from_timestamp_micros(now).unwrap()).await.unwrap();
+            granted += count_admitted(&answers);
+            for a in &answers {
+                if let Admission::Limited { retry_at, .. } = a {
+                    assert!(retry_at.timestamp_micros() >= now, "a retry in the past");
+                }
+            }
+        }
+    }
+    (granted, store.writes())
+}
+
+/// The hold-off: 100 environments polling one hot bucket (200/s) with batches of 8 every 25 ms —
+/// 160 times its rate — write it less than once per token (0.64), yet take ≥ 90 % of its rate.
+/// Each remembering only "no room until the next interval", they wrote it 20 times per token.
+#[tokio::test]
+async fn many_gates_on_one_hot_bucket_write_it_far_less_than_once_per_token_and_take_its_rate() {
+    let span_us = 20_000_000;
+    let (granted, writes) =
+        many_gates_on_one_bucket(100, 8, 25_000, span_us, r#"{"default":{"per_second":200,"burst":200}}"#)
+            .await;
+    let bound = 200 + 200 * span_us as usize / 1_000_000;
+    assert!(granted <= bound, "{granted} tokens, bound {bound}");
+    assert!(granted * 10 >= bound * 9, "{granted} tokens of {bound}: the rate is under-used");
+    assert!(writes <= granted, "{writes} writes for {granted} tokens (bound: one write per token)");
+}
+
+/// A lone environment is never held off: asking every millisecond it takes the burst, then every
+/// token when it is due, one write per take and none refused.
+#[tokio::test]
+async fn a_lone_gate_is_not_held_off() {
+    let span_us = 5_000_000;
+    let (granted, writes) =
+        many_gates_on_one_bucket(1, 1, 1_000, span_us, r#"{"default":{"per_second":100,"burst":10}}"#).await;
+    assert_eq!(granted, 10 + 100 * 5 - 1, "the burst and every token due before the end");
+    assert_eq!(writes, granted, "one write per token, none refused");
+}
+
+/// A gate that lost its write to another is held off: it does not write the bucket when the next
+/// token is due (the other gate, never refused, takes it), its limited record comes back no
+/// sooner than it would write, and after the hold-off it writes again.
+#[tokio::test]
+async fn a_gate_that_lost_the_token_holds_off_and_its_record_comes_back_after_it() {
+    let limits = RateLimits::parse(r#"{"default":{"per_second":10,"burst":4}}"#).unwrap().unwrap();
+    let store = Arc::new(CountingStore::default());
+    let a = BucketGate::new(store.clone(), limits.clone()).with_jitter_seed(1);
+    let b = BucketGate::new(store.clone(), limits).with_jitter_seed(2);
+    let t = at("2026-12-02T12:00:00Z");
+    let one = requests(&[("x.example", 0)]);
+    let four = requests(&[("x.example", 0); 4]);
+    assert_eq!(count_admitted(&a.admit_batch(&four, t).await.unwrap()), 4);
+    // b has never seen the bucket: its reset is refused, the add it retries with finds no room.
+    let Admission::Limited { retry_at, .. } = b.admit_batch(&one, t).await.unwrap()[0] else { panic!() };
+    assert_eq!(store.writes(), 2);
+    let due = t + chrono::Duration::milliseconds(100);
+    assert!(retry_at >= due, "{retry_at}");
+    // The next token is due: b is held off (no write), a takes it.
+    let Admission::Limited { retry_at: again, .. } = b.admit_batch(&one, due).await.unwrap()[0] else {
+        panic!("held off, not admitted")
+    };
+    assert_eq!(store.writes(), 2, "a held-off gate does not write");
+    assert!(again >= due, "{again}");
+    assert_eq!(a.admit_batch(&one, due).await.unwrap()[0], Admission::Admitted);
+    assert_eq!(store.writes(), 3);
+    // After its hold-off (at most the refill, 300 ms past the due time) b writes and is granted.
+    let later = due + chrono::Duration::milliseconds(450);
+    assert_eq!(b.admit_batch(&one, later).await.unwrap()[0], Admission::Admitted);
+    assert_eq!(store.writes(), 4);
+}
+
+#[test]
+fn a_deferral_after_losses_spreads_wider_up_to_a_minute() {
+    let l = limit(10.0, 20); // refills in 2 s
+    let due = at("2026-12-02T12:00:00Z");
+    let secs = |lost| (l.retry_after_losses(due, 1.0, lost) - due).num_milliseconds();
+    assert_eq!(l.retry_at(due, 1.0), l.retry_after_losses(due, 1.0, 0));
+    assert_eq!((secs(0), secs(1), secs(2), secs(3)), (2_000, 2_000, 4_000, 8_000));
+    assert_eq!(secs(40), 60_000, "at most a minute");
+    assert_eq!(l.retry_after_losses(due, 0.0, 40), due, "never before the due time");
+}
