@@ -174,9 +174,15 @@ async fn many_senders_never_exceed_a_domains_bucket_and_send_everything_once() {
          tightest span: {n} sends in {span} s (bound {bound}); {rate_limited} deferrals, {suppressed} duplicates suppressed"
     );
     assert!(n as f64 <= bound + 1e-9, "{n} sends in {span} s exceed burst + rate·t = {bound}");
-    // …and the bucket is used, not starved: the backlog drains at the domain's rate.
+    // …and the bucket is used, not starved: the backlog drains at the domain's rate. A sender
+    // that lost a take to the others holds off the bucket for at most its refill time
+    // ((burst − 1) intervals: rate/gate.rs, *Hold-off*), so the last sends may come that late.
     let ideal = (slow_n - BURST) as f64 / PER_SECOND;
-    assert!(drained <= ideal + 1.0, "drained in {drained} s, the bucket allows {ideal} s");
+    let hold_off = (BURST - 1) as f64 / PER_SECOND;
+    assert!(
+        drained <= ideal + 1.0 + hold_off,
+        "drained in {drained} s, the bucket allows {ideal} s (+ 1 s of rounds, + {hold_off} s of hold-off)"
+    );
 }
 
 async fn bucket_tat(moto: &Moto, domain: &str) -> Option<String> {

@@ -105,6 +105,18 @@ struct Seen {
     hold_until_us: i64,
     /// Takes in a row lost to others (module doc, *Hold-off*); 0: not contended.
     lost: u32,
+    /// This gate's own takes on the bucket under way, and how many it has started: a refusal
+    /// while another of its own overlapped may be its own doing, not a crowd's, and holds nothing
+    /// off (one Lambda environment takes once a batch, but a process may deliver concurrently).
+    in_flight: u32,
+    started: u64,
+}
+
+/// A take this gate has started on a bucket ([`BucketGate::begin`]).
+struct Ticket {
+    seen: Seen,
+    number: u64,
+    alone: bool,
 }
 
 /// The hold-off after the `lost`-th take lost in a row: the due time plus
@@ -178,32 +190,54 @@ impl BucketGate {
         &self.limits
     }
 
-    fn remembered(&self, bucket: &str) -> Seen {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(bucket).copied().unwrap_or_default()
-    }
-
-    /// Remembers what a take found and updates the bucket's hold-off (module doc, *Hold-off*).
-    fn remember(&self, bucket: &str, taken: &Taken, want: u32, now_us: i64, limit: &Limit) -> (i64, u32) {
+    /// Starts a take on `bucket`: what this gate knows of it, or `Err` with it while held off.
+    fn begin(&self, bucket: &str, now_us: i64) -> Result<Ticket, Seen> {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let entry = seen.entry(bucket.to_owned()).or_default();
-        entry.state = taken.state;
-        let contended = entry.lost > 0 || taken.conflicts > 0;
-        if taken.granted >= want {
-            entry.lost = 0;
-            entry.hold_until_us = 0;
-        } else if contended {
-            // Contended, and under half of what it wanted: lost.
-            entry.lost = if taken.granted.saturating_mul(2) < want {
-                entry.lost.saturating_add(1)
-            } else {
-                entry.lost.max(1)
-            };
-            let due_us = due(taken.state, now_us, limit);
-            entry.hold_until_us = hold_until(due_us, want, entry.lost, limit, self.jitter());
+        if now_us < entry.hold_until_us {
+            return Err(*entry);
         }
-        // Else short but never refused: no one else in sight, no hold-off.
+        let alone = entry.in_flight == 0;
+        entry.in_flight += 1;
+        entry.started += 1;
+        Ok(Ticket { seen: *entry, number: entry.started, alone })
+    }
+
+    /// Ends a take (`None`: it failed): remembers what it found and updates the bucket's
+    /// hold-off (module doc, *Hold-off*). Returns the hold-off's end and the losses in a row.
+    fn finish(
+        &self,
+        bucket: &str,
+        ticket: &Ticket,
+        taken: Option<&Taken>,
+        want: u32,
+        now_us: i64,
+        limit: &Limit,
+    ) -> (i64, u32) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = seen.entry(bucket.to_owned()).or_default();
+        entry.in_flight = entry.in_flight.saturating_sub(1);
+        let overlapped = !ticket.alone || entry.started > ticket.number;
+        if let Some(taken) = taken {
+            entry.state = taken.state;
+            let contended = !overlapped && (entry.lost > 0 || taken.conflicts > 0);
+            if taken.granted >= want {
+                entry.lost = 0;
+                entry.hold_until_us = 0;
+            } else if contended {
+                // Contended, and under half of what it wanted: lost.
+                entry.lost = if taken.granted.saturating_mul(2) < want {
+                    entry.lost.saturating_add(1)
+                } else {
+                    entry.lost.max(1)
+                };
+                let due_us = due(taken.state, now_us, limit);
+                entry.hold_until_us = hold_until(due_us, want, entry.lost, limit, self.jitter());
+            }
+            // Else short but never refused by others in sight: no hold-off.
+        }
         let hold = (entry.hold_until_us, entry.lost);
-        if entry.state.is_none() && entry.lost == 0 {
+        if entry.state.is_none() && entry.lost == 0 && entry.in_flight == 0 {
             seen.remove(bucket);
         }
         hold
@@ -216,17 +250,23 @@ impl BucketGate {
         now_us: i64,
         limit: &Limit,
     ) -> Result<GateTake, LedgerError> {
-        let seen = self.remembered(bucket);
-        if now_us < seen.hold_until_us {
-            // Held off: no write, and no token.
-            let taken = Taken { granted: 0, state: seen.state, conflicts: 0 };
-            return Ok(GateTake { taken, hold_until_us: seen.hold_until_us, lost: seen.lost });
+        let ticket = match self.begin(bucket, now_us) {
+            Ok(ticket) => ticket,
+            Err(held) => {
+                // Held off: no write, and no token.
+                let taken = Taken { granted: 0, state: held.state, conflicts: 0 };
+                return Ok(GateTake { taken, hold_until_us: held.hold_until_us, lost: held.lost });
+            }
+        };
+        let result = async {
+            // Contended: what it remembers is stale, and a write from it would likely be refused.
+            let hint = if ticket.seen.lost > 0 { self.store.load(bucket).await? } else { ticket.seen.state };
+            take(&*self.store, bucket, want, now_us, limit, hint).await
         }
-        // Contended: what it remembers is stale, and a write from it would likely be refused.
-        let hint = if seen.lost > 0 { self.store.load(bucket).await? } else { seen.state };
-        let taken = take(&*self.store, bucket, want, now_us, limit, hint).await?;
+        .await;
+        let (hold_until_us, lost) = self.finish(bucket, &ticket, result.as_ref().ok(), want, now_us, limit);
+        let taken = result?;
         self.conflicts.fetch_add(u64::from(taken.conflicts), Ordering::Relaxed);
-        let (hold_until_us, lost) = self.remember(bucket, &taken, want, now_us, limit);
         Ok(GateTake { taken, hold_until_us, lost })
     }
 
