@@ -106,6 +106,8 @@ pub(super) struct Counters {
     pub(super) park_conflicts: u64,
     /// Schedules that fired and put their job back on the queue.
     pub(super) unparked: u64,
+    /// Jobs sent back as new delayed messages (waits from the tenth receive on).
+    pub(super) requeued: u64,
 }
 
 /// The state of one run: the queue, the workers, what customers received. Built here, driven by
@@ -202,6 +204,20 @@ impl<'t> Run<'t> {
         let expires_at = self.now.saturating_add(self.p.retention_ms);
         self.messages.push(Message { chaos, notice, expires_at, receives: 0, gen: 0, deleted: false });
         self.ready.push_back(Ready::Visible { msg, gen: 0 });
+    }
+
+    /// `QueueAction::Requeue`: the job's body goes back as a new message — receive count 0, its
+    /// own retention and chaos — visible after `delay`; then the old one is deleted with its
+    /// receipt (stale: counted, and the old one stays too).
+    pub(super) fn requeue(&mut self, msg: usize, receipt: u32, delay: Ms) {
+        let notice = self.messages[msg].notice;
+        self.c.requeued += 1;
+        let new = self.messages.len();
+        let chaos = self.trace.enqueues.len() + (1 << 40) + self.c.requeued as usize;
+        let expires_at = self.now.saturating_add(self.p.retention_ms);
+        self.messages.push(Message { chaos, notice, expires_at, receives: 0, gen: 0, deleted: false });
+        self.schedule(self.now + delay, Ev::Visible { msg: new, gen: 0 });
+        self.delete(msg, receipt);
     }
 
     /// SQS's limits, applied when a message would be received: retention, then the redrive policy.

@@ -160,11 +160,10 @@ impl Run<'_> {
         let Some(job) = self.remove_job(id) else { return };
         match action {
             QueueAction::Delete | QueueAction::Park { .. } => self.delete(job.msg, job.receipt),
-            // A requeue is a new message in SQS; the simulation keeps the one message, since it
-            // checks what reaches the ledger and the mailer, not receive counts.
-            QueueAction::Hide(wait) | QueueAction::Backoff(wait) | QueueAction::Requeue(wait) => {
+            QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
                 self.change_visibility(job.msg, job.receipt, ms(wait))
             }
+            QueueAction::Requeue(delay) => self.requeue(job.msg, job.receipt, ms(delay)),
             QueueAction::DeadLetter => {
                 self.c.dead_lettered += 1;
                 self.delete(job.msg, job.receipt);
