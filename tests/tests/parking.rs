@@ -249,6 +249,8 @@ async fn a_refused_park_requeues_the_job_delayed_acks_the_old_message_and_counts
         );
         let waiting = (n + 1).to_string(); // this refusal's, and the one before it
         assert_eq!(delayed_messages(&env).await, waiting, "{reason}: the new message waits on the queue");
+        let requeued: u64 = docs.iter().filter_map(|d| d.get("RequeuedJobs")?.as_u64()).sum();
+        assert_eq!(requeued, 1, "{reason}: counted as RequeuedJobs: {docs:?}");
         let refused: Vec<&Value> = docs.iter().filter(|d| d.get("ParkingRefused").is_some()).collect();
         assert_eq!(refused.len(), 1, "{reason}: one refusal document: {docs:?}");
         assert_eq!(refused[0]["ParkingRefused"], 1);

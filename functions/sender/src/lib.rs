@@ -274,7 +274,7 @@ async fn process_record(
                 Some(message_id)
             }
             QueueAction::Requeue(delay) => {
-                if requeue(app, &record, body, delay).await {
+                if requeue(app, &record, body, delay, &metrics).await {
                     info!(
                         delay_secs = delay.as_secs(),
                         "waits as a new message: this one has been received {receive_count} times"
@@ -351,7 +351,7 @@ async fn park(
                 }
                 Settled::Requeue { delay, error } => {
                     refused(app, &error);
-                    if requeue(app, record, body, delay).await {
+                    if requeue(app, record, body, delay, metrics).await {
                         info!(until = %at, delay_secs = delay.as_secs(), "park refused: the job is back on the queue as a new delayed message");
                         return None;
                     }
@@ -362,7 +362,7 @@ async fn park(
     };
     match retry {
         QueueAction::Hide(wait) | QueueAction::Backoff(wait) => change_visibility(app, record, wait).await,
-        QueueAction::Requeue(delay) if requeue(app, record, body, delay).await => return None,
+        QueueAction::Requeue(delay) if requeue(app, record, body, delay, metrics).await => return None,
         QueueAction::Requeue(delay) => change_visibility(app, record, delay).await,
         _ => {}
     }
@@ -372,7 +372,13 @@ async fn park(
 /// Sends the job's body, with the record's message attributes (`replay_batch`), to the queue it
 /// came from as a new message hidden for `delay` (at most SQS's 15 minutes). `true` when SQS took
 /// it; the caller acks the old message only then.
-async fn requeue(app: &SenderApp, record: &SqsMessage, body: &str, delay: Duration) -> bool {
+async fn requeue(
+    app: &SenderApp,
+    record: &SqsMessage,
+    body: &str,
+    delay: Duration,
+    metrics: &Metrics,
+) -> bool {
     let Some(queue_url) = queue_url(app, record) else {
         warn!("cannot requeue: no queue URL");
         return false;
@@ -399,7 +405,10 @@ async fn requeue(app: &SenderApp, record: &SqsMessage, body: &str, delay: Durati
         }
     }
     match send.send().await {
-        Ok(_) => true,
+        Ok(_) => {
+            Metrics::incr(&metrics.requeued);
+            true
+        }
         Err(e) => {
             warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "requeue failed; the message stays on the queue");
             false

@@ -51,6 +51,7 @@ counters! {
     sent => "NoticesSent",
     deferred => "NoticesDeferred",
     parked => "ParkedJobs",
+    requeued => "RequeuedJobs",
     rate_limited => "RateLimited",
     rate_limited_by_account => "RateLimitedByAccount",
     token_write_conflicts => "TokenWriteConflicts",
