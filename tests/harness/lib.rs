@@ -26,6 +26,6 @@ mod ses_stub;
 mod template;
 
 pub use http::{http_request, HttpResponse};
-pub use moto::{start_moto, Moto, ACCESS_KEY_ID, ACCOUNT_ID, REGION, SECRET_ACCESS_KEY};
+pub use moto::{amz_target, start_moto, Moto, ACCESS_KEY_ID, ACCOUNT_ID, REGION, SECRET_ACCESS_KEY};
 pub use ses_stub::{start_ses_stub, SesStub, StubReply, StubRequest};
 pub use template::{ledger_table_properties, template, template_resource_properties, workspace_root};

@@ -512,3 +512,10 @@ fn throughput(pt: &Value) -> ProvisionedThroughput {
         .build()
         .unwrap_or_else(|e| panic!("ProvisionedThroughput: {e}"))
 }
+
+/// A recorded request's `X-Amz-Target` (`DynamoDB_20120810.PutItem`, `AmazonSQS.SendMessage`, …),
+/// whatever the case of the header's name; `None` for REST-style APIs, which have none.
+pub fn amz_target(recorded: &Value) -> Option<&str> {
+    let headers = recorded["headers"].as_object()?;
+    headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")).and_then(|(_, v)| v.as_str())
+}

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{Duration, Utc};
+use notice_e2e::amz_target;
 use notice_e2e::sender_app::*;
 use notice_ledger::rate::RateLimits;
 use serde_json::Value;
@@ -26,13 +27,7 @@ fn domain(batch: usize, i: usize) -> String {
 fn dynamodb_calls(recorded: &[Value]) -> BTreeMap<String, usize> {
     let mut calls = BTreeMap::new();
     for entry in recorded {
-        let headers = &entry["headers"];
-        let target = headers
-            .as_object()
-            .and_then(|h| h.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-amz-target")))
-            .and_then(|(_, v)| v.as_str())
-            .unwrap_or("");
-        if let Some(op) = target.strip_prefix("DynamoDB_20120810.") {
+        if let Some(op) = amz_target(entry).and_then(|t| t.strip_prefix("DynamoDB_20120810.")) {
             *calls.entry(op.to_owned()).or_default() += 1;
         }
     }

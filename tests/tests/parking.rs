@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use lambda_runtime::{Context, LambdaEvent};
+use notice_e2e::amz_target;
 use notice_e2e::sender_app::*;
 use notice_e2e::{start_ses_stub, SesStub, StubReply};
 use notice_ledger::ledger::RowState;
@@ -187,11 +188,7 @@ async fn requeued(env: &Env) -> Vec<(String, String, i64, Value)> {
     let recorded = env.moto.recorded_requests().await;
     recorded
         .iter()
-        .filter(|r| {
-            let target =
-                r["headers"]["X-Amz-Target"].as_str().or_else(|| r["headers"]["x-amz-target"].as_str());
-            target == Some("AmazonSQS.SendMessage")
-        })
+        .filter(|r| amz_target(r) == Some("AmazonSQS.SendMessage"))
         .filter_map(|r| serde_json::from_str::<Value>(r["body_text"].as_str()?).ok())
         .filter(|b| b["DelaySeconds"].as_i64().is_some_and(|d| d > 0))
         .map(|b| {

@@ -2,6 +2,7 @@
 //! and — for provider faults — a local HTTP stub standing in for SES.
 
 use chrono::Utc;
+use notice_e2e::amz_target;
 use notice_e2e::sender_app::*;
 use notice_e2e::{start_ses_stub, SesStub, StubReply};
 use notice_ledger::ledger::RowReader;
@@ -240,11 +241,7 @@ async fn two_dynamodb_writes_per_notice_and_only_the_claim_before_the_send() {
         .recorded_requests()
         .await
         .iter()
-        .filter_map(|r| {
-            let target =
-                r["headers"]["X-Amz-Target"].as_str().or_else(|| r["headers"]["x-amz-target"].as_str())?;
-            target.strip_prefix("DynamoDB_20120810.").map(str::to_owned)
-        })
+        .filter_map(|r| amz_target(r)?.strip_prefix("DynamoDB_20120810.").map(str::to_owned))
         .collect();
     assert_eq!(ops, ["PutItem", "UpdateItem"], "claim then commit, nothing else: {ops:?}");
 }

@@ -269,20 +269,8 @@ async fn process_record(
         }
         match action {
             QueueAction::Delete => None,
-            QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
-                change_visibility(app, &record, wait).await;
-                Some(message_id)
-            }
-            QueueAction::Requeue(delay) => {
-                if requeue(app, &record, body, delay, &metrics).await {
-                    info!(
-                        delay_secs = delay.as_secs(),
-                        "waits as a new message: this one has been received {receive_count} times"
-                    );
-                    return None;
-                }
-                change_visibility(app, &record, delay).await;
-                Some(message_id)
+            QueueAction::Hide(_) | QueueAction::Backoff(_) | QueueAction::Requeue(_) => {
+                wait_on_queue(app, &record, body, action, &metrics).await
             }
             QueueAction::Park { at } => {
                 let parked = Parking { replay_batch: replay_batch.as_deref(), at, receive };
@@ -352,7 +340,7 @@ async fn park(
                 Settled::Requeue { delay, error } => {
                     refused(app, &error);
                     if requeue(app, record, body, delay, metrics).await {
-                        info!(until = %at, delay_secs = delay.as_secs(), "park refused: the job is back on the queue as a new delayed message");
+                        info!(until = %at, delay_secs = delay.as_secs(), "park refused: the job waits as a new message");
                         return None;
                     }
                     app.queue_policy.park_failed(&receive)
@@ -360,13 +348,30 @@ async fn park(
             }
         }
     };
-    match retry {
+    wait_on_queue(app, record, body, retry, metrics).await
+}
+
+/// A wait spent on the queue: hidden on this message, or — a requeue — as a new delayed message,
+/// hidden here instead when that send fails. Returns the message id when SQS must keep it.
+async fn wait_on_queue(
+    app: &SenderApp,
+    record: &SqsMessage,
+    body: &str,
+    action: QueueAction,
+    metrics: &Metrics,
+) -> Option<String> {
+    match action {
         QueueAction::Hide(wait) | QueueAction::Backoff(wait) => change_visibility(app, record, wait).await,
-        QueueAction::Requeue(delay) if requeue(app, record, body, delay, metrics).await => return None,
-        QueueAction::Requeue(delay) => change_visibility(app, record, delay).await,
-        _ => {}
+        QueueAction::Requeue(delay) => {
+            if requeue(app, record, body, delay, metrics).await {
+                info!(delay_secs = delay.as_secs(), "waits as a new message");
+                return None;
+            }
+            change_visibility(app, record, delay).await;
+        }
+        QueueAction::Delete | QueueAction::Park { .. } | QueueAction::DeadLetter => {}
     }
-    Some(message_id)
+    Some(record.message_id.clone().unwrap_or_default())
 }
 
 /// Sends the job's body, with the record's message attributes (`replay_batch`), to the queue it

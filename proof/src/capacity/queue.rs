@@ -81,12 +81,19 @@ impl Queue {
 
     /// `SendMessage`: a new message for `notice`, visible at once.
     pub(super) fn send(&mut self, notice: u32, books: &mut Books) {
-        let msg = self.msgs.len() as u32;
-        self.msgs.push(Msg { notice, receives: 0, receipt: 0, vis: 0, state: State::Visible });
+        let msg = self.push(notice, State::Visible, books);
         self.ready.push_back((msg, false));
+    }
+
+    /// A new message for `notice`, with no receives, in `state`; the notice has one more copy on
+    /// the queue.
+    fn push(&mut self, notice: u32, state: State, books: &mut Books) -> u32 {
+        let msg = self.msgs.len() as u32;
+        self.msgs.push(Msg { notice, receives: 0, receipt: 0, vis: 0, state });
         if let Some(n) = books.notices.get_mut(notice as usize) {
             n.on_queue += 1;
         }
+        msg
     }
 
     /// `SendMessage` with `DelaySeconds`: a new message for `notice` (with no receives), visible
@@ -99,13 +106,9 @@ impl Queue {
         books: &mut Books,
         out: &mut Vec<(Us, Ev)>,
     ) {
-        let msg = self.msgs.len() as u32;
-        self.msgs.push(Msg { notice, receives: 0, receipt: 0, vis: 1, state: State::Delayed });
-        out.push((now + delay, Ev::Visible { msg, vis: 1 }));
+        let msg = self.push(notice, State::Delayed, books);
+        out.push((now + delay, Ev::Visible { msg, vis: 0 }));
         self.requeued += 1;
-        if let Some(n) = books.notices.get_mut(notice as usize) {
-            n.on_queue += 1;
-        }
     }
 
     /// Whether a receive now would find anything.

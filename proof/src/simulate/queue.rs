@@ -200,10 +200,16 @@ impl<'t> Run<'t> {
     }
 
     pub(super) fn push_message(&mut self, chaos: usize, notice: usize) {
+        let msg = self.new_message(chaos, notice);
+        self.ready.push_back(Ready::Visible { msg, gen: 0 });
+    }
+
+    /// A new message (receive count 0, its own retention from now), not yet visible.
+    fn new_message(&mut self, chaos: usize, notice: usize) -> usize {
         let msg = self.messages.len();
         let expires_at = self.now.saturating_add(self.p.retention_ms);
         self.messages.push(Message { chaos, notice, expires_at, receives: 0, gen: 0, deleted: false });
-        self.ready.push_back(Ready::Visible { msg, gen: 0 });
+        msg
     }
 
     /// `QueueAction::Requeue`: the job's body goes back as a new message — receive count 0, its
@@ -212,10 +218,8 @@ impl<'t> Run<'t> {
     pub(super) fn requeue(&mut self, msg: usize, receipt: u32, delay: Ms) {
         let notice = self.messages[msg].notice;
         self.c.requeued += 1;
-        let new = self.messages.len();
         let chaos = self.trace.enqueues.len() + (1 << 40) + self.c.requeued as usize;
-        let expires_at = self.now.saturating_add(self.p.retention_ms);
-        self.messages.push(Message { chaos, notice, expires_at, receives: 0, gen: 0, deleted: false });
+        let new = self.new_message(chaos, notice);
         self.schedule(self.now + delay, Ev::Visible { msg: new, gen: 0 });
         self.delete(msg, receipt);
     }

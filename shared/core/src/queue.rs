@@ -190,8 +190,7 @@ impl QueuePolicy {
     /// [`MAX_HIDE`] by the jitter, so the refusals of one burst do not come back together; a
     /// park is only ever asked for a wait longer than this, so the retry is never late.
     pub fn park_refused(&self, receive: &Receive<'_>) -> Duration {
-        let half = MAX_HIDE / 2;
-        half + half.mul_f64(receive.jitter.clamp(0.0, 1.0))
+        upper_half(MAX_HIDE, receive.jitter)
     }
 
     /// Waits `wait` (until `due`): hidden when short, parked when long.
@@ -270,7 +269,13 @@ fn round_up_to_minute(at: DateTime<Utc>) -> DateTime<Utc> {
 /// burst do not come back together.
 pub fn backoff(receive_count: u32, jitter: f64) -> Duration {
     let exp = BACKOFF_BASE.saturating_mul(1u32 << receive_count.saturating_sub(1).min(10)).min(BACKOFF_CAP);
-    let half = exp / 2;
+    upper_half(exp, jitter)
+}
+
+/// A point in the upper half of `span`, picked by `jitter` in `[0, 1]`: retries of one burst
+/// spread out, yet none comes back sooner than half the span.
+fn upper_half(span: Duration, jitter: f64) -> Duration {
+    let half = span / 2;
     half + half.mul_f64(jitter.clamp(0.0, 1.0))
 }
 
