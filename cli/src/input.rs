@@ -44,9 +44,16 @@ pub enum InputError {
     Read { path: String, source: std::io::Error },
 }
 
+/// The items of the file at `path`; `-` reads standard input.
 pub fn read_items(path: &Path) -> Result<Vec<InputItem>, InputError> {
-    let bytes = std::fs::read(path)
-        .map_err(|source| InputError::Read { path: path.display().to_string(), source })?;
+    let bytes = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
+            .map_err(|source| InputError::Read { path: "standard input".into(), source })?;
+        bytes
+    } else {
+        std::fs::read(path).map_err(|source| InputError::Read { path: path.display().to_string(), source })?
+    };
     Ok(parse_bytes(&bytes))
 }
 
@@ -72,15 +79,26 @@ pub fn parse_bytes(bytes: &[u8]) -> Vec<InputItem> {
     items
 }
 
-/// A whole-file SQS event first; otherwise one item per non-blank line, where a line that is
-/// itself an SQS event expands into its records. A line that is not JSON stays an item: the
-/// sender reports it as invalid with its line number.
+/// A whole-file SQS event first, or one pretty-printed message (a JSON object spread over several
+/// lines); otherwise one item per non-blank line, where a line that is itself an SQS event expands
+/// into its records. A line that is not JSON stays an item: the sender reports it as invalid with
+/// its line number.
 pub fn parse_items(text: &str) -> Vec<InputItem> {
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     if text.len() <= MAX_LINE_BYTES * 16 {
         if let Ok(value) = serde_json::from_str::<Value>(text) {
             if let Some(records) = sqs_records(&value) {
                 return records_to_items(records, 1, true);
+            }
+            if value.is_object() && text.trim().lines().nth(1).is_some() {
+                let line = text.lines().position(|l| !l.trim().is_empty()).unwrap_or(0) + 1;
+                return vec![InputItem {
+                    origin: format!("line {line}"),
+                    line,
+                    body: value.to_string(),
+                    attributes: BTreeMap::new(),
+                    unreadable: None,
+                }];
             }
         }
     }
@@ -177,6 +195,17 @@ mod tests {
         assert_eq!(origins, ["line 1", "line 4", "line 5"]);
         let problem = items[1].unreadable.as_deref().unwrap_or_default();
         assert!(problem.starts_with("line 4 is not valid JSON"), "{problem}");
+    }
+
+    #[test]
+    fn one_pretty_printed_message_is_one_item() {
+        let job = serde_json::json!({"subscription_id": "sub_1", "kind": "k", "template_data": {"a": 1}});
+        let items = parse_items(&format!("\n{}\n", serde_json::to_string_pretty(&job).unwrap()));
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!((items[0].origin.as_str(), items[0].line), ("line 2", 2));
+        assert_eq!(serde_json::from_str::<Value>(&items[0].body).unwrap(), job);
+        // One compact line reads as before.
+        assert_eq!(parse_items(&format!("{job}\n"))[0].body, job.to_string());
     }
 
     #[test]

@@ -14,8 +14,8 @@ mod queue;
 mod terminal;
 
 use commands::{
-    backfill, capacity, enqueue, evidence, key, ledger, parked, quarantine, replay, send, show, windows,
-    withdraw,
+    backfill, capacity, enqueue, evidence, key, ledger, parked, quarantine, replay, send, show, validate,
+    windows, withdraw,
 };
 
 #[derive(Parser, Debug)]
@@ -71,6 +71,8 @@ enum Command {
     Limits(commands::limits::LimitsArgs),
     /// Prepare a ledger: `ledger init --postgres URL` creates the PostgreSQL schema.
     Ledger(ledger::LedgerArgs),
+    /// Check every job and withdraw in a file against the schema, the windows policy and the templates, and print the window each job gets: no ledger, no outbox, no AWS calls; exit 1 when a line is invalid.
+    Validate(validate::ValidateArgs),
     /// Print the effective send window of every kind in every jurisdiction of a policy, and where each bound comes from: no AWS calls.
     Windows(windows::WindowsArgs),
 }
@@ -101,6 +103,7 @@ async fn main() -> ExitCode {
         Command::Limits(args) => commands::limits::run(args),
         Command::Ledger(args) => ledger::run(args).await,
         Command::Windows(args) => windows::run(args),
+        Command::Validate(args) => validate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,7 +1,8 @@
 //! `noticectl windows` as a reviewer runs it over the example policy (docs/windows/us-ca-arl.json):
 //! the real binary, its table, its JSON, its errors. Expected windows are worked out by hand from
 //! the file: annual_renewal 60 d → 7 d, narrowed to 45 d → 15 d in US-CA; trial_conversion
-//! 30 d → 2 d, narrowed to 21 d → 3 d in US-CA; other kinds 72 h → 24 h, closing at 48 h in US-NY.
+//! 30 d → 2 d, narrowed to 21 d → 3 d in US-CA; price_change 30 d → 5 d, closing at 7 d in US-CA;
+//! renewal_notice_t72 72 h → 24 h, closing at 48 h in US-NY; other kinds refused.
 
 use std::process::{Command, Output};
 
@@ -81,17 +82,49 @@ fn the_example_policy_shows_every_kind_in_every_jurisdiction_and_where_each_boun
         ],
     );
     expect(
-        "(other kinds)",
+        "renewal_notice_t72",
         "US-NY",
-        ["72 h (3 d)", "48 h (2 d)", "default.opens_hours_before", "jurisdiction_floors_hours.US-NY"],
+        [
+            "72 h (3 d)",
+            "48 h (2 d)",
+            "kinds.renewal_notice_t72.opens_hours_before",
+            "jurisdiction_floors_hours.US-NY",
+        ],
     );
     expect(
-        "(other kinds)",
+        "renewal_notice_t72",
         "US-CA",
-        ["72 h (3 d)", "24 h (1 d)", "default.opens_hours_before", "default.closes_hours_before"],
+        [
+            "72 h (3 d)",
+            "24 h (1 d)",
+            "kinds.renewal_notice_t72.opens_hours_before",
+            "kinds.renewal_notice_t72.closes_hours_before",
+        ],
+    );
+    expect(
+        "price_change",
+        "US-CA",
+        [
+            "720 h (30 d)",
+            "168 h (7 d)",
+            "kinds.price_change.opens_hours_before",
+            "jurisdictions.US-CA.kinds.price_change.closes_at_least_hours_before",
+        ],
+    );
+    expect(
+        "price_change",
+        "US-NY",
+        [
+            "720 h (30 d)",
+            "120 h (5 d)",
+            "kinds.price_change.opens_hours_before",
+            "kinds.price_change.closes_hours_before",
+        ],
     );
     let table_rows = out.lines().filter(|l| l.contains(" h (")).count();
-    assert_eq!(table_rows, 9, "3 kinds (two named, the rest) × 3 jurisdictions (none, US-CA, US-NY):\n{out}");
+    assert_eq!(table_rows, 12, "4 named kinds × 3 jurisdictions (none, US-CA, US-NY):\n{out}");
+    assert!(!out.contains("(other kinds)"), "other kinds are refused, so they have no window: {out}");
+    assert!(out.contains("other kinds: refused as invalid"), "{out}");
     assert!(out.contains("EXAMPLE ONLY - not legal advice"), "the caveat is shown: {out}");
     assert!(out.contains("17602"), "the statute reference is shown: {out}");
 }
@@ -136,7 +169,7 @@ fn charge_at_gives_instants_and_json_carries_every_field() {
             "--kind",
             "annual_renewal",
             "--jurisdiction",
-            "US-CA",
+            "us-ca",
             "--charge-at",
             "2026-10-31T09:00:00Z",
         ],
@@ -155,6 +188,18 @@ fn the_policy_comes_from_the_environment_as_the_sender_reads_it() {
     assert_eq!(row(&file, "annual_renewal", "US-CA")[2], "1080 h (45 d)");
     let builtin = stdout_ok(&noticectl(&[], &["windows"]));
     assert_eq!(row(&builtin, "(other kinds)", "(none)")[2..4], ["72 h (3 d)", "24 h (1 d)"]);
+    assert!(builtin.contains("other kinds: the `default` window"), "{builtin}");
+}
+
+#[test]
+fn a_kind_or_jurisdiction_the_sender_would_refuse_is_named_as_such() {
+    let out = noticectl(&[], &["windows", "--windows", EXAMPLE, "--kind", "annual_renewl"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(r#"did you mean "annual_renewal""#), "{stderr}");
+    let out = noticectl(&[], &["windows", "--windows", EXAMPLE, "--jurisdiction", "US_CA"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ISO 3166"));
 }
 
 #[test]

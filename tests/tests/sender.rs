@@ -264,3 +264,71 @@ async fn shadow_mode_records_claims_but_never_blocks_a_send() {
         "but the ledger learns what enforce would do"
     );
 }
+
+/// Under the example policy (docs/windows/us-ca-arl.json): a misspelled kind charged in two days
+/// and a California annual notice without the amount §17602 requires go to the dead-letter queue
+/// with their reasons — no row, nothing sent — while a complete one is sent; the metrics say so,
+/// and a notice from a jurisdiction the policy does not name is counted by jurisdiction.
+#[tokio::test]
+async fn an_unknown_kind_and_missing_required_content_are_dead_lettered_unclaimed() {
+    use lambda_runtime::{Context, LambdaEvent};
+    let env = env().await;
+    let mut settings = settings(&env, true);
+    settings.policy =
+        notice_ledger::WindowPolicy::from_json(include_str!("../../docs/windows/us-ca-arl.json")).unwrap();
+    let app = app_with(&env, settings, None).await;
+    let in_30_days = Utc::now() + chrono::Duration::days(30);
+    let mut typo = job("sub_typo", 0);
+    typo["kind"] = json!("annual_renewl");
+    typo["jurisdiction"] = json!("US-CA");
+    let mut bare = job_charged("sub_bare", 0, in_30_days);
+    bare["kind"] = json!("annual_renewal");
+    bare["jurisdiction"] = json!("us-ca");
+    bare["template_data"] = json!({"plan_name": "Coffee Box"});
+    let mut complete = bare.clone();
+    complete["subscription_id"] = json!("sub_complete");
+    complete["template_data"]["amount"] = json!("290.00 USD");
+    let mut french = job("sub_fr", 0);
+    french["jurisdiction"] = json!("fr");
+    let bodies = [&typo, &bare, &complete, &french].map(|b| b.to_string());
+    let event = batch(&env, &bodies).await;
+    let (resp, documents) =
+        notice_sender::handle_batch(&app, LambdaEvent::new(event, Context::default())).await;
+    assert!(resp.batch_item_failures.is_empty(), "dead-lettered and sent records are acked: {resp:?}");
+
+    let mut reasons = dead_letter_reasons(&env).await;
+    reasons.sort();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons[0].contains(
+            r#"field `kind` names an unknown kind "annual_renewl" (did you mean "annual_renewal"?)"#
+        ),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains(r#"has no "amount""#)
+            && reasons[1].contains("annual_renewal in US-CA")
+            && reasons[1].contains("jurisdictions.US-CA.kinds.annual_renewal.requires"),
+        "{reasons:?}"
+    );
+    assert_eq!(state(&env, &key_of(&typo)).await, None, "nothing claimed");
+    assert_eq!(state(&env, &key_of(&bare)).await, None, "nothing claimed");
+    assert_eq!(state(&env, &key_of(&complete)).await, Some(RowState::Sent));
+    assert_eq!(state(&env, &key_of(&french)).await, Some(RowState::Sent));
+    let sends = env.moto.recorded_send_email_requests().await;
+    assert_eq!(sends.len(), 2, "only the complete notice and the French one: {sends:#?}");
+
+    let totals = &documents[0];
+    assert_eq!(
+        (totals["UnknownKind"].as_u64(), totals["MissingRequiredContent"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(totals["InvalidJobs"], 2);
+    let unlisted: Vec<&Value> =
+        documents.iter().filter(|d| d.get("UnlistedJurisdiction").is_some()).collect();
+    assert_eq!(unlisted.len(), 1, "{documents:#?}");
+    assert_eq!(
+        (unlisted[0]["Jurisdiction"].as_str(), unlisted[0]["UnlistedJurisdiction"].as_u64()),
+        (Some("FR"), Some(1))
+    );
+}

@@ -302,3 +302,36 @@ fn a_late_withdraw_warns_without_paging_and_a_send_after_withdraw_pages() {
         }
     }
 }
+
+/// A kind the policy does not know and a notice without required content are legal defects in the
+/// producer: each pages on the first one, on the sender's total, and both show on the dashboard
+/// with the jurisdictions the policy does not cover.
+#[test]
+fn an_unknown_kind_and_missing_required_content_page_on_the_first_one() {
+    let template = template();
+    for metric in ["UnknownKind", "MissingRequiredContent"] {
+        let on: Vec<(String, &Value)> = alarms(&template)
+            .into_iter()
+            .filter(|(_, p)| alarm_metrics(p).iter().any(|(ns, m, _)| *ns == NAMESPACE && *m == metric))
+            .collect();
+        let [(id, props)] = on.as_slice() else { panic!("one {metric} alarm: {on:?}") };
+        assert_eq!(alarm_actions(props), ["AlarmTopic"], "{id}: it pages");
+        assert_eq!(number(props, "Threshold"), Some(0.0), "{id}");
+        assert_eq!(props.get("ComparisonOperator").and_then(Value::as_str), Some("GreaterThanThreshold"));
+        assert_eq!(number(props, "EvaluationPeriods"), Some(1.0), "{id}: the first one is enough");
+        let (_, _, dims) = alarm_metrics(props)[0];
+        let dims: Vec<(&str, &Value)> = dimensions(dims);
+        assert_eq!(dims.len(), 1, "{id}: the Function total");
+        assert_eq!(ref_target(dims[0].1), Some("SenderFunction"), "{id}");
+    }
+    let lines: Vec<Vec<String>> = dashboard_bodies(&template)
+        .iter()
+        .flat_map(|(_, body)| widgets(body).iter().flat_map(metric_lines).collect::<Vec<_>>())
+        .collect();
+    for metric in ["UnknownKind", "MissingRequiredContent", "UnlistedJurisdiction"] {
+        assert!(
+            lines.iter().any(|l| l.get(1).map(String::as_str) == Some(metric)),
+            "{metric} on the dashboard"
+        );
+    }
+}

@@ -138,13 +138,20 @@ pub(crate) fn notice_evidence(
         _ => row.claimed_at,
     };
     let before = row.charge_at.zip(at).map(|(charge, at)| charge - at);
+    // Rows written before jurisdictions were normalised may hold `us-ca`: judged as `US-CA`.
+    let jurisdiction = row
+        .jurisdiction
+        .as_deref()
+        .map(|j| notice_ledger::jurisdiction::normalise(j).unwrap_or_else(|_| j.to_owned()));
+    let jurisdiction = jurisdiction.as_deref();
     let window = row.charge_at.map(|charge| {
-        let effective = policy.effective(Some(kind), row.jurisdiction.as_deref());
-        WindowView::new(Some(kind), row.jurisdiction.as_deref(), &effective, Some(charge))
+        let effective = policy.effective(Some(kind), jurisdiction);
+        WindowView::new(Some(kind), jurisdiction, &effective, Some(charge))
     });
-    let inside_window = row.charge_at.zip(at).map(|(charge, at)| {
-        policy.effective(Some(kind), row.jurisdiction.as_deref()).window.contains(charge, at)
-    });
+    let inside_window = row
+        .charge_at
+        .zip(at)
+        .map(|(charge, at)| policy.effective(Some(kind), jurisdiction).window.contains(charge, at));
     NoticeEvidence {
         notice_key: row.key.as_str().to_owned(),
         kind: kind.to_owned(),

@@ -13,6 +13,7 @@ pub(crate) mod quarantine;
 pub(crate) mod replay;
 pub(crate) mod send;
 pub(crate) mod show;
+pub(crate) mod validate;
 pub(crate) mod windows;
 pub(crate) mod withdraw;
 

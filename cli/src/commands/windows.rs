@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use notice_ledger::policy::{Effective, Side};
+use notice_ledger::jurisdiction;
+use notice_ledger::policy::{Effective, OtherKinds, Side};
 use notice_ledger::{Kind, WindowPolicy};
 use serde::Serialize;
 
@@ -118,6 +119,8 @@ struct WindowsReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     charge_at: Option<DateTime<Utc>>,
     windows: Vec<WindowView>,
+    /// What a job of a kind the policy does not list gets.
+    other_kinds: &'static str,
     notes: Vec<Note>,
 }
 
@@ -163,6 +166,7 @@ fn render(r: &WindowsReport) -> String {
             c.to_rfc3339()
         ));
     }
+    out.push_str(&format!("\nother kinds: {}\n", r.other_kinds));
     if !r.notes.is_empty() {
         out.push_str("\nnotes in the policy:\n");
         for n in &r.notes {
@@ -187,15 +191,27 @@ pub(crate) fn run(args: WindowsArgs) -> anyhow::Result<ExitCode> {
     for k in &args.kinds {
         Kind::parse(k).with_context(|| format!("--kind {k:?}"))?;
     }
+    let refuses_others = policy.other_kinds() == OtherKinds::Refuse;
+    for k in &args.kinds {
+        policy.check_kind(k).with_context(|| format!("--kind {k:?}: the sender refuses this kind"))?;
+    }
     let kinds: Vec<Option<&str>> = if args.kinds.is_empty() {
-        policy.kinds().into_iter().map(Some).chain([None]).collect()
+        // "Other kinds" only where the policy gives them a window: otherwise they are refused.
+        let others = (!refuses_others).then_some(None);
+        policy.kinds().into_iter().map(Some).chain(others).collect()
     } else {
         args.kinds.iter().map(|k| Some(k.as_str())).collect()
     };
-    let jurisdictions: Vec<Option<&str>> = if args.jurisdictions.is_empty() {
+    // As jobs are read: any case, kept in upper case; anything else is not a jurisdiction.
+    let requested: Vec<String> = args
+        .jurisdictions
+        .iter()
+        .map(|j| jurisdiction::normalise(j).with_context(|| format!("--jurisdiction {j:?}")))
+        .collect::<anyhow::Result<_>>()?;
+    let jurisdictions: Vec<Option<&str>> = if requested.is_empty() {
         std::iter::once(None).chain(policy.jurisdictions().into_iter().map(Some)).collect()
     } else {
-        args.jurisdictions.iter().map(|j| Some(j.as_str())).collect()
+        requested.iter().map(|j| Some(j.as_str())).collect()
     };
     let mut windows = Vec::new();
     for kind in &kinds {
@@ -208,7 +224,12 @@ pub(crate) fn run(args: WindowsArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|(path, description)| Note { path: path.clone(), description: description.clone() })
         .collect();
-    let report = WindowsReport { source, charge_at, windows, notes };
+    let other_kinds = if refuses_others {
+        "refused as invalid: the policy lists its kinds (\"other_kinds\": \"default\" gives them `default`)"
+    } else {
+        "the `default` window"
+    };
+    let report = WindowsReport { source, charge_at, windows, other_kinds, notes };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -550,10 +550,14 @@ pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
 /// own numbers are found in Logs Insights by the property (docs/metrics.md).
 fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Value> {
     let function = app.function_name.as_str();
-    let mut documents = vec![app.sender.metrics().drain().to_emf(function, now_ms)];
+    let snapshot = app.sender.metrics().drain();
+    let mut documents = vec![snapshot.to_emf(function, now_ms)];
+    documents.extend(snapshot.unlisted_jurisdiction_emf(function, now_ms));
     let batches = batches.0.into_inner().unwrap_or_else(|p| p.into_inner());
     for (batch, metrics) in batches {
-        documents.push(metrics.drain().to_emf_for_batch(function, now_ms, &batch));
+        let snapshot = metrics.drain();
+        documents.push(snapshot.to_emf_for_batch(function, now_ms, &batch));
+        documents.extend(snapshot.unlisted_jurisdiction_emf(function, now_ms));
     }
     let refusals = std::mem::take(&mut *app.refusals.lock().unwrap_or_else(|p| p.into_inner()));
     for (reason, count) in refusals {

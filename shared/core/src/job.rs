@@ -17,7 +17,7 @@ pub const MAX_EMAIL_LEN: usize = crate::address::MAX_ADDRESS_LEN;
 /// needs a plan name and an amount, so anything near that is a producer bug or an attack on the
 /// renderer and the ledger's digest.
 pub const MAX_TEMPLATE_DATA_BYTES: usize = 16 * 1024;
-/// Longest accepted jurisdiction or locale code.
+/// Longest accepted locale code.
 pub const MAX_CODE_LEN: usize = 32;
 
 /// A validated reminder job.
@@ -53,7 +53,7 @@ impl Job {
             .map_err(|_| InvalidJob::new("charge_at", "must be an RFC 3339 timestamp"))?
             .with_timezone(&Utc);
 
-        let jurisdiction = optional_code(obj, "jurisdiction")?;
+        let jurisdiction = jurisdiction(obj)?;
         let locale = optional_code(obj, "locale")?;
         let template_data = match obj.get("template_data") {
             None | Some(Value::Null) => Map::new(),
@@ -242,6 +242,17 @@ fn required_str<'a>(obj: &'a Map<String, Value>, field: &'static str) -> Result<
         None | Some(Value::Null) => Err(InvalidJob::new(field, "is required")),
         Some(Value::String(s)) => Ok(s),
         Some(_) => Err(InvalidJob::new(field, "must be a string")),
+    }
+}
+
+/// `jurisdiction`: an ISO 3166 code in any case, kept in upper case (see [`crate::jurisdiction`]).
+fn jurisdiction(obj: &Map<String, Value>) -> Result<Option<String>, InvalidJob> {
+    match obj.get("jurisdiction") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => crate::jurisdiction::normalise(s).map(Some).map_err(|e| {
+            InvalidJob::new("jurisdiction", format!("must be an ISO 3166 country or subdivision code: {e}"))
+        }),
+        Some(_) => Err(InvalidJob::new("jurisdiction", "must be a string")),
     }
 }
 

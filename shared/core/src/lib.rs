@@ -13,7 +13,7 @@
 //! shared/core (this crate)    domain + ports + local adapters
 //! ```
 //!
-//! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`policy`] (send
+//! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
 //! windows), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
 //! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`]; ports
 //! with their local adapters: [`ledger`] (+ `ledger::memory`), [`mailer`] (+ `mailer::outbox`),
@@ -27,6 +27,7 @@ pub mod error;
 pub mod faults;
 pub mod identity;
 pub mod job;
+pub mod jurisdiction;
 pub mod ledger;
 pub mod links;
 pub mod mailer;

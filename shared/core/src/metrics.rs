@@ -1,6 +1,7 @@
 //! Metric hooks. The core counts; adapters publish (the Lambdas as one CloudWatch EMF document per
 //! invocation, `noticectl` as its summary).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -16,6 +17,7 @@ macro_rules! counters {
         pub struct Metrics {
             $(pub $field: AtomicU64,)*
             claim_to_commit_ms: Mutex<Vec<f64>>,
+            unlisted_jurisdictions: Mutex<BTreeMap<String, u64>>,
         }
 
         /// A drained copy of [`Metrics`].
@@ -23,6 +25,8 @@ macro_rules! counters {
         pub struct MetricsSnapshot {
             $(pub $field: u64,)*
             pub claim_to_commit_ms: Vec<f64>,
+            /// `UnlistedJurisdiction`, by jurisdiction.
+            pub unlisted_jurisdictions: BTreeMap<String, u64>,
         }
 
         impl Metrics {
@@ -31,6 +35,7 @@ macro_rules! counters {
                 MetricsSnapshot {
                     $($field: self.$field.swap(0, Ordering::Relaxed),)*
                     claim_to_commit_ms: std::mem::take(&mut *self.latencies()),
+                    unlisted_jurisdictions: std::mem::take(&mut *self.unlisted()),
                 }
             }
         }
@@ -65,6 +70,8 @@ counters! {
     configuration_errors => "ProviderConfigurationErrors",
     withdrawn => "NoticesWithdrawn",
     withdraw_too_late => "WithdrawTooLate",
+    unknown_kind => "UnknownKind",
+    missing_content => "MissingRequiredContent",
 }
 
 impl Metrics {
@@ -78,6 +85,16 @@ impl Metrics {
 
     fn latencies(&self) -> std::sync::MutexGuard<'_, Vec<f64>> {
         self.claim_to_commit_ms.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A notice from a (valid) jurisdiction the windows policy does not name: it got its kind's
+    /// window. Counted by jurisdiction, so an operator sees which laws the policy does not cover.
+    pub fn count_unlisted_jurisdiction(&self, jurisdiction: &str) {
+        *self.unlisted().entry(jurisdiction.to_owned()).or_default() += 1;
+    }
+
+    fn unlisted(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
+        self.unlisted_jurisdictions.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -117,12 +134,40 @@ impl MetricsSnapshot {
 /// `Function` (what the alarm reads; the reasons' documents add up there) and under
 /// `Function` + `Reason` (what the dashboard splits by).
 pub fn parking_refused_emf(function: &str, timestamp_ms: i64, reason: &str, count: u64) -> Value {
-    let mut doc = emf_document(function, timestamp_ms, [("ParkingRefused", "Count", json!(count))]);
+    split_emf(function, timestamp_ms, "ParkingRefused", ("Reason", reason), count)
+}
+
+/// One count of `metric` under `Function` and under `Function` + the given dimension.
+fn split_emf(
+    function: &str,
+    timestamp_ms: i64,
+    metric: &str,
+    (dimension, value): (&str, &str),
+    count: u64,
+) -> Value {
+    let mut doc = emf_document(function, timestamp_ms, [(metric, "Count", json!(count))]);
     if let Value::Object(map) = &mut doc {
-        map.insert("Reason".into(), json!(reason));
-        map["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = json!([["Function"], ["Function", "Reason"]]);
+        map.insert(dimension.into(), json!(value));
+        map["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = json!([["Function"], ["Function", dimension]]);
     }
     doc
+}
+
+/// `UnlistedJurisdiction` for one jurisdiction: under `Function` (the total an alarm or a widget
+/// reads) and `Function` + `Jurisdiction` (which laws the policy does not cover). ISO 3166 codes
+/// only (validated on the job), so the dimension's values stay bounded.
+pub fn unlisted_jurisdiction_emf(function: &str, timestamp_ms: i64, jurisdiction: &str, count: u64) -> Value {
+    split_emf(function, timestamp_ms, "UnlistedJurisdiction", ("Jurisdiction", jurisdiction), count)
+}
+
+impl MetricsSnapshot {
+    /// One `UnlistedJurisdiction` document per jurisdiction counted.
+    pub fn unlisted_jurisdiction_emf(&self, function: &str, timestamp_ms: i64) -> Vec<Value> {
+        self.unlisted_jurisdictions
+            .iter()
+            .map(|(j, n)| unlisted_jurisdiction_emf(function, timestamp_ms, j, *n))
+            .collect()
+    }
 }
 
 /// Builds an EMF document with one dimension, `Function`.

@@ -99,8 +99,16 @@ impl Renderer {
     }
 
     fn context(&self, job: &Job) -> Value {
-        let mut ctx: Map<String, Value> = job.template_data.clone();
+        let mut ctx = self.variables(job);
         ctx.entry("plan_name").or_insert_with(|| Value::String("subscription".into()));
+        Value::Object(ctx)
+    }
+
+    /// The template variables as the job supplies them (its `template_data` and the values derived
+    /// from it), before any built-in default: what a policy's `requires` is checked against, so a
+    /// default text never stands in for content a law requires.
+    pub fn variables(&self, job: &Job) -> Map<String, Value> {
+        let mut ctx: Map<String, Value> = job.template_data.clone();
         let id = &job.identity;
         for (k, v) in [
             ("charge_at", Value::String(job.charge_at.to_rfc3339())),
@@ -113,7 +121,7 @@ impl Renderer {
         ] {
             ctx.insert(k.to_owned(), v);
         }
-        Value::Object(ctx)
+        ctx
     }
 }
 

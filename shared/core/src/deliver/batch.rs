@@ -75,6 +75,8 @@ impl NoticeSender {
                 Ok(Message::Send(job)) => Some(job),
                 _ => None, // withdraws take no token; invalid bodies are reported per record
             })
+            // A job the policy refuses takes no token: it is reported per record as invalid.
+            .filter(|job| self.refusal(job).is_none())
             .filter(|job| matches!(self.policy.decide(job, now), WindowDecision::Send { .. }))
             .map(|job| (job.key(&self.secret), job))
             .collect();

@@ -56,7 +56,7 @@ use crate::ledger::{
 };
 use crate::mailer::{Mailer, NotAccepted, SendResult};
 use crate::metrics::Metrics;
-use crate::policy::{WindowDecision, WindowPolicy};
+use crate::policy::{Refusal, WindowDecision, WindowPolicy};
 use crate::rate::{Admission, RateGate, RateScope, TokenRequest};
 use crate::render::Renderer;
 
@@ -204,6 +204,9 @@ impl NoticeSender {
         now: DateTime<Utc>,
         m: &Metrics,
     ) -> Outcome {
+        if let Err(unknown) = self.policy.check_kind(withdrawal.identity.kind().as_str()) {
+            return invalid_by_policy(Refusal::UnknownKind(unknown), m);
+        }
         let req = WithdrawRequest::new(withdrawal, key.clone(), Origin::Worker, "producer", now);
         let held = match self.ledger.withdraw(&req).await {
             Ok(None) => {
@@ -261,11 +264,24 @@ impl NoticeSender {
         m: &Metrics,
         prefetched: Option<&Prefetched>,
     ) -> Outcome {
+        // ── POLICY ── a kind the policy does not know, or content its law requires missing: invalid
+        // input, refused before any window is worked out (a misspelled kind must not get the
+        // default window), so nothing is claimed and the message is dead-lettered with the reason.
+        if let Some(refusal) = self.refusal(job) {
+            return invalid_by_policy(refusal, m);
+        }
         let decision = self.policy.decide(job, now);
         if let WindowDecision::Defer { until, closes_at } = decision {
             // Early jobs are turned away before any ledger work (or digest) is spent on them.
             Metrics::incr(&m.deferred);
             return Outcome::Deferred { until, closes_at };
+        }
+        if let Some(j) = job.jurisdiction.as_deref().filter(|j| !self.policy.names_jurisdiction(j)) {
+            m.count_unlisted_jurisdiction(j);
+            info!(
+                jurisdiction = j,
+                "jurisdiction not named by the windows policy: the kind's own window applies"
+            );
         }
         let req = ClaimRequest::for_job(job, key.clone(), now);
         if let WindowDecision::Missed { closed_at } = decision {
@@ -366,6 +382,12 @@ impl NoticeSender {
             m.observe_claim_to_commit(claim_started.elapsed().as_secs_f64() * 1000.0);
         }
         outcome
+    }
+
+    /// Why the policy refuses `job` before any window: an unknown kind, or required content
+    /// missing from the job's own variables. `None`: admitted.
+    pub(crate) fn refusal(&self, job: &Job) -> Option<Refusal> {
+        self.policy.admit(job, || self.renderer.variables(job)).err()
     }
 
     /// Takes a token for the recipient's domain (the batch's, when it took one for this key);
@@ -564,4 +586,17 @@ impl NoticeSender {
         }
         Some(self.budget.send_timeout.min(left / 2))
     }
+}
+
+/// A message the policy refuses: counted (`InvalidJobs`, and `UnknownKind` or
+/// `MissingRequiredContent`), logged with the reason, answered as invalid input.
+fn invalid_by_policy(refusal: Refusal, m: &Metrics) -> Outcome {
+    Metrics::incr(&m.invalid_jobs);
+    match &refusal {
+        Refusal::UnknownKind(_) => Metrics::incr(&m.unknown_kind),
+        Refusal::MissingContent(_) => Metrics::incr(&m.missing_content),
+    }
+    let invalid = crate::error::InvalidJob::from(refusal);
+    warn!(field = invalid.field, error = %invalid, "refused by the windows policy: nothing claimed or sent");
+    Outcome::Invalid(invalid)
 }

@@ -20,8 +20,14 @@
 //! jurisdiction's per-kind entry overrides its general bounds field by field, and
 //! `jurisdiction_floors_hours.J` is shorthand for `jurisdictions.J.closes_at_least_hours_before`.
 //! Every combination must leave a non-empty window, checked at start-up ([`WindowPolicy::validate`]).
-//! Files: this one holds the model and the decision; `parse.rs` reads the JSON, naming the field
-//! path of anything wrong.
+//!
+//! Before any window: once the policy lists kinds, an unlisted kind is refused as invalid
+//! (`"other_kinds": "default"` keeps the older behaviour), and `requires` names the template
+//! variables a notice must carry (`admit.rs`). Jurisdictions are ISO 3166 codes in upper case,
+//! as jobs are normalised to ([`crate::jurisdiction`]).
+//!
+//! Files: this one holds the model and the decision; `admit.rs` the refusals before it;
+//! `parse.rs` reads the JSON, naming the field path of anything wrong.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,7 +36,10 @@ use chrono::{DateTime, Duration, Utc};
 use crate::error::ConfigError;
 use crate::job::Job;
 
+mod admit;
 mod parse;
+
+pub use admit::{MissingContent, OtherKinds, Refusal, Requirement, UnknownKind};
 
 /// Where a window opens and closes, counted back from the charge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +173,10 @@ pub struct WindowPolicy {
     /// Free-text notes (`description` fields) by their path: ignored by the decision, shown by
     /// `noticectl windows` so a reviewed policy can carry its references.
     descriptions: Vec<(String, String)>,
+    /// Kinds the policy does not list: refused, or given `default` (see `admit.rs`).
+    other_kinds: OtherKinds,
+    /// `requires` of every entry that has one (see `admit.rs`).
+    requires: BTreeMap<admit::Scope, Vec<String>>,
 }
 
 fn invalid(reason: String) -> ConfigError {
@@ -183,6 +196,12 @@ impl WindowPolicy {
     /// never send is a configuration error, found at start-up rather than as a stream of missed
     /// notices. A jurisdiction's ceiling must also lie above its floor.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.other_kinds == OtherKinds::Refuse && self.kinds().is_empty() {
+            return Err(invalid(
+                "`other_kinds` is \"refuse\" but the policy lists no kinds: it would refuse every job"
+                    .to_owned(),
+            ));
+        }
         for (j, rules) in &self.jurisdictions {
             let general_floor = rules
                 .bounds

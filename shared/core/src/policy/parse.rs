@@ -7,16 +7,20 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{invalid, Bounds, JurisdictionRules, Window, WindowPolicy};
+use super::admit::Scope;
+use super::{invalid, Bounds, JurisdictionRules, OtherKinds, Window, WindowPolicy};
 use crate::error::ConfigError;
 use crate::identity::Kind;
-use crate::job::MAX_CODE_LEN;
 
-const TOP: &[&str] = &["default", "kinds", "jurisdictions", "jurisdiction_floors_hours", "description"];
-const WINDOW: &[&str] = &["opens_hours_before", "closes_hours_before"];
+const TOP: &[&str] =
+    &["default", "kinds", "jurisdictions", "jurisdiction_floors_hours", "other_kinds", "description"];
+const WINDOW: &[&str] = &["opens_hours_before", "closes_hours_before", "requires", "description"];
 const JURISDICTION: &[&str] =
-    &["opens_at_most_hours_before", "closes_at_least_hours_before", "kinds", "description"];
-const KIND_BOUNDS: &[&str] = &["opens_at_most_hours_before", "closes_at_least_hours_before", "description"];
+    &["opens_at_most_hours_before", "closes_at_least_hours_before", "kinds", "requires", "description"];
+const KIND_BOUNDS: &[&str] =
+    &["opens_at_most_hours_before", "closes_at_least_hours_before", "requires", "description"];
+/// Longest template variable name `requires` accepts.
+const MAX_VARIABLE_LEN: usize = 64;
 
 pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
     let value: Value = serde_json::from_str(text).map_err(|e| invalid(format!("is not valid JSON: {e}")))?;
@@ -25,13 +29,16 @@ pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
     let mut policy = WindowPolicy::default();
     note(top, "", &mut policy.descriptions)?;
     if let Some(v) = present(top, "default") {
-        policy.default = window(v, "default")?;
+        policy.default = window(v, "default", &mut policy)?;
+        requires(object(v, "default")?, "default", Scope::Default, &mut policy.requires)?;
     }
     if let Some(v) = present(top, "kinds") {
         for (kind, w) in object(v, "kinds")? {
             let path = format!("kinds.{kind}");
             kind_name(kind, &path)?;
-            policy.kinds.insert(kind.clone(), window(w, &path)?);
+            let parsed = window(w, &path, &mut policy)?;
+            requires(object(w, &path)?, &path, Scope::Kind(kind.clone()), &mut policy.requires)?;
+            policy.kinds.insert(kind.clone(), parsed);
         }
     }
     if let Some(v) = present(top, "jurisdiction_floors_hours") {
@@ -45,7 +52,7 @@ pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
         for (j, entry) in object(v, "jurisdictions")? {
             let path = format!("jurisdictions.{j}");
             code(j, &path)?;
-            let rules = jurisdiction(entry, &path, &mut policy.descriptions)?;
+            let rules = jurisdiction(entry, j, &path, &mut policy)?;
             if rules.bounds.closes_at_least_hours_before.is_some()
                 && policy.jurisdiction_floors_hours.contains_key(j)
             {
@@ -57,17 +64,31 @@ pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
             policy.jurisdictions.insert(j.clone(), rules);
         }
     }
+    policy.other_kinds = match present(top, "other_kinds") {
+        None if policy.kinds().is_empty() => OtherKinds::Default,
+        None => OtherKinds::Refuse,
+        Some(Value::String(s)) if s == "refuse" => OtherKinds::Refuse,
+        Some(Value::String(s)) if s == "default" => OtherKinds::Default,
+        Some(other) => {
+            return Err(invalid(format!(
+                "`other_kinds` must be \"refuse\" (unlisted kinds are invalid) or \"default\" (they get the \
+                 `default` window), not {other}"
+            )))
+        }
+    };
     Ok(policy)
 }
 
 fn jurisdiction(
     value: &Value,
+    j: &str,
     path: &str,
-    notes: &mut Vec<(String, String)>,
+    policy: &mut WindowPolicy,
 ) -> Result<JurisdictionRules, ConfigError> {
     let map = object(value, path)?;
     known(map, path, JURISDICTION)?;
-    note(map, path, notes)?;
+    note(map, path, &mut policy.descriptions)?;
+    requires(map, path, Scope::Jurisdiction(j.to_owned()), &mut policy.requires)?;
     let mut rules = JurisdictionRules { bounds: bounds(map, path)?, kinds: BTreeMap::new() };
     if let Some(v) = present(map, "kinds") {
         let kinds_path = format!("{path}.kinds");
@@ -76,7 +97,9 @@ fn jurisdiction(
             kind_name(kind, &kind_path)?;
             let entry_map = object(entry, &kind_path)?;
             known(entry_map, &kind_path, KIND_BOUNDS)?;
-            note(entry_map, &kind_path, notes)?;
+            note(entry_map, &kind_path, &mut policy.descriptions)?;
+            let scope = Scope::JurisdictionKind(j.to_owned(), kind.clone());
+            requires(entry_map, &kind_path, scope, &mut policy.requires)?;
             rules.kinds.insert(kind.clone(), bounds(entry_map, &kind_path)?);
         }
     }
@@ -91,9 +114,10 @@ fn bounds(map: &Map<String, Value>, path: &str) -> Result<Bounds, ConfigError> {
     })
 }
 
-fn window(value: &Value, path: &str) -> Result<Window, ConfigError> {
+fn window(value: &Value, path: &str, policy: &mut WindowPolicy) -> Result<Window, ConfigError> {
     let map = object(value, path)?;
     known(map, path, WINDOW)?;
+    note(map, path, &mut policy.descriptions)?;
     let field = |name: &str| {
         let field_path = format!("{path}.{name}");
         let v = present(map, name).ok_or_else(|| invalid(format!("`{field_path}` is required")))?;
@@ -140,18 +164,60 @@ fn kind_name(kind: &str, path: &str) -> Result<(), ConfigError> {
         .map_err(|e| invalid(format!("`{path}`: {kind:?} is not a notice kind: {}", e.reason)))
 }
 
-/// A jurisdiction code as jobs carry it (`[A-Za-z0-9_-]`, at most 32): anything else could never match.
+/// A jurisdiction as jobs are normalised to: an ISO 3166 code, in upper case. A lower-case key
+/// is refused rather than folded, so the file reads exactly as the windows it gives.
 fn code(j: &str, path: &str) -> Result<(), ConfigError> {
-    let ok = !j.is_empty()
-        && j.len() <= MAX_CODE_LEN
-        && j.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "`{path}`: {j:?} is not a jurisdiction code (1 to {MAX_CODE_LEN} of [A-Za-z0-9_-], as jobs carry it)"
-        )))
+    match crate::jurisdiction::normalise(j) {
+        Ok(canonical) if canonical == j => Ok(()),
+        Ok(canonical) => {
+            Err(invalid(format!("`{path}`: write the jurisdiction code in upper case, as `{canonical}`")))
+        }
+        Err(e) => Err(invalid(format!("`{path}`: {e}"))),
     }
+}
+
+/// An optional `requires`: a list of template variable names, each at most once.
+fn requires(
+    map: &Map<String, Value>,
+    path: &str,
+    scope: Scope,
+    into: &mut BTreeMap<Scope, Vec<String>>,
+) -> Result<(), ConfigError> {
+    let Some(value) = present(map, "requires") else { return Ok(()) };
+    let field = join(path, "requires");
+    let Value::Array(items) = value else {
+        return Err(invalid(format!(
+            "`{field}` must be a list of template variable names, not {}",
+            kind_of(value)
+        )));
+    };
+    let mut names: Vec<String> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let Value::String(name) = item else {
+            return Err(invalid(format!(
+                "`{field}[{i}]` must be a template variable name, not {}",
+                kind_of(item)
+            )));
+        };
+        let ok = !name.is_empty()
+            && name.len() <= MAX_VARIABLE_LEN
+            && name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(invalid(format!(
+                "`{field}[{i}]`: {name:?} is not a template variable name (a letter or `_`, then letters, \
+                 digits or `_`; at most {MAX_VARIABLE_LEN})"
+            )));
+        }
+        if names.contains(name) {
+            return Err(invalid(format!("`{field}` lists {name:?} twice")));
+        }
+        names.push(name.clone());
+    }
+    if !names.is_empty() {
+        into.insert(scope, names);
+    }
+    Ok(())
 }
 
 fn object<'v>(value: &'v Value, path: &str) -> Result<&'v Map<String, Value>, ConfigError> {

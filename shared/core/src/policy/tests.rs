@@ -167,10 +167,10 @@ fn every_kind_in_every_jurisdiction() {
 fn a_bound_only_narrows_a_window() {
     // A ceiling above the kind's opening and a floor below its close change nothing.
     let p = WindowPolicy::from_json(
-        r#"{"jurisdictions":{"XX":{"opens_at_most_hours_before":500,"closes_at_least_hours_before":1}}}"#,
+        r#"{"jurisdictions":{"BR":{"opens_at_most_hours_before":500,"closes_at_least_hours_before":1}}}"#,
     )
     .unwrap();
-    let e = p.effective(Some("k"), Some("XX"));
+    let e = p.effective(Some("k"), Some("BR"));
     assert_eq!(
         (e.window, e.opens_from, e.closes_from),
         (w(72, 24), BoundSource::Default, BoundSource::Default)
@@ -200,8 +200,8 @@ fn decisions_follow_the_jurisdiction_bounds_on_both_sides() {
 
 #[test]
 fn empty_windows_are_start_up_errors_naming_kind_and_jurisdiction() {
-    let e = err(r#"{"jurisdiction_floors_hours":{"XX":72}}"#);
-    assert!(e.contains("empty") && e.contains("jurisdiction `XX`") && e.contains("`default`"), "{e}");
+    let e = err(r#"{"jurisdiction_floors_hours":{"BR":72}}"#);
+    assert!(e.contains("empty") && e.contains("jurisdiction `BR`") && e.contains("`default`"), "{e}");
     let e = err(r#"{"default":{"opens_hours_before":24,"closes_hours_before":24}}"#);
     assert!(e.contains("empty") && e.contains("no jurisdiction"), "{e}");
     // A general bound that empties the default window (the issue's own example shape).
@@ -231,11 +231,11 @@ fn a_ceiling_at_or_below_the_floor_is_an_error_naming_the_field() {
         "{e}"
     );
     let e = err(
-        r#"{"jurisdictions":{"XX":{"opens_at_most_hours_before":40}}, "jurisdiction_floors_hours":{"XX":40}}"#,
+        r#"{"jurisdictions":{"BR":{"opens_at_most_hours_before":40}}, "jurisdiction_floors_hours":{"BR":40}}"#,
     );
     assert!(
-        e.contains("`jurisdictions.XX.opens_at_most_hours_before`")
-            && e.contains("`jurisdiction_floors_hours.XX`"),
+        e.contains("`jurisdictions.BR.opens_at_most_hours_before`")
+            && e.contains("`jurisdiction_floors_hours.BR`"),
         "{e}"
     );
 }
@@ -288,7 +288,7 @@ fn other_shapes_are_refused_plainly() {
     assert!(err("{").contains("not valid JSON"));
     assert!(err(r#"{"kinds":{"Annual":{"opens_hours_before":72,"closes_hours_before":24}}}"#)
         .contains("`kinds.Annual`"));
-    assert!(err(r#"{"jurisdictions":{"US CA":{}}}"#).contains("not a jurisdiction code"));
+    assert!(err(r#"{"jurisdictions":{"US CA":{}}}"#).contains("not an ISO 3166-1 alpha-2 country"));
     assert!(err(r#"{"description":7}"#).contains("`description` must be a string"));
     let e = err(
         r#"{"jurisdictions":{"US-NY":{"closes_at_least_hours_before":48}},"jurisdiction_floors_hours":{"US-NY":48}}"#,
@@ -313,4 +313,179 @@ fn the_example_policy_is_valid() {
     assert_eq!(p.effective(Some("annual_renewal"), Some("US-CA")).window, w(1080, 360));
     assert_eq!(p.effective(Some("trial_conversion"), Some("US-CA")).window, w(504, 72));
     assert!(!p.descriptions().is_empty(), "the example carries its references and its caveat");
+}
+
+#[test]
+fn the_example_policy_bounds_price_changes_in_california_and_new_york() {
+    let p = WindowPolicy::from_json(include_str!("../../../../docs/windows/us-ca-arl.json")).unwrap();
+    assert_eq!(p.other_kinds(), OtherKinds::Refuse, "the example lists its kinds: others are refused");
+    assert_eq!(p.effective(Some("price_change"), None).window, w(720, 120));
+    assert_eq!(p.effective(Some("price_change"), Some("US-CA")).window, w(720, 168), "CA: 30 to 7 days");
+    assert_eq!(p.effective(Some("price_change"), Some("US-NY")).window, w(720, 120), "NY: 30 to 5 days");
+    let ca: Vec<String> =
+        p.requirements("annual_renewal", Some("US-CA")).into_iter().map(|r| r.variable).collect();
+    assert_eq!(ca, ["plan_name", "amount", "charge_date", "manage_url"]);
+    assert!(p.requirements("renewal_notice_t72", Some("US-CA")).is_empty());
+}
+
+/// A policy that lists two kinds, requires content in California, and one that accepts others.
+const STRICT: &str = r#"{
+  "default": {"opens_hours_before": 72, "closes_hours_before": 24, "requires": ["manage_url"]},
+  "kinds": {"annual_renewal": {"opens_hours_before": 1440, "closes_hours_before": 168, "requires": ["amount"]}},
+  "jurisdictions": {
+    "US-CA": {"requires": ["charge_date", "amount"],
+              "kinds": {"trial_conversion": {"closes_at_least_hours_before": 48, "requires": ["plan_name"]}}}}
+}"#;
+
+#[test]
+fn a_policy_that_lists_kinds_refuses_others_naming_the_closest() {
+    let p = WindowPolicy::from_json(STRICT).unwrap();
+    assert_eq!(p.other_kinds(), OtherKinds::Refuse);
+    assert_eq!(p.check_kind("annual_renewal"), Ok(()));
+    assert_eq!(p.check_kind("trial_conversion"), Ok(()), "a kind named only under a jurisdiction is known");
+    let e = p.check_kind("annual_renewl").unwrap_err();
+    assert_eq!(e.suggestion.as_deref(), Some("annual_renewal"));
+    assert_eq!(
+        e.to_string(),
+        r#"names an unknown kind "annual_renewl" (did you mean "annual_renewal"?); the policy knows: annual_renewal, trial_conversion"#
+    );
+    let far = p.check_kind("welcome_email").unwrap_err();
+    assert_eq!(far.suggestion, None, "nothing close: no guess");
+    let invalid: crate::InvalidJob = far.into();
+    assert_eq!(invalid.field, "kind");
+
+    let lenient = STRICT.replacen('{', r#"{"other_kinds": "default","#, 1);
+    let p = WindowPolicy::from_json(&lenient).unwrap();
+    assert_eq!(p.check_kind("welcome_email"), Ok(()), "other_kinds: default keeps the old behaviour");
+    assert_eq!(p.effective(Some("welcome_email"), None).window, w(72, 24));
+    assert_eq!(WindowPolicy::default().check_kind("anything_at_all"), Ok(()), "the built-in policy");
+    let floors_only = WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"US-NY":48}}"#).unwrap();
+    assert_eq!(floors_only.check_kind("anything_at_all"), Ok(()), "a policy naming no kinds");
+
+    let e = err(r#"{"other_kinds":"refuse"}"#);
+    assert!(e.contains("lists no kinds"), "{e}");
+    let e = err(r#"{"other_kinds":"ignore","kinds":{"k":{"opens_hours_before":2,"closes_hours_before":1}}}"#);
+    assert!(e.contains("`other_kinds` must be"), "{e}");
+}
+
+#[test]
+fn requirements_add_up_and_name_the_field_that_requires_them() {
+    let p = WindowPolicy::from_json(STRICT).unwrap();
+    let of = |kind, j| {
+        p.requirements(kind, j)
+            .into_iter()
+            .map(|r| format!("{} ({})", r.variable, r.path))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("renewal", None), ["manage_url (default.requires)"]);
+    assert_eq!(
+        of("annual_renewal", None),
+        ["manage_url (default.requires)", "amount (kinds.annual_renewal.requires)"]
+    );
+    assert_eq!(
+        of("trial_conversion", Some("US-CA")),
+        [
+            "manage_url (default.requires)",
+            "charge_date (jurisdictions.US-CA.requires)",
+            "amount (jurisdictions.US-CA.requires)",
+            "plan_name (jurisdictions.US-CA.kinds.trial_conversion.requires)",
+        ]
+    );
+    assert_eq!(of("trial_conversion", Some("US-NY")), ["manage_url (default.requires)"]);
+}
+
+#[test]
+fn missing_or_empty_content_is_refused_and_defaults_never_stand_in() {
+    let p = WindowPolicy::from_json(STRICT).unwrap();
+    let job = job(Some("us-ca"), "trial_conversion");
+    let vars = |pairs: serde_json::Value| pairs.as_object().cloned().unwrap();
+    let full = vars(serde_json::json!({"manage_url": "https://m", "charge_date": "1 Oct", "amount": "9 USD",
+        "plan_name": "Tea"}));
+    assert_eq!(p.check_content(&job, &full), Ok(()));
+    for (missing, value) in [
+        ("plan_name", serde_json::Value::Null),
+        ("amount", serde_json::json!("  ")),
+        ("amount", serde_json::json!({})),
+        ("charge_date", serde_json::json!([])),
+    ] {
+        let mut v = full.clone();
+        v.insert(missing.into(), value.clone());
+        let e = p.check_content(&job, &v).unwrap_err();
+        assert_eq!(e.variable, missing, "{value}");
+        assert_eq!(e.jurisdiction.as_deref(), Some("US-CA"));
+        let text = crate::InvalidJob::from(e).to_string();
+        assert!(
+            text.contains(missing) && text.contains("trial_conversion") && text.contains("US-CA"),
+            "{text}"
+        );
+    }
+    let mut v = full.clone();
+    v.remove("plan_name");
+    let e = p.check_content(&job, &v).unwrap_err();
+    assert_eq!(e.path, "jurisdictions.US-CA.kinds.trial_conversion.requires");
+    assert_eq!(
+        e.to_string(),
+        r#"has no "plan_name" (missing or empty), which a notice of kind trial_conversion in US-CA must carry (`jurisdictions.US-CA.kinds.trial_conversion.requires`)"#
+    );
+    // `admit` asks for the variables only when something is required.
+    let none_required = WindowPolicy::default();
+    assert_eq!(none_required.admit(&job, || unreachable!("no requirement: no variables built")), Ok(()));
+    assert!(matches!(p.admit(&job, serde_json::Map::new), Err(Refusal::MissingContent(_))));
+    let unknown = self::job(None, "annual_renewl");
+    assert!(matches!(p.admit(&unknown, || full.clone()), Err(Refusal::UnknownKind(_))));
+}
+
+#[test]
+fn requires_must_be_a_list_of_variable_names() {
+    for (json, expect) in [
+        (
+            r#"{"default":{"opens_hours_before":2,"closes_hours_before":1,"requires":"amount"}}"#,
+            "`default.requires` must be a list",
+        ),
+        (r#"{"jurisdictions":{"US-CA":{"requires":[7]}}}"#, "`jurisdictions.US-CA.requires[0]`"),
+        (r#"{"jurisdictions":{"US-CA":{"requires":["plan name"]}}}"#, "is not a template variable name"),
+        (r#"{"jurisdictions":{"US-CA":{"requires":["amount","amount"]}}}"#, "lists \"amount\" twice"),
+        (
+            r#"{"jurisdictions":{"US-CA":{"kinds":{"k":{"requires":["1x"]}}}}}"#,
+            "`jurisdictions.US-CA.kinds.k.requires[0]`",
+        ),
+    ] {
+        let e = err(json);
+        assert!(e.contains(expect), "{json}: {e}");
+    }
+}
+
+#[test]
+fn policy_jurisdictions_are_iso_codes_in_upper_case() {
+    let e = err(r#"{"jurisdictions":{"us-ca":{}}}"#);
+    assert!(e.contains("`jurisdictions.us-ca`") && e.contains("as `US-CA`"), "{e}");
+    let e = err(r#"{"jurisdiction_floors_hours":{"US-CAL":48}}"#);
+    assert!(e.contains("`jurisdiction_floors_hours.US-CAL`") && e.contains("ISO 3166-2"), "{e}");
+    let e = err(r#"{"jurisdictions":{"XX":{}}}"#);
+    assert!(e.contains("`jurisdictions.XX`") && e.contains("ISO 3166-1"), "{e}");
+    let p =
+        WindowPolicy::from_json(r#"{"jurisdiction_floors_hours":{"US-NY":48},"jurisdictions":{"DE":{}}}"#)
+            .unwrap();
+    assert!(p.names_jurisdiction("US-NY") && p.names_jurisdiction("DE"));
+    assert!(!p.names_jurisdiction("US-CA"));
+}
+
+proptest::proptest! {
+    /// A job's jurisdiction in any casing gets exactly the window of its upper-case code.
+    #[test]
+    fn any_casing_of_a_code_gives_the_same_window(
+        code in proptest::sample::select(vec!["US-CA", "US-NY", "FR", "DE-BY", "GB-ENG", "AU-NSW"]),
+        mask in proptest::collection::vec(proptest::bool::ANY, 6),
+        kind in proptest::sample::select(vec!["annual_renewal", "trial_conversion", "renewal"]),
+    ) {
+        let p = WindowPolicy::from_json(BOTH_SIDES).unwrap();
+        let cased: String = code
+            .chars()
+            .zip(mask.iter().chain(std::iter::repeat(&false)))
+            .map(|(c, lower)| if *lower { c.to_ascii_lowercase() } else { c })
+            .collect();
+        let j = job(Some(&cased), kind);
+        proptest::prop_assert_eq!(j.jurisdiction.as_deref(), Some(code));
+        proptest::prop_assert_eq!(p.window_for(&j), p.effective(Some(kind), Some(code)).window);
+    }
 }
