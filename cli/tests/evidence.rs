@@ -118,7 +118,7 @@ fn check(dir: &Path, env: &[(String, String)], ledger: &str, charge: DateTime<Ut
     let json_args: Vec<&str> = base.iter().copied().chain(["--json"]).collect();
     let doc: Value = serde_json::from_str(&ok(&noticectl(dir, env, &json_args))).unwrap();
     assert_eq!(doc["notices"].as_array().unwrap().len(), 3, "{doc:#}");
-    assert_eq!(doc["keys_looked_up"], 8, "the policy's two kinds × revisions 0-3");
+    assert_eq!(doc["keys_looked_up"], 16, "the policy's four kinds × revisions 0-3");
 
     let sent = notice(&doc, "annual_renewal", 0);
     assert_eq!(sent["state"], "sent");

@@ -13,20 +13,20 @@ fn main() {
     subdivisions.sort_unstable();
     subdivisions.dedup();
     let mut out = String::new();
-    let mut table = |name: &str, codes: &[&str]| {
-        let _ = writeln!(
-            out,
-            "/// {} codes, sorted.\npub(crate) static {name}: [&str; {}] = [",
-            codes.len(),
-            codes.len()
-        );
+    // Fixed-width byte arrays, NUL-padded: 2 bytes a country and 6 a subdivision, where a `&str`
+    // would cost 16 bytes of pointer and length besides its text.
+    let mut table = |name: &str, width: usize, codes: &[&str]| {
+        let _ = writeln!(out, "/// {} codes, sorted, NUL-padded to {width} bytes.", codes.len());
+        let _ = writeln!(out, "pub(crate) static {name}: [[u8; {width}]; {}] = [", codes.len());
         for code in codes {
-            let _ = writeln!(out, "    {code:?},");
+            assert!(code.len() <= width && code.is_ascii(), "unexpected code {code:?}");
+            let padded = format!("{code}{}", "\\0".repeat(width - code.len()));
+            let _ = writeln!(out, "    *b\"{padded}\",");
         }
         out.push_str("];\n");
     };
-    table("COUNTRIES", &countries);
-    table("SUBDIVISIONS", &subdivisions);
+    table("COUNTRIES", 2, &countries);
+    table("SUBDIVISIONS", 6, &subdivisions);
     let path = std::path::Path::new(&std::env::var("OUT_DIR").unwrap_or_default()).join("iso3166.rs");
     if let Err(e) = std::fs::write(&path, out) {
         panic!("cannot write {}: {e}", path.display());

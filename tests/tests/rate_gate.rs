@@ -144,7 +144,7 @@ async fn many_senders_never_exceed_a_domains_bucket_and_send_everything_once() {
                 }
                 // Copies that met a claim still in flight come back with the next round.
                 Outcome::Suppressed { .. } => suppressed += 1,
-                Outcome::InFlight { until } => {
+                Outcome::InFlight { until, .. } => {
                     assert!(*until > now);
                     suppressed += 1;
                 }

@@ -332,3 +332,42 @@ async fn an_unknown_kind_and_missing_required_content_are_dead_lettered_unclaime
         (Some("FR"), Some(1))
     );
 }
+
+/// Without a Scheduler a long wait hides on the queue — for what SQS accepts: its 12 hours count
+/// from the receive, so a hide of 43 200 s asked for after the receive is refused outright (the job
+/// would come back after the queue's own visibility timeout). The queue here hides for 1 s by
+/// default, so a refused hide shows within two seconds.
+#[tokio::test]
+async fn a_long_wait_without_a_scheduler_hides_for_what_sqs_accepts() {
+    let env = env().await;
+    let short = env
+        .moto
+        .sqs()
+        .await
+        .create_queue()
+        .queue_name("reminders-short-visibility")
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "1")
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_owned();
+    let env = Env { queue_url: short, ..env };
+    let app = app(&env).await;
+    let early = job_charged("sub_two_days", 0, Utc::now() + chrono::Duration::days(5));
+    let resp = invoke(&app, batch(&env, &[early.to_string()]).await).await;
+    assert_eq!(resp.batch_item_failures.len(), 1, "the early job stays on the queue");
+    let hides: Vec<Value> = env
+        .moto
+        .recorded_requests()
+        .await
+        .into_iter()
+        .filter(|r| amz_target(r).is_some_and(|t| t.ends_with("ChangeMessageVisibility")))
+        .collect();
+    assert_eq!(hides.len(), 1, "{hides:#?}");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let sqs = env.moto.sqs().await;
+    let again = sqs.receive_message().queue_url(&env.queue_url).send().await.unwrap();
+    assert!(again.messages().is_empty(), "the hide was accepted: the job is still hidden");
+}

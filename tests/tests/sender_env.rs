@@ -47,9 +47,13 @@ async fn configured_only_through_the_environment_and_refusing_to_start_without_i
     let err = SenderApp::from_env().await.err().expect("refuses a bad mode");
     assert!(err.to_string().contains("NOTICE_MODE"), "{err}");
     std::env::remove_var("NOTICE_MODE");
-    std::env::set_var("NOTICE_WINDOWS", r#"{"jurisdiction_floors_hours":{"XX":80}}"#);
+    std::env::set_var("NOTICE_WINDOWS", r#"{"jurisdiction_floors_hours":{"BR":80}}"#);
     let err = SenderApp::from_env().await.err().expect("refuses an empty window");
     assert!(err.to_string().contains("empty"), "{err}");
+    // A jurisdiction no job can carry would never apply: refused at start-up, naming its path.
+    std::env::set_var("NOTICE_WINDOWS", r#"{"jurisdictions":{"us-ca":{"closes_at_least_hours_before":30}}}"#);
+    let err = SenderApp::from_env().await.err().expect("refuses a lower-case jurisdiction").to_string();
+    assert!(err.contains("`jurisdictions.us-ca`") && err.contains("`US-CA`"), "{err}");
     std::env::remove_var("NOTICE_WINDOWS");
     // A claim lifetime shorter than a send, or past the quarantine cut-off, would misjudge claims.
     for (lifetime, words) in [("5", "NOTICE_SEND_TIMEOUT_SECS"), ("1000", "NOTICE_STALE_AFTER_SECS")] {

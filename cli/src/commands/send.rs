@@ -174,7 +174,7 @@ fn detail(item: &InputItem, outcome: &Outcome) -> String {
             notice_ledger::ledger::RowState::Claimed => "claimed elsewhere and stale: quarantined".into(),
             other => format!("already {other}"),
         },
-        Outcome::InFlight { until } => {
+        Outcome::InFlight { until, .. } => {
             format!(
                 "held by a claim still in flight here or elsewhere; send it again after {}",
                 until.to_rfc3339()

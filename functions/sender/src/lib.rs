@@ -1,21 +1,21 @@
 //! `notice-sender`: the SQS-triggered Lambda that runs claim → send → commit for each reminder job.
 //!
 //! This file only adapts: SQS records in, [`notice_ledger::NoticeSender`] per record, and the
-//! queue action the core's [`QueuePolicy`] picks for the outcome back out — an
-//! `SqsBatchResponse`, visibility changes (waits of at most 15 minutes), a park in EventBridge
-//! Scheduler (longer waits), or the dead-letter queue (straight away when
-//! `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the redrive policy). The table itself is
-//! in `notice_ledger::queue`; nothing here decides.
+//! core's [`Executor`] carrying out the queue action the core's [`QueuePolicy`] picks for the
+//! outcome, on the record as the SQS adapter holds it ([`notice_sqs::ReceivedMessage`]) — hidden
+//! (waits of at most 15 minutes), requeued, parked in EventBridge Scheduler (longer waits), or
+//! dead-lettered (straight away when `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the
+//! redrive policy) — then an `SqsBatchResponse`. Nothing here decides, and nothing here carries
+//! a decision out beyond the SQS calls themselves.
 //!
 //! Metrics: one EMF document per invocation, plus one per replay batch seen in it (the notices that
-//! carried a `replay_batch` attribute, with that value as a property) — see [`publish_metrics`].
+//! carried a `replay_batch` attribute, with that value as a property) — see [`emf_documents`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
@@ -23,20 +23,19 @@ use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
-use notice_ledger::park::{settle, ParkError, ParkRefusal, ParkRequest, Parker, Settled};
-use notice_ledger::queue::MAX_VISIBILITY;
+use notice_ledger::park::Parker;
+use notice_ledger::queue::{dead_letter, Disposition, Executor};
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
-use notice_ledger::{
-    ConfigError, NoticeSender, Outcome, Prefetched, QueueAction, QueuePolicy, Receive, SendBudget,
-};
+use notice_ledger::{ConfigError, NoticeSender, Prefetched, QueuePolicy, Receive, SendBudget};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
 pub use notice_setup::settings::{ParkingSettings, SenderSettings};
+use notice_sqs::{Attribute, ReceivedMessage, REPLAY_BATCH_ATTRIBUTE};
 use rand::Rng;
 use serde_json::Value;
-use tracing::{error, info, warn, Instrument};
+use tracing::{info, warn, Instrument};
 
 /// Everything the handler needs, built once per cold start.
 pub struct SenderApp {
@@ -181,19 +180,24 @@ pub async fn handle(
 /// [`handle`] without printing: the response and the EMF documents the invocation publishes
 /// (see [`emf_documents`]).
 pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (SqsBatchResponse, Vec<Value>) {
-    let deadline = deadline_instant(event.context.deadline);
-    let batches = ReplayBatches::default();
+    let replays = ReplayBatches::default();
+    // The receive happened no later than now: hides are clamped against it (and a margin).
+    let batch = Batch {
+        deadline: deadline_instant(event.context.deadline),
+        received_at: Utc::now(),
+        replays: &replays,
+    };
     // One dedupe read for the whole batch instead of one per record.
     let bodies: Vec<&str> = event.payload.records.iter().filter_map(|r| r.body.as_deref()).collect();
     let prefetched = app.sender.prefetch(&bodies, Utc::now()).await;
     let prefetched = prefetched.as_ref();
     let failures: Vec<String> = futures::stream::iter(event.payload.records)
-        .map(|record| process_record(app, record, deadline, &batches, prefetched))
+        .map(|record| process_record(app, record, &batch, prefetched))
         .buffer_unordered(app.concurrency)
         .filter_map(|failed| async move { failed })
         .collect()
         .await;
-    let metrics = emf_documents(app, batches, Utc::now().timestamp_millis());
+    let metrics = emf_documents(app, replays, Utc::now().timestamp_millis());
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures
         .into_iter()
@@ -204,6 +208,13 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
         })
         .collect();
     (response, metrics)
+}
+
+/// What every record of one invocation shares.
+struct Batch<'a> {
+    deadline: Option<Instant>,
+    received_at: DateTime<Utc>,
+    replays: &'a ReplayBatches,
 }
 
 /// Counters of this invocation's replayed notices, one set per `replay_batch` value.
@@ -227,13 +238,12 @@ impl ReplayBatches {
 async fn process_record(
     app: &SenderApp,
     record: SqsMessage,
-    deadline: Option<Instant>,
-    batches: &ReplayBatches,
+    batch: &Batch<'_>,
     prefetched: Option<&Prefetched>,
 ) -> Option<String> {
     let message_id = record.message_id.clone().unwrap_or_default();
     let replay_batch = replay_batch(&record);
-    let metrics = batches.metrics_for(app, replay_batch.as_deref());
+    let metrics = batch.replays.metrics_for(app, replay_batch.as_deref());
     let receive_count: u32 =
         record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
     let span = tracing::info_span!(
@@ -245,12 +255,17 @@ async fn process_record(
         outcome = tracing::field::Empty,
     );
     async move {
-        let Some(body) = record.body.as_deref() else {
+        let message = received(app, record, batch.received_at);
+        let executor =
+            Executor { policy: &app.queue_policy, parker: app.parker.as_deref(), metrics: &metrics };
+        if message.body.is_empty() {
             warn!("record has no body");
-            return dead_letter(app, &record, "record has no body").await;
-        };
-        let delivery =
-            app.sender.deliver_body_prefetched(body, Utc::now(), deadline, &metrics, prefetched).await;
+            return keep(dead_letter(&message, "record has no body").await, message_id);
+        }
+        let delivery = app
+            .sender
+            .deliver_body_prefetched(&message.body, Utc::now(), batch.deadline, &metrics, prefetched)
+            .await;
         let span = tracing::Span::current();
         if let Some(key) = &delivery.key {
             span.record("notice_key", key.as_str());
@@ -262,270 +277,51 @@ async fn process_record(
             now: Utc::now(),
             jitter: rand::thread_rng().gen(),
         };
-        let action = app.queue_policy.action(&delivery.outcome, &receive);
-        info!(outcome = delivery.outcome.label(), queue = action.label(), "processed");
-        if let (Outcome::Withdrawn { .. }, Some(key)) = (&delivery.outcome, &delivery.key) {
-            unpark(app, key).await;
+        let carried = executor.carry_out(&message, &delivery, &receive).await;
+        info!(outcome = delivery.outcome.label(), queue = carried.action.label(), "processed");
+        if let Some(reason) = carried.refused {
+            *app.refusals.lock().unwrap_or_else(|p| p.into_inner()).entry(reason.as_str()).or_default() += 1;
         }
-        match action {
-            QueueAction::Delete => None,
-            QueueAction::Hide(_) | QueueAction::Backoff(_) | QueueAction::Requeue(_) => {
-                wait_on_queue(app, &record, body, action, &metrics).await
-            }
-            QueueAction::Park { at } => {
-                let parked = Parking { replay_batch: replay_batch.as_deref(), at, receive };
-                park(app, &record, body, parked, &metrics).await
-            }
-            QueueAction::DeadLetter => dead_letter(app, &record, &reason(&delivery.outcome)).await,
-        }
+        keep(carried.disposition, message_id)
     }
     .instrument(span)
     .await
 }
 
-/// What [`park`] needs to know about the job besides its body.
-struct Parking<'a> {
-    replay_batch: Option<&'a str>,
-    at: DateTime<Utc>,
-    receive: Receive<'a>,
+/// The record's id when SQS must keep it.
+fn keep(disposition: Disposition, message_id: String) -> Option<String> {
+    (disposition == Disposition::Keep).then_some(message_id)
 }
 
-/// Takes a job off the queue into a one-time schedule that brings its own body back at `at`; acks
-/// only when a live schedule holds it, or — when Scheduler refuses — once the body is back on the
-/// queue as a new delayed message (a refusal can last hours and must not spend this message's
-/// receives). Writes no ledger row and sends nothing. Anything uncertain (nowhere to send the job
-/// back to, a schedule by its name that may have fired) keeps the message with the policy's backoff.
-async fn park(
-    app: &SenderApp,
-    record: &SqsMessage,
-    body: &str,
-    parking: Parking<'_>,
-    metrics: &Metrics,
-) -> Option<String> {
-    let Parking { replay_batch, at, receive } = parking;
-    let message_id = record.message_id.clone().unwrap_or_default();
-    let keep = |why: &str| {
-        warn!(until = %at, "{why}: the message stays on the queue");
-        app.queue_policy.park_failed(&receive)
-    };
-    let retry = match (&app.parker, receive.key, record.event_source_arn.as_deref()) {
-        (None, _, _) => {
-            // The policy parks only when a parker is configured; hide as long as the queue allows.
-            change_visibility(app, record, MAX_VISIBILITY).await;
-            return Some(message_id);
-        }
-        (_, None, _) => keep("cannot park a job without a notice key"),
-        (_, _, None) => keep("cannot park: the record has no eventSourceARN to send the job back to"),
-        (Some(parker), Some(key), Some(queue_arn)) => {
-            let request = ParkRequest { key, at, body, queue_arn, replay_batch };
-            match settle(parker.as_ref(), &app.queue_policy, &request, &receive).await {
-                Settled::Parked => {
-                    Metrics::incr(&metrics.parked);
-                    info!(until = %at, "parked");
-                    return None;
-                }
-                Settled::AlreadyParked { fires } => {
-                    info!(until = %at, parked_until = %fires, "already parked");
-                    return None;
-                }
-                Settled::Conflict => {
-                    Metrics::incr(&metrics.payload_conflicts);
-                    let why = "payload conflict: this notice is already parked with different content (bump revision)";
-                    return dead_letter(app, record, why).await;
-                }
-                Settled::Keep { why, action } => {
-                    warn!(until = %at, "{why}: the message stays on the queue");
-                    action
-                }
-                Settled::Requeue { delay, error } => {
-                    refused(app, &error);
-                    if requeue(app, record, body, delay, metrics).await {
-                        info!(until = %at, delay_secs = delay.as_secs(), "park refused: the job waits as a new message");
-                        return None;
-                    }
-                    app.queue_policy.park_failed(&receive)
-                }
-            }
-        }
-    };
-    wait_on_queue(app, record, body, retry, metrics).await
-}
-
-/// A wait spent on the queue: hidden on this message, or — a requeue — as a new delayed message,
-/// hidden here instead when that send fails. Returns the message id when SQS must keep it.
-async fn wait_on_queue(
-    app: &SenderApp,
-    record: &SqsMessage,
-    body: &str,
-    action: QueueAction,
-    metrics: &Metrics,
-) -> Option<String> {
-    match action {
-        QueueAction::Hide(wait) | QueueAction::Backoff(wait) => change_visibility(app, record, wait).await,
-        QueueAction::Requeue(delay) => {
-            if requeue(app, record, body, delay, metrics).await {
-                info!(delay_secs = delay.as_secs(), "waits as a new message");
+/// The record as the SQS adapter acts on it.
+fn received(app: &SenderApp, record: SqsMessage, received_at: DateTime<Utc>) -> ReceivedMessage {
+    let attributes = record
+        .message_attributes
+        .iter()
+        .filter_map(|(name, a)| {
+            let Some(value) = a.string_value.clone() else {
+                warn!(attribute = %name, "a binary message attribute is not carried over");
                 return None;
-            }
-            change_visibility(app, record, delay).await;
-        }
-        QueueAction::Delete | QueueAction::Park { .. } | QueueAction::DeadLetter => {}
-    }
-    Some(record.message_id.clone().unwrap_or_default())
-}
-
-/// Sends the job's body, with the record's message attributes (`replay_batch`), to the queue it
-/// came from as a new message hidden for `delay` (at most SQS's 15 minutes). `true` when SQS took
-/// it; the caller acks the old message only then.
-async fn requeue(
-    app: &SenderApp,
-    record: &SqsMessage,
-    body: &str,
-    delay: Duration,
-    metrics: &Metrics,
-) -> bool {
-    let Some(queue_url) = queue_url(app, record) else {
-        warn!("cannot requeue: no queue URL");
-        return false;
-    };
-    let mut send = app
-        .sqs
-        .send_message()
-        .queue_url(queue_url)
-        .message_body(body)
-        .delay_seconds(i32::try_from(delay.as_secs()).unwrap_or(900).min(900));
-    // The producer's attributes are strings (`replay_batch`); a binary one is not carried over.
-    for (name, attribute) in &record.message_attributes {
-        let Some(text) = attribute.string_value.as_deref() else {
-            warn!(attribute = %name, "a binary message attribute is not carried over");
-            continue;
-        };
-        let value = MessageAttributeValue::builder()
-            .data_type(attribute.data_type.clone().unwrap_or_else(|| "String".into()))
-            .string_value(text)
-            .build();
-        match value {
-            Ok(value) => send = send.message_attributes(name, value),
-            Err(e) => warn!(attribute = %name, error = %e, "message attribute not carried over"),
-        }
-    }
-    match send.send().await {
-        Ok(_) => {
-            Metrics::incr(&metrics.requeued);
-            true
-        }
-        Err(e) => {
-            warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "requeue failed; the message stays on the queue");
-            false
-        }
-    }
-}
-
-/// A withdrawn notice's parked job, if there is one, is deleted: it would only come back to be
-/// suppressed by the tombstone — which is also why a failure here is a warning, never a retry.
-async fn unpark(app: &SenderApp, key: &notice_ledger::NoticeKey) {
-    let Some(parker) = &app.parker else { return };
-    match parker.unpark(key).await {
-        Ok(true) => info!("withdrawn notice's parked job deleted"),
-        Ok(false) => {}
-        Err(e) => {
-            warn!(error = %e, "could not delete the withdrawn notice's parked job: it will be suppressed when it fires")
-        }
-    }
-}
-
-/// A refused park: counted by reason and logged as an error naming the quota to raise.
-fn refused(app: &SenderApp, e: &ParkError) {
-    let mut refusals = app.refusals.lock().unwrap_or_else(|p| p.into_inner());
-    *refusals.entry(e.reason.as_str()).or_default() += 1;
-    match e.reason {
-        ParkRefusal::Quota => error!(
-            reason = e.reason.as_str(), error = %e,
-            "parking refused by an EventBridge Scheduler quota (live schedules per Region, or CreateSchedule requests/s): raise it (docs/deploy.md, Capacity); the job goes back on the queue and tries again"
-        ),
-        ParkRefusal::Throttled => error!(
-            reason = e.reason.as_str(), error = %e,
-            "parking throttled by EventBridge Scheduler (CreateSchedule requests/s quota); the job goes back on the queue and tries again"
-        ),
-        ParkRefusal::Unavailable => error!(
-            reason = e.reason.as_str(), error = %e,
-            "parking failed: EventBridge Scheduler unavailable; the job goes back on the queue and tries again"
-        ),
+            };
+            let data_type = a.data_type.clone().unwrap_or_else(|| "String".into());
+            Some(Attribute { name: name.clone(), data_type, value })
+        })
+        .collect();
+    ReceivedMessage {
+        sqs: app.sqs.clone(),
+        message_id: record.message_id.unwrap_or_default(),
+        body: record.body.unwrap_or_default(),
+        receipt_handle: record.receipt_handle,
+        queue_arn: record.event_source_arn,
+        queue_url: app.queue_url.clone(),
+        dead_letter_queue_url: app.dead_letter_queue_url.clone(),
+        attributes,
+        received_at,
     }
 }
 
 fn replay_batch(record: &SqsMessage) -> Option<String> {
-    record.message_attributes.get("replay_batch").and_then(|a| a.string_value.clone())
-}
-
-fn reason(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Invalid(e) => e.to_string(),
-        Outcome::RenderFailed(e) => format!("render failed: {e}"),
-        Outcome::PayloadConflict { state } => {
-            format!("payload conflict: key already {state} with different content (bump revision)")
-        }
-        other => other.label().to_owned(),
-    }
-}
-
-async fn change_visibility(app: &SenderApp, record: &SqsMessage, wait: Duration) {
-    let (Some(queue_url), Some(receipt)) = (queue_url(app, record), record.receipt_handle.as_deref()) else {
-        warn!("cannot change visibility: no queue URL or receipt handle; the queue's own timeout applies");
-        return;
-    };
-    let secs = i32::try_from(wait.as_secs()).unwrap_or(i32::MAX).min(MAX_VISIBILITY.as_secs() as i32);
-    let result = app
-        .sqs
-        .change_message_visibility()
-        .queue_url(queue_url)
-        .receipt_handle(receipt)
-        .visibility_timeout(secs)
-        .send()
-        .await;
-    if let Err(e) = result {
-        // Not fatal: the message still comes back after the queue's visibility timeout.
-        warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "ChangeMessageVisibility failed");
-    }
-}
-
-/// Sends the record to the dead-letter queue with the reason and acks it; without a configured
-/// queue (or when that send fails) reports it as a batch failure so the redrive policy moves it.
-async fn dead_letter(app: &SenderApp, record: &SqsMessage, why: &str) -> Option<String> {
-    let message_id = record.message_id.clone().unwrap_or_default();
-    let Some(dlq) = app.dead_letter_queue_url.as_deref() else {
-        error!(reason = why, "message cannot succeed; failing it so the redrive policy dead-letters it");
-        return Some(message_id);
-    };
-    let attr = |v: &str| MessageAttributeValue::builder().data_type("String").string_value(v).build();
-    let (Ok(reason_attr), Ok(source_attr)) = (attr(why), attr(&message_id)) else {
-        return Some(message_id);
-    };
-    let sent = app
-        .sqs
-        .send_message()
-        .queue_url(dlq)
-        .message_body(record.body.clone().unwrap_or_default())
-        .message_attributes("notice_error", reason_attr)
-        .message_attributes("source_message_id", source_attr)
-        .send()
-        .await;
-    match sent {
-        Ok(_) => {
-            error!(reason = why, "message dead-lettered");
-            None
-        }
-        Err(e) => {
-            error!(reason = why, error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "dead-letter send failed; failing the record instead");
-            Some(message_id)
-        }
-    }
-}
-
-fn queue_url(app: &SenderApp, record: &SqsMessage) -> Option<String> {
-    app.queue_url
-        .clone()
-        .or_else(|| record.event_source_arn.as_deref().and_then(notice_scheduler::queue_url_from_arn))
+    record.message_attributes.get(REPLAY_BATCH_ATTRIBUTE).and_then(|a| a.string_value.clone())
 }
 
 /// Epoch milliseconds of 2001-09-09: any real deadline is later. Local emulators send other

@@ -10,12 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notice_ledger::links::ManageLinks;
-use notice_ledger::park::{settle, ParkRequest, Settled};
+use notice_ledger::queue::{Disposition, Executor, QueueError, QueuedMessage};
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::render::Renderer;
-use notice_ledger::{
-    NoticeSecret, NoticeSender, Prefetched, QueueAction, QueuePolicy, Receive, SendBudget, WindowPolicy,
-};
+use notice_ledger::{NoticeSecret, NoticeSender, Prefetched, QueuePolicy, Receive, SendBudget, WindowPolicy};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -390,8 +388,8 @@ async fn invoke(ctx: Arc<Ctx>, env: Arc<NoticeSender>, batch: Vec<Received>, bod
     }
 }
 
-/// One record, as `process_record` in the sender Lambda: deliver, then the queue action. `true`:
-/// a batch item failure (SQS keeps the message).
+/// One record, as the sender Lambda processes it: deliver, then the core's [`Executor`] carries
+/// out the queue action on the modelled message. `true`: the message stays on the queue.
 async fn record(
     ctx: &Ctx,
     env: &NoticeSender,
@@ -399,53 +397,74 @@ async fn record(
     body: &str,
     prefetched: Option<&Prefetched>,
 ) -> bool {
-    let delivery =
-        env.deliver_body_prefetched(body, ctx.clock.now_utc(), None, env.metrics(), prefetched).await;
+    let received_at = ctx.clock.now_utc();
+    let delivery = env.deliver_body_prefetched(body, received_at, None, env.metrics(), prefetched).await;
     *lock(&ctx.outcomes).entry(delivery.outcome.label()).or_default() += 1;
     let jitter = lock(&ctx.rng).gen::<f64>();
     let receive = Receive { key: delivery.key.as_ref(), count: r.receives, now: ctx.clock.now_utc(), jitter };
-    let action = ctx.policy.action(&delivery.outcome, &receive);
-    *lock(&ctx.actions).entry(action.label()).or_default() += 1;
-    let dead_letter = || {
+    let executor =
+        Executor { policy: &ctx.policy, parker: Some(ctx.parker.as_ref()), metrics: env.metrics() };
+    let message = ModelMessage { ctx, r, body, received_at };
+    let carried = executor.carry_out(&message, &delivery, &receive).await;
+    *lock(&ctx.actions).entry(carried.action.label()).or_default() += 1;
+    carried.disposition == Disposition::Keep
+}
+
+/// A received message of the modelled queue, as the core's [`QueuedMessage`] port: every call
+/// takes an SQS round trip of simulated time and never fails (the model's SQS is always up).
+struct ModelMessage<'a> {
+    ctx: &'a Ctx,
+    r: &'a Received,
+    body: &'a str,
+    received_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[async_trait::async_trait]
+impl QueuedMessage for ModelMessage<'_> {
+    fn body(&self) -> &str {
+        self.body
+    }
+
+    fn queue_arn(&self) -> Option<&str> {
+        Some(QUEUE_ARN)
+    }
+
+    fn replay_batch(&self) -> Option<&str> {
+        None
+    }
+
+    fn received_at(&self) -> chrono::DateTime<chrono::Utc> {
+        self.received_at
+    }
+
+    async fn hide(&self, wait: Duration) -> Result<(), QueueError> {
+        let ctx = self.ctx;
+        ctx.clock.sleep(ctx.sqs_latency()).await;
+        let now = ctx.clock.now();
+        let wait = Us::try_from(wait.as_micros()).unwrap_or(Us::MAX / 4);
         let mut books = lock(&ctx.books);
-        lock(&ctx.queue).dead_letter(r, &mut books);
-        false
-    };
-    let requeue = |delay: Duration| async move {
+        let mut out = Vec::new();
+        lock(&ctx.queue).change_visibility(self.r, wait, now, &mut out);
+        books.outbox.extend(out);
+        Ok(())
+    }
+
+    async fn requeue(&self, delay: Duration) -> Result<(), QueueError> {
         // SendMessage with the delay; the mapping deletes the old message afterwards.
+        let ctx = self.ctx;
         ctx.clock.sleep(ctx.sqs_latency()).await;
         let now = ctx.clock.now();
         let delay = Us::try_from(delay.as_micros()).unwrap_or(Us::MAX / 4);
         let mut books = lock(&ctx.books);
         let mut out = Vec::new();
-        lock(&ctx.queue).send_delayed(r.notice, delay, now, &mut books, &mut out);
+        lock(&ctx.queue).send_delayed(self.r.notice, delay, now, &mut books, &mut out);
         books.outbox.extend(out);
-        false
-    };
-    let retry = match action {
-        QueueAction::Delete => return false,
-        QueueAction::DeadLetter => return dead_letter(),
-        QueueAction::Requeue(delay) => return requeue(delay).await,
-        QueueAction::Hide(wait) | QueueAction::Backoff(wait) => wait,
-        QueueAction::Park { at: wake } => {
-            let Some(key) = delivery.key.as_ref() else { return true };
-            let request = ParkRequest { key, at: wake, body, queue_arn: QUEUE_ARN, replay_batch: None };
-            match settle(ctx.parker.as_ref(), &ctx.policy, &request, &receive).await {
-                Settled::Parked | Settled::AlreadyParked { .. } => return false,
-                Settled::Conflict => return dead_letter(),
-                Settled::Keep { action: QueueAction::Hide(w) | QueueAction::Backoff(w), .. } => w,
-                Settled::Keep { action: QueueAction::Requeue(delay), .. }
-                | Settled::Requeue { delay, .. } => return requeue(delay).await,
-                Settled::Keep { .. } => return true,
-            }
-        }
-    };
-    ctx.clock.sleep(ctx.sqs_latency()).await;
-    let now = ctx.clock.now();
-    let wait = Us::try_from(retry.as_micros()).unwrap_or(Us::MAX / 4);
-    let mut books = lock(&ctx.books);
-    let mut out = Vec::new();
-    lock(&ctx.queue).change_visibility(r, wait, now, &mut out);
-    books.outbox.extend(out);
-    true
+        Ok(())
+    }
+
+    async fn dead_letter(&self, _reason: &str) -> Result<(), QueueError> {
+        let mut books = lock(&self.ctx.books);
+        lock(&self.ctx.queue).dead_letter(self.r, &mut books);
+        Ok(())
+    }
 }

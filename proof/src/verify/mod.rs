@@ -88,7 +88,7 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<ExitCode, String> {
             println!(
                 "default run: {} worlds, {} states, {seconds:.1} s for the real rules — {}",
                 all.len(),
-                report::group(states as u64),
+                notice_ledger::text::thousands(states as u64),
                 if passed { "PASS" } else { "FAIL" }
             );
         }

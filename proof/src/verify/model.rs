@@ -14,7 +14,7 @@
 //!   ledger (applied, refused, an error — with the write applied too under `Faults::Ambiguous`) or
 //!   the provider (accepted,
 //!   not accepted, rejected, unknown with or without the message out) can answer it — or, once the
-//!   sender has finished, acks or retries by [`Outcome::disposition`](notice_ledger::Outcome);
+//!   sender has finished, acks or retries by the queue action `QueuePolicy::action` gives its outcome;
 //! * a worker crashes (before any step, or after its last and before the ack);
 //! * the reconciler applies a Send / Delivery / Bounce / Reject event of any accepted message, any
 //!   number of times (or never), through the real evidence rules;

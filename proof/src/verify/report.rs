@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use notice_ledger::text::thousands;
 use serde::Serialize;
 
 use super::args::{Bounds, Faults};
@@ -127,8 +128,8 @@ impl Report {
         let _ = writeln!(
             out,
             "real rules: {} states, {} transitions, depth {}, {:.1} s — {} violation{}",
-            group(self.states as u64),
-            group(self.transitions),
+            thousands(self.states as u64),
+            thousands(self.transitions),
             self.depth,
             self.seconds,
             self.violations.len(),
@@ -150,12 +151,13 @@ impl Report {
                         "    broke: {} — {d} ({} steps; {} states, {:.1} s)",
                         i.statement(),
                         m.trace.len(),
-                        group(m.states as u64),
+                        thousands(m.states as u64),
                         m.seconds
                     );
                     trace(&mut out, &m.trace);
                 } else {
-                    let _ = writeln!(out, "    no invariant broke over {} states", group(m.states as u64));
+                    let _ =
+                        writeln!(out, "    no invariant broke over {} states", thousands(m.states as u64));
                 }
             }
         }
@@ -168,17 +170,4 @@ fn trace(out: &mut String, steps: &[String]) {
     for (i, step) in steps.iter().enumerate() {
         let _ = writeln!(out, "      {:>2}. {step}", i + 1);
     }
-}
-
-/// `1234567` → `1 234 567`.
-pub(super) fn group(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(' ');
-        }
-        out.push(c);
-    }
-    out
 }

@@ -4,7 +4,8 @@
 //! A worker's state in the model is its job plus the answers its port calls got so far. To take
 //! the next step the model runs the real `deliver` future with scripted ports that hand back those
 //! answers, until it makes a call nobody has answered yet: that call is the worker's next step (or
-//! the future finishes, and its [`Outcome`] and [`Outcome::disposition`] are the job's end). The
+//! the future finishes, and its [`Outcome`] and the queue action `QueuePolicy::action` gives it are
+//! the job's end). The
 //! sender is deterministic given its answers, so each distinct history is run once and remembered.
 //! Nothing of the algorithm is re-stated here: window, render, claim, send, commit, release and
 //! the outcome mapping are the sender's own code.

@@ -35,6 +35,17 @@ impl LedgerError {
     pub fn unavailable(err: impl fmt::Display) -> Self {
         Self::Unavailable(err.to_string())
     }
+
+    /// A worker's commit or release whose condition failed: the claim on `key` (its log prefix) is
+    /// not this caller's any more — the row was decided, re-claimed under another token, or is
+    /// gone. `found` is what the adapter saw instead when it read the row (a state, or `no row`);
+    /// `None` when it did not read it. The one wording every ledger adapter uses.
+    pub fn not_held(key: &str, found: Option<&str>) -> Self {
+        match found {
+            Some(found) => Self::Conflict(format!("{key} is not held by this claim (found: {found})")),
+            None => Self::Conflict(format!("{key} is not held by this claim")),
+        }
+    }
 }
 
 /// Configuration the process cannot run with. Raised at start-up, never per message.

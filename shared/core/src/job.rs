@@ -148,8 +148,9 @@ fn identity(obj: &Map<String, Value>) -> Result<Identity, InvalidJob> {
     Identity::new(subscription_id, period_start, kind, revision)
 }
 
-/// Longest accepted withdraw `reason`, in characters (what a row stores of free text).
-pub const MAX_WITHDRAW_REASON_CHARS: usize = crate::ledger::MAX_REASON_CHARS;
+/// Longest accepted withdraw `reason`, in characters. The ledger stores a reason this long whole
+/// (its own bound, `ledger::MAX_REASON_CHARS`, is checked against this one where it is defined).
+pub const MAX_WITHDRAW_REASON_CHARS: usize = 500;
 
 /// A withdraw: the notice with this identity must not go out — whatever copies of its job are
 /// still queued, parked or replayed later. It needs no e-mail or charge date (a withdraw that

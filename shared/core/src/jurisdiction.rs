@@ -46,12 +46,20 @@ pub fn normalise(value: &str) -> Result<String, NotAJurisdiction> {
 
 /// Whether `code` (upper case) is an assigned ISO 3166-1 alpha-2 code.
 pub fn is_country(code: &str) -> bool {
-    tables::COUNTRIES.binary_search(&code).is_ok()
+    padded::<2>(code).is_some_and(|c| tables::COUNTRIES.binary_search(&c).is_ok())
 }
 
 /// Whether `code` (upper case) is an ISO 3166-2 subdivision code.
 pub fn is_subdivision(code: &str) -> bool {
-    tables::SUBDIVISIONS.binary_search(&code).is_ok()
+    padded::<6>(code).is_some_and(|c| tables::SUBDIVISIONS.binary_search(&c).is_ok())
+}
+
+/// `code` NUL-padded to `N` bytes, as the tables hold it; `None` when longer.
+fn padded<const N: usize>(code: &str) -> Option<[u8; N]> {
+    let bytes = code.as_bytes();
+    let mut out = [0u8; N];
+    out.get_mut(..bytes.len())?.copy_from_slice(bytes);
+    Some(out)
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@
 //!
 //! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
 //! windows), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
-//! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`]; ports
-//! with their local adapters: [`ledger`] (+ `ledger::memory`), [`mailer`] (+ `mailer::outbox`),
+//! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`], [`text`] (numbers for people); ports
+//! with their local adapters: [`ledger`] (+ `ledger::memory`, feature `testing`), [`mailer`] (+ `mailer::outbox`),
 //! [`park`], [`rate`] (+ the in-process gate); `faults` (feature `testing`): fault-injecting
 //! doubles for tests and the simulation.
 
@@ -37,6 +37,7 @@ pub mod policy;
 pub mod queue;
 pub mod rate;
 pub mod render;
+pub mod text;
 
 pub use deliver::{Delivery, Mode, NoticeSender, Outcome, Prefetched, SendBudget};
 pub use error::{ConfigError, InvalidJob, LedgerError};

@@ -49,6 +49,12 @@ use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use crate::deliver::Outcome;
 use crate::identity::NoticeKey;
 
+mod carry;
+
+pub use carry::{
+    dead_letter, hide_limit, Carried, Disposition, Executor, QueueError, QueuedMessage, RECEIPT_MARGIN,
+};
+
 /// Longest wait spent hidden on the queue; longer waits park.
 pub const MAX_HIDE: Duration = Duration::from_secs(15 * 60);
 /// SQS cannot hide a message for longer than 12 hours (the most a wait can hide without parking).
@@ -169,7 +175,16 @@ impl QueuePolicy {
                 let at = receive.now + TimeDelta::from_std(wait).unwrap_or(TimeDelta::MAX);
                 self.wait(wait, at, None, receive)
             }
-            Outcome::InFlight { until } => self.wait(until_now(*until, receive.now), *until, None, receive),
+            // A withdraw's wait is never parked: parked jobs are named by the notice key, and a
+            // withdraw parked there would find its own notice's parked job ("already parked") and
+            // be acked unanswered. It hides for at most 15 minutes and waits again while the claim
+            // may still be in flight.
+            Outcome::InFlight { until, withdraw: true } => {
+                QueueAction::Hide(until_now(*until, receive.now).min(MAX_HIDE))
+            }
+            Outcome::InFlight { until, withdraw: false } => {
+                self.wait(until_now(*until, receive.now), *until, None, receive)
+            }
             Outcome::Released { .. } | Outcome::LedgerUnavailable(_) | Outcome::NoTimeLeft => {
                 QueueAction::Backoff(backoff(receive.count, receive.jitter))
             }

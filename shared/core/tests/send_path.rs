@@ -62,7 +62,7 @@ impl World {
     async fn redelivery_waits_then_finds_the_claim_quarantined(&self) {
         let held = self.deliver(JOB).await;
         let until = now() + chrono::Duration::seconds(61);
-        assert_eq!(held, Outcome::InFlight { until });
+        assert_eq!(held, Outcome::InFlight { until, withdraw: false });
         assert_eq!(queue_action(&held, now()), QueueAction::Hide(std::time::Duration::from_secs(61)));
         let later = self.deliver_at(JOB, until).await;
         assert_eq!(later, Outcome::Suppressed { state: RowState::Claimed });
@@ -243,7 +243,7 @@ async fn a_duplicate_held_by_a_claim_in_flight_waits_and_sends_once_the_claimer_
         panic!("not minted")
     };
     let held = w.deliver(JOB).await;
-    let Outcome::InFlight { until } = held else { panic!("{held:?}") };
+    let Outcome::InFlight { until, .. } = held else { panic!("{held:?}") };
     assert!(
         matches!(queue_action(&held, now()), QueueAction::Hide(_)),
         "not acked while the claimer may release"

@@ -150,7 +150,7 @@ async fn a_withdraw_meeting_a_claim_in_flight_waits_and_wins_if_the_claim_is_rel
     let ClaimOutcome::Minted(claim) = w.ledger.inner().claim(&req).await.unwrap() else { panic!("minted") };
 
     let held = w.deliver(&withdraw("racing"), now()).await;
-    let Outcome::InFlight { until } = held else { panic!("{held:?}") };
+    let Outcome::InFlight { until, .. } = held else { panic!("{held:?}") };
     assert!(
         matches!(queue_action(&held), QueueAction::Hide(_)),
         "not answered while the claimer may release"
@@ -206,7 +206,7 @@ async fn a_withdraw_racing_its_job_is_either_too_late_or_wins_never_both() {
             b.deliver_body(&withdraw_body, now(), None).await.outcome
         });
         let (send, mut pull) = (send.await.unwrap(), pull.await.unwrap());
-        if let Outcome::InFlight { until } = pull {
+        if let Outcome::InFlight { until, .. } = pull {
             pull = w.deliver(&withdraw(&sub), until).await; // back once the claimer is done
         }
         match (&send, &pull) {
@@ -240,7 +240,11 @@ async fn a_withdraw_waiting_on_a_long_lived_claim_hides_and_never_parks() {
     let req = ClaimRequest::for_job(&parsed, parsed.key(&NoticeSecret::new(SECRET).unwrap()), now());
     assert!(matches!(w.ledger.inner().claim(&req).await.unwrap(), ClaimOutcome::Minted(_)));
     let held = w.deliver(&withdraw("slow_claim"), now()).await;
-    assert_eq!(held, Outcome::InFlight { until: now() + chrono::Duration::minutes(15) });
+    // The claim's whole lifetime, and one second: the queue policy, not the sender, caps the wait.
+    assert_eq!(
+        held,
+        Outcome::InFlight { until: now() + chrono::Duration::seconds(30 * 60 + 1), withdraw: true }
+    );
     assert_eq!(queue_action(&held), QueueAction::Hide(Duration::from_secs(15 * 60)), "hidden, not parked");
     // The job's own copy waits for the whole lifetime (and parks, as any long wait).
     let copy = w.deliver(&job("slow_claim"), now()).await;

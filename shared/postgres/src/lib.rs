@@ -310,12 +310,8 @@ impl PostgresLedger {
                 debug!(key = claim.key.prefix(), state = %to, "transition already applied (retried request)");
                 Ok(())
             }
-            Some(row) => Err(LedgerError::Conflict(format!(
-                "{} is {} and not held by this claim",
-                claim.key.prefix(),
-                row.state
-            ))),
-            None => Err(LedgerError::Conflict(format!("{} has no ledger row", claim.key.prefix()))),
+            Some(row) => Err(LedgerError::not_held(claim.key.prefix(), Some(row.state.as_str()))),
+            None => Err(LedgerError::not_held(claim.key.prefix(), Some("no row"))),
         }
     }
 

@@ -235,34 +235,11 @@ fn universal_send_message_arn(queue_arn: &str) -> String {
     format!("arn:{partition}:scheduler:::aws-sdk:sqs:sendMessage")
 }
 
-/// `arn:PARTITION:sqs:REGION:ACCOUNT:NAME` → the queue's URL.
-pub fn queue_url_from_arn(arn: &str) -> Option<String> {
-    let parts: Vec<&str> = arn.split(':').collect();
-    match parts.as_slice() {
-        ["arn", partition, "sqs", region, account, name] if !name.is_empty() => {
-            let domain = if partition.starts_with("aws-cn") { "amazonaws.com.cn" } else { "amazonaws.com" };
-            Some(format!("https://sqs.{region}.{domain}/{account}/{name}"))
-        }
-        _ => None,
-    }
-}
+pub use notice_sqs::queue_url_from_arn;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn queue_url_from_event_source_arn() {
-        assert_eq!(
-            queue_url_from_arn("arn:aws:sqs:eu-west-1:123456789012:reminders").as_deref(),
-            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/reminders")
-        );
-        assert_eq!(
-            queue_url_from_arn("arn:aws-cn:sqs:cn-north-1:123456789012:q").as_deref(),
-            Some("https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q")
-        );
-        assert_eq!(queue_url_from_arn("not-an-arn"), None);
-    }
 
     #[test]
     fn expression_is_utc_seconds() {

@@ -142,7 +142,7 @@ impl SqliteLedger {
             if changed == 1 {
                 Ok(())
             } else {
-                Err(LedgerError::Conflict(format!("{prefix} is not claimed by this claim")))
+                Err(LedgerError::not_held(&prefix, None))
             }
         })
         .await

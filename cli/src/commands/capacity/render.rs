@@ -16,16 +16,7 @@ pub(crate) fn round_up_sensibly(x: f64) -> f64 {
 
 /// A whole number with spaces between thousands: 27 000 000.
 pub(crate) fn count(x: f64) -> String {
-    let n = x.round() as u64;
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(' ');
-        }
-        out.push(c);
-    }
-    out
+    notice_ledger::text::thousands(x.round() as u64)
 }
 
 /// A rate with about four significant figures: 3.47, 34.7, 347.2, 1 042; a whole one as is: 14.

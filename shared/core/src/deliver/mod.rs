@@ -232,15 +232,9 @@ impl NoticeSender {
             }
             WithdrawAnswer::TooLate => {
                 if let Some(until) = self.in_flight_until(&held, now) {
-                    // Never longer than a hide, so a withdraw is never parked: parked jobs are
-                    // named by the notice key, and a withdraw parked there would find its own
-                    // notice's parked job ("already parked") and be acked unanswered. It comes back
-                    // within 15 minutes and waits again while the claim may still be in flight.
-                    let max_hide =
-                        chrono::Duration::from_std(crate::queue::MAX_HIDE).unwrap_or(chrono::Duration::MAX);
-                    let until = until.min(now + max_hide);
+                    // The queue policy hides a withdraw's wait and never parks it (see `queue.rs`).
                     info!(until = %until, "withdraw meets a claim that may still be in flight: back when its sender is done");
-                    return Outcome::InFlight { until };
+                    return Outcome::InFlight { until, withdraw: true };
                 }
                 Metrics::incr(&m.withdraw_too_late);
                 warn!(state = %held.state, since = %held.updated_at, "withdraw too late: the notice went out or may have");
@@ -526,7 +520,7 @@ impl NoticeSender {
         Metrics::incr(&m.duplicates_suppressed);
         if let Some(until) = self.in_flight_until(row, now) {
             info!(until = %until, "held by a claim that may still be in flight: back when its sender is done");
-            return Outcome::InFlight { until };
+            return Outcome::InFlight { until, withdraw: false };
         }
         info!(state = %row.state, "duplicate suppressed");
         Outcome::Suppressed { state: row.state }

@@ -41,7 +41,8 @@ pub enum Outcome {
     /// Held by another delivery's claim whose sender may still be running (younger than
     /// [`SendBudget::claim_lifetime`]): nothing sent; back at `until`, when that sender has
     /// finished or died — never acked while it may still release the claim.
-    InFlight { until: DateTime<Utc> },
+    /// `withdraw`: the delivery held is a withdraw, whose wait the queue only ever hides.
+    InFlight { until: DateTime<Utc>, withdraw: bool },
     /// Window not open yet: not claimed, not sent; it opens at `until` and closes at `closes_at`
     /// (a park's spread stays inside it).
     Deferred { until: DateTime<Utc>, closes_at: DateTime<Utc> },

@@ -56,12 +56,8 @@ impl MemoryLedger {
                 apply(row);
                 Ok(())
             }
-            Some(row) => Err(LedgerError::Conflict(format!(
-                "{} is {} and not held by this claim",
-                claim.key.prefix(),
-                row.state
-            ))),
-            None => Err(LedgerError::Conflict(format!("{} has no row", claim.key.prefix()))),
+            Some(row) => Err(LedgerError::not_held(claim.key.prefix(), Some(row.state.as_str()))),
+            None => Err(LedgerError::not_held(claim.key.prefix(), Some("no row"))),
         }
     }
 }

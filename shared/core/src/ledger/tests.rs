@@ -1,3 +1,5 @@
+use chrono::Utc;
+
 use super::*;
 use crate::identity::{Identity, NoticeSecret};
 

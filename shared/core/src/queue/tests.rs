@@ -26,7 +26,7 @@ fn outcomes(now: DateTime<Utc>, wait: u64) -> Vec<Outcome> {
     vec![
         Outcome::Sent { message_id: "m".into() },
         Outcome::Suppressed { state: RowState::Sent },
-        Outcome::InFlight { until },
+        Outcome::InFlight { until, withdraw: false },
         Outcome::Deferred { until, closes_at },
         Outcome::RateLimited { until },
         Outcome::Missed { closed_at: now },

@@ -163,6 +163,7 @@ impl BucketGate {
     }
 
     /// Draws retry jitter from `seed` instead of the system's entropy (simulations).
+    #[cfg(any(test, feature = "testing"))]
     pub fn with_jitter_seed(mut self, seed: u64) -> Self {
         self.jitter = Mutex::new(StdRng::seed_from_u64(seed));
         self
@@ -173,6 +174,7 @@ impl BucketGate {
     }
 
     /// A gate over buckets in this process only (tests, simulations).
+    #[cfg(any(test, feature = "testing"))]
     pub fn in_memory(limits: RateLimits) -> Self {
         Self::new(Arc::new(super::MemoryBuckets::default()), limits)
     }

@@ -24,7 +24,7 @@
 //!
 //! Layout: [`limits`] (configuration: per-domain limits, shards, the account), [`gcra`] (the pure
 //! arithmetic), [`gate`] (the take algorithm over a store, batches, shards, the account),
-//! [`memory`] (the in-process store).
+//! `memory` (the in-process store; feature `testing`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -34,6 +34,7 @@ use crate::error::LedgerError;
 pub mod gate;
 pub mod gcra;
 pub mod limits;
+#[cfg(any(test, feature = "testing"))]
 pub mod memory;
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,7 @@ mod tests;
 pub use gate::{take, BucketGate, ACCOUNT_BUCKET};
 pub use gcra::{gcra, grant, tokens, BucketState, Decision, Grant};
 pub use limits::{Limit, RateLimits, RATE_LIMITS_VAR};
+#[cfg(any(test, feature = "testing"))]
 pub use memory::MemoryBuckets;
 
 /// Which bucket said no.

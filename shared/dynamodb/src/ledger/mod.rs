@@ -223,7 +223,8 @@ impl DynamoLedger {
 
     /// `UpdateItem` that moves a row out of `claimed` (dropping it from the open-claims index).
     /// `guard` adds to the `#state = :claimed` condition; `replayed` recognises the result of this
-    /// same write already applied (an SDK retry after a lost response) so it is not a conflict.
+    /// same write already applied (an SDK retry after a lost response) so it is not a conflict;
+    /// `conflict` words the error for the row found instead (`None`: no row).
     #[allow(clippy::too_many_arguments)]
     async fn leave_claimed(
         &self,
@@ -233,7 +234,7 @@ impl DynamoLedger {
         set: &[(&'static str, AttributeValue)],
         token_guard: Option<&ClaimToken>,
         replayed: impl Fn(&LedgerRow) -> bool,
-        conflict: impl Fn(&LedgerRow) -> String,
+        conflict: impl Fn(Option<&LedgerRow>) -> LedgerError,
     ) -> Result<(), LedgerError> {
         let mut e = Expr::new(String::new());
         let mut sets = vec![
@@ -276,8 +277,7 @@ impl DynamoLedger {
                     debug!(key = key.prefix(), state = %to, "write already applied (retried request)");
                     Ok(())
                 }
-                Some(row) => Err(LedgerError::Conflict(conflict(&row))),
-                None => Err(LedgerError::Conflict(format!("{} has no ledger row", key.prefix()))),
+                row => Err(conflict(row.as_ref())),
             },
         }
     }
@@ -318,8 +318,9 @@ impl DynamoLedger {
         let replayed = |row: &LedgerRow| {
             row.state == to && row.claim_token.as_ref() == Some(&claim.token) && same_result(row)
         };
-        let conflict =
-            |row: &LedgerRow| format!("{} is {} and not held by this claim", claim.key.prefix(), row.state);
+        let conflict = |row: Option<&LedgerRow>| {
+            LedgerError::not_held(claim.key.prefix(), Some(row.map_or("no row", |r| r.state.as_str())))
+        };
         self.leave_claimed(&claim.key, to, at, set, Some(&claim.token), replayed, conflict).await
     }
 
@@ -342,7 +343,12 @@ impl DynamoLedger {
                 && row.detail.as_deref() == Some(detail.as_str())
                 && message_id.is_none_or(|id| row.message_id.as_deref() == Some(id))
         };
-        let conflict = |row: &LedgerRow| format!("{} is {}, not an open claim", key.prefix(), row.state);
+        let conflict = |row: Option<&LedgerRow>| {
+            LedgerError::Conflict(match row {
+                Some(row) => format!("{} is {}, not an open claim", key.prefix(), row.state),
+                None => format!("{} has no ledger row", key.prefix()),
+            })
+        };
         self.leave_claimed(key, to, at, &set, None, replayed, conflict).await
     }
 

@@ -1,0 +1,134 @@
+//! The ledger's ports, one per need: reading rows, the quarantine view, the sender's claim →
+//! commit, the reconciler's evidence, the operator's actions — and [`Ledger`], all of them at once.
+//! A file of its own so the contract every adapter signs reads on its own, without the row types.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::evidence::{EvidenceEffect, ProviderEvidence};
+use super::row::{Claim, ClaimOutcome, ClaimRequest, LedgerRow, WithdrawRequest};
+use crate::error::LedgerError;
+use crate::identity::NoticeKey;
+
+/// Reading rows: every port below needs it, none of them can write through it.
+#[async_trait]
+pub trait RowReader: Send + Sync {
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError>;
+
+    /// Rows for many keys (missing keys are simply absent from the answer).
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        let mut rows = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(row) = self.get(key).await? {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// The read-only quarantine view (reporter, `noticectl quarantine list`).
+#[async_trait]
+pub trait QuarantineView: RowReader {
+    /// Open claims claimed before `claimed_before`, oldest first, at most `limit`: the quarantine view.
+    async fn open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, LedgerError>;
+
+    /// How many open claims were claimed before `claimed_before`, and when the oldest was: the
+    /// reporter's numbers. The default reads every such claim; indexed adapters count instead.
+    async fn count_open_claims(
+        &self,
+        claimed_before: DateTime<Utc>,
+    ) -> Result<(usize, Option<DateTime<Utc>>), LedgerError> {
+        let open = self.open_claims(claimed_before, usize::MAX).await?;
+        Ok((open.len(), open.iter().filter_map(|r| r.claimed_at).min()))
+    }
+}
+
+/// The sender's port: claim → commit. Every write out of `claimed` is guarded by the claim token.
+#[async_trait]
+pub trait ClaimLedger: RowReader {
+    /// Claims `req.key` if it has no row or a `released` row; otherwise returns the row.
+    /// A row carrying `req.token` in state `claimed` is this attempt's own claim.
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError>;
+
+    /// `claimed` (own token) → `sent` with the provider's message id.
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// `claimed` (own token) → `rejected`: the provider refused this message permanently.
+    async fn commit_rejected(
+        &self,
+        claim: &Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// `claimed` (own token) → `released`: the provider said it did not accept the message, so a
+    /// retry may claim and send.
+    async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError>;
+
+    /// Writes a `missed` row unless the key already has a row other than `released`, which is
+    /// returned instead.
+    async fn record_missed(&self, req: &ClaimRequest, reason: &str)
+        -> Result<Option<LedgerRow>, LedgerError>;
+
+    /// Writes the `withdrawn` tombstone ([`WithdrawRequest::to_row`]) in one conditional write,
+    /// under the claim rule: no row, or a `released` one. Any other row is returned instead — a
+    /// `withdrawn` one means already withdrawn; see [`rules::withdraw_answer`](super::rules::withdraw_answer).
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError>;
+}
+
+/// The reconciler's port: provider evidence only.
+#[async_trait]
+pub trait EvidenceLedger: Send + Sync {
+    /// Applies provider evidence (reconciler). Idempotent; tolerant of any event order; never moves
+    /// a row backwards. `claimed`/`released`/`missed`/`rejected` → `sent` with the message id (the
+    /// evidence says it went out); no row → a `sent` row with origin `provider_events` (identity
+    /// fields empty: events do not carry them); same message id → delivery status advanced; a
+    /// different message id on a row that has one → recorded once in `duplicate_message_ids`, the
+    /// first id kept. See [`apply_to_row`](super::apply_to_row).
+    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError>;
+}
+
+/// Operator actions (`noticectl`): explicit, audited resolutions of open claims, and backfill.
+#[async_trait]
+pub trait OperatorLedger: QuarantineView {
+    /// Operator: `claimed` → `released` with who/why/when in `detail`, origin `operator`.
+    /// Any other state (or no row) is a `Conflict`: release is only for open claims.
+    async fn operator_release(
+        &self,
+        key: &NoticeKey,
+        who: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// Operator: `claimed` → `sent` with the provider message id the operator found; origin
+    /// `operator`, who/when in `detail`. Any other state is a `Conflict`.
+    async fn operator_resolve_sent(
+        &self,
+        key: &NoticeKey,
+        message_id: &str,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), LedgerError>;
+
+    /// Backfill: writes `row` (normally state `sent`, origin `backfill`) only if the key has no row.
+    /// Returns whether it wrote; never overwrites.
+    async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError>;
+}
+
+/// Every port at once: what an adapter implements and what `notice_setup` hands out. Entry points
+/// keep only the narrow port they use (`Arc<dyn Ledger>` upcasts to any of them), so the
+/// read-only reporter holds a handle that cannot write.
+pub trait Ledger: ClaimLedger + QuarantineView + EvidenceLedger + OperatorLedger {}
+
+impl<T: ClaimLedger + QuarantineView + EvidenceLedger + OperatorLedger + ?Sized> Ledger for T {}

@@ -1,0 +1,357 @@
+//! The ledger's rows and the requests that write them: a row's state, origin and claim token, the
+//! provider's delivery status, and what a claim or a withdraw asks to write. A file of its own so
+//! what a row *is* (what every adapter stores) reads apart from the ports that move it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+
+use super::detail::withdraw_detail;
+use crate::error::LedgerError;
+use crate::identity::NoticeKey;
+use crate::job::{Job, Withdrawal};
+
+/// Where a row is in its life. Only `Released` (and no row) can be claimed (or withdrawn).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RowState {
+    /// Claimed and not yet committed: in flight, or — when old — quarantined.
+    Claimed,
+    /// The provider accepted the message.
+    Sent,
+    /// The provider refused this message permanently; never retried.
+    Rejected,
+    /// The window closed before it could be sent; never sent.
+    Missed,
+    /// Claim given up (provider said "not accepted", or an audited operator release): may be claimed again.
+    Released,
+    /// Withdrawn by its producer (or an operator) before anything claimed it: a tombstone every
+    /// later copy of the job is suppressed by; never sent.
+    Withdrawn,
+}
+
+impl RowState {
+    pub const ALL: [RowState; 6] = [
+        RowState::Claimed,
+        RowState::Sent,
+        RowState::Rejected,
+        RowState::Missed,
+        RowState::Released,
+        RowState::Withdrawn,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowState::Claimed => "claimed",
+            RowState::Sent => "sent",
+            RowState::Rejected => "rejected",
+            RowState::Missed => "missed",
+            RowState::Released => "released",
+            RowState::Withdrawn => "withdrawn",
+        }
+    }
+}
+
+impl fmt::Display for RowState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RowState {
+    type Err = LedgerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_stored(&RowState::ALL, RowState::as_str, s, "state")
+    }
+}
+
+/// Reads a stored enum value back by its name; an unknown name means a corrupt row.
+fn parse_stored<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    s: &str,
+    what: &str,
+) -> Result<T, LedgerError> {
+    all.iter()
+        .copied()
+        .find(|v| name(*v) == s)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown {what} {s:?}")))
+}
+
+/// Who wrote the row's current state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The claim → send → commit path.
+    Worker,
+    /// `noticectl backfill`: delivered before enforcement began.
+    Backfill,
+    /// Learned from the provider's event stream (e.g. a table restored from an older backup).
+    ProviderEvents,
+    /// An explicit, audited operator action.
+    Operator,
+}
+
+impl Origin {
+    pub const ALL: [Origin; 4] = [Origin::Worker, Origin::Backfill, Origin::ProviderEvents, Origin::Operator];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Worker => "worker",
+            Origin::Backfill => "backfill",
+            Origin::ProviderEvents => "provider_events",
+            Origin::Operator => "operator",
+        }
+    }
+}
+
+impl FromStr for Origin {
+    type Err = LedgerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_stored(&Origin::ALL, Origin::as_str, s, "origin")
+    }
+}
+
+/// A random claim token: proof that a claim is this attempt's own.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClaimToken(String);
+
+impl ClaimToken {
+    pub fn random() -> Self {
+        let mut bytes = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut bytes);
+        Self(hex::encode(bytes))
+    }
+    /// Re-reads a token stored on a row.
+    pub fn from_stored(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One ledger row, as every adapter stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LedgerRow {
+    pub key: NoticeKey,
+    pub state: RowState,
+    pub origin: Origin,
+    pub claim_token: Option<ClaimToken>,
+    pub subscription_id: String,
+    pub period_start: String,
+    pub kind: String,
+    pub revision: u64,
+    /// Digest of the content inputs of the job that claimed it (absent on backfilled rows).
+    pub content_digest: Option<String>,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+    /// The provider's message id of the send.
+    pub message_id: Option<String>,
+    /// Why the row is rejected, missed or released; who released or resolved it.
+    pub detail: Option<String>,
+    /// Furthest delivery status the provider reported (never moves backwards).
+    pub delivery_status: Option<DeliveryStatus>,
+    /// Further provider message ids seen for this key: each one is a duplicate that really went out.
+    pub duplicate_message_ids: Vec<String>,
+    /// The charge the notice announced, written with the claim or the missed record: the evidence
+    /// of how long before the charge it went out. Absent on rows written before it was stored,
+    /// on backfilled rows without it and on rows learned from provider events.
+    pub charge_at: Option<DateTime<Utc>>,
+    /// The customer's jurisdiction the window was judged in (absent: none given, or not stored).
+    pub jurisdiction: Option<String>,
+}
+
+/// What a worker asks to claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRequest {
+    pub key: NoticeKey,
+    pub token: ClaimToken,
+    pub subscription_id: String,
+    pub period_start: String,
+    pub kind: String,
+    pub revision: u64,
+    pub content_digest: String,
+    pub at: DateTime<Utc>,
+    /// The job's charge time and jurisdiction, stored on the row as evidence.
+    pub charge_at: Option<DateTime<Utc>>,
+    pub jurisdiction: Option<String>,
+}
+
+impl ClaimRequest {
+    pub fn for_job(job: &Job, key: NoticeKey, at: DateTime<Utc>) -> Self {
+        Self {
+            key,
+            token: ClaimToken::random(),
+            subscription_id: job.identity.subscription_id().to_owned(),
+            period_start: job.identity.period_start().format("%Y-%m-%d").to_string(),
+            kind: job.identity.kind().as_str().to_owned(),
+            revision: job.identity.revision(),
+            content_digest: job.content_digest(),
+            at,
+            charge_at: Some(job.charge_at),
+            jurisdiction: job.jurisdiction.clone(),
+        }
+    }
+
+    /// The row a successful claim (or recorded miss) writes.
+    pub fn to_row(&self, state: RowState, detail: Option<String>) -> LedgerRow {
+        LedgerRow {
+            key: self.key.clone(),
+            state,
+            origin: Origin::Worker,
+            claim_token: Some(self.token.clone()),
+            subscription_id: self.subscription_id.clone(),
+            period_start: self.period_start.clone(),
+            kind: self.kind.clone(),
+            revision: self.revision,
+            content_digest: Some(self.content_digest.clone()),
+            claimed_at: (state == RowState::Claimed).then_some(self.at),
+            updated_at: self.at,
+            message_id: None,
+            detail,
+            delivery_status: None,
+            duplicate_message_ids: Vec::new(),
+            charge_at: self.charge_at,
+            jurisdiction: self.jurisdiction.clone(),
+        }
+    }
+}
+
+/// What a withdraw asks to write: a `withdrawn` tombstone for the key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WithdrawRequest {
+    pub key: NoticeKey,
+    pub subscription_id: String,
+    pub period_start: String,
+    pub kind: String,
+    pub revision: u64,
+    /// `worker` for a withdraw message off the queue, `operator` for `noticectl withdraw`.
+    pub origin: Origin,
+    /// Who withdrew it, when and why ([`withdraw_detail`]).
+    pub detail: String,
+    pub at: DateTime<Utc>,
+}
+
+impl WithdrawRequest {
+    pub fn new(
+        withdrawal: &Withdrawal,
+        key: NoticeKey,
+        origin: Origin,
+        who: &str,
+        at: DateTime<Utc>,
+    ) -> Self {
+        let identity = &withdrawal.identity;
+        Self {
+            key,
+            subscription_id: identity.subscription_id().to_owned(),
+            period_start: identity.period_start().format("%Y-%m-%d").to_string(),
+            kind: identity.kind().as_str().to_owned(),
+            revision: identity.revision(),
+            origin,
+            detail: withdraw_detail(who, withdrawal.reason.as_deref(), at),
+            at,
+        }
+    }
+
+    /// The tombstone: no claim token (nothing can commit it) and no content digest (any content
+    /// of the notice is withdrawn, so a later job is suppressed, never a payload conflict).
+    pub fn to_row(&self) -> LedgerRow {
+        LedgerRow {
+            key: self.key.clone(),
+            state: RowState::Withdrawn,
+            origin: self.origin,
+            claim_token: None,
+            subscription_id: self.subscription_id.clone(),
+            period_start: self.period_start.clone(),
+            kind: self.kind.clone(),
+            revision: self.revision,
+            content_digest: None,
+            claimed_at: None,
+            updated_at: self.at,
+            message_id: None,
+            detail: Some(self.detail.clone()),
+            delivery_status: None,
+            duplicate_message_ids: Vec::new(),
+            // A withdraw names the notice, not its charge: nothing to keep as evidence.
+            charge_at: None,
+            jurisdiction: None,
+        }
+    }
+}
+
+/// A claim this attempt owns. Only a ledger makes one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub key: NoticeKey,
+    pub token: ClaimToken,
+    pub claimed_at: DateTime<Utc>,
+}
+
+/// The answer to a claim.
+// `Held` carries the whole row on purpose (the sender judges it); an outcome lives only for one
+// call, so its size on the stack does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimOutcome {
+    /// This attempt owns the key (freshly, or recognised by its own token after a retried write).
+    Minted(Claim),
+    /// Someone already holds or decided the key.
+    Held(LedgerRow),
+}
+
+/// What the provider reported about a message (SES event types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeliveryStatus {
+    /// SES accepted the message (`Send`).
+    Accepted,
+    /// Delivery is being retried by SES (`DeliveryDelay`).
+    Delayed,
+    /// The recipient's server accepted it (`Delivery`).
+    Delivered,
+    /// Opened or clicked (`Open`, `Click`, `Subscription`).
+    Engaged,
+    /// Not delivered: SES rejected it (`Reject`) or could not render it (`Rendering Failure`).
+    NotDelivered,
+    /// Bounced (`Bounce`).
+    Bounced,
+    /// The recipient complained (`Complaint`).
+    Complained,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 7] = [
+        DeliveryStatus::Accepted,
+        DeliveryStatus::Delayed,
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Engaged,
+        DeliveryStatus::NotDelivered,
+        DeliveryStatus::Bounced,
+        DeliveryStatus::Complained,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Accepted => "accepted",
+            DeliveryStatus::Delayed => "delayed",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Engaged => "engaged",
+            DeliveryStatus::NotDelivered => "not_delivered",
+            DeliveryStatus::Bounced => "bounced",
+            DeliveryStatus::Complained => "complained",
+        }
+    }
+
+    /// Statuses only move forward: a late `Send` or `DeliveryDelay` never hides a `Delivery`.
+    /// The order is the declaration order.
+    pub fn advance(current: Option<DeliveryStatus>, new: DeliveryStatus) -> DeliveryStatus {
+        current.map_or(new, |c| c.max(new))
+    }
+}
+
+impl FromStr for DeliveryStatus {
+    type Err = LedgerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_stored(&DeliveryStatus::ALL, DeliveryStatus::as_str, s, "delivery status")
+    }
+}

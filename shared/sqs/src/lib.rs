@@ -1,0 +1,160 @@
+//! The SQS adapter: a received message as the core's [`QueuedMessage`] port (hide with
+//! `ChangeMessageVisibility`, requeue with `SendMessage` and `DelaySeconds`, dead-letter to the
+//! configured queue with the reason), the message attributes the project uses, and a queue's URL
+//! from its ARN. What to do with a message is decided in `notice_ledger::queue`; this only does it.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::MessageAttributeValue;
+use chrono::{DateTime, Utc};
+use notice_ledger::queue::{QueueError, QueuedMessage, MAX_HIDE, MAX_VISIBILITY};
+
+/// The message attribute an operator replay carries (`noticectl replay`): logged and counted on
+/// its own, never part of a key.
+pub const REPLAY_BATCH_ATTRIBUTE: &str = "replay_batch";
+/// The attribute a dead-lettered message carries its reason in.
+pub const NOTICE_ERROR_ATTRIBUTE: &str = "notice_error";
+/// The attribute a dead-lettered message carries its original message id in.
+pub const SOURCE_MESSAGE_ID_ATTRIBUTE: &str = "source_message_id";
+
+/// `arn:PARTITION:sqs:REGION:ACCOUNT:NAME` → the queue's URL.
+pub fn queue_url_from_arn(arn: &str) -> Option<String> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    match parts.as_slice() {
+        ["arn", partition, "sqs", region, account, name] if !name.is_empty() => {
+            let domain = if partition.starts_with("aws-cn") { "amazonaws.com.cn" } else { "amazonaws.com" };
+            Some(format!("https://sqs.{region}.{domain}/{account}/{name}"))
+        }
+        _ => None,
+    }
+}
+
+/// One string (or number) message attribute, as received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribute {
+    pub name: String,
+    pub data_type: String,
+    pub value: String,
+}
+
+/// A message received from an SQS queue, with what acting on it needs.
+pub struct ReceivedMessage {
+    pub sqs: aws_sdk_sqs::Client,
+    pub message_id: String,
+    pub body: String,
+    pub receipt_handle: Option<String>,
+    /// The queue it came from (a Lambda event source's `eventSourceARN`).
+    pub queue_arn: Option<String>,
+    /// The queue's URL; derived from `queue_arn` when `None`.
+    pub queue_url: Option<String>,
+    /// Where a message that cannot succeed goes directly; `None`: the redrive policy moves it.
+    pub dead_letter_queue_url: Option<String>,
+    /// Its string message attributes (binary ones are not carried over by a requeue).
+    pub attributes: Vec<Attribute>,
+    pub received_at: DateTime<Utc>,
+}
+
+impl ReceivedMessage {
+    fn queue_url(&self) -> Option<String> {
+        self.queue_url.clone().or_else(|| self.queue_arn.as_deref().and_then(queue_url_from_arn))
+    }
+
+    fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes.iter().find(|a| a.name == name).map(|a| a.value.as_str())
+    }
+}
+
+fn string_attribute(data_type: &str, value: &str) -> Result<MessageAttributeValue, QueueError> {
+    MessageAttributeValue::builder()
+        .data_type(data_type)
+        .string_value(value)
+        .build()
+        .map_err(|e| QueueError(format!("message attribute: {e}")))
+}
+
+#[async_trait]
+impl QueuedMessage for ReceivedMessage {
+    fn body(&self) -> &str {
+        &self.body
+    }
+
+    fn queue_arn(&self) -> Option<&str> {
+        self.queue_arn.as_deref()
+    }
+
+    fn replay_batch(&self) -> Option<&str> {
+        self.attribute(REPLAY_BATCH_ATTRIBUTE).filter(|b| !b.is_empty())
+    }
+
+    fn received_at(&self) -> DateTime<Utc> {
+        self.received_at
+    }
+
+    async fn hide(&self, wait: Duration) -> Result<(), QueueError> {
+        let (Some(queue_url), Some(receipt)) = (self.queue_url(), self.receipt_handle.as_deref()) else {
+            return Err(QueueError("no queue URL or receipt handle".into()));
+        };
+        let secs = i32::try_from(wait.min(MAX_VISIBILITY).as_secs()).unwrap_or(i32::MAX);
+        self.sqs
+            .change_message_visibility()
+            .queue_url(queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(secs)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| QueueError(format!("ChangeMessageVisibility: {}", DisplayErrorContext(&e))))
+    }
+
+    async fn requeue(&self, delay: Duration) -> Result<(), QueueError> {
+        let Some(queue_url) = self.queue_url() else { return Err(QueueError("no queue URL".into())) };
+        let secs = i32::try_from(delay.min(MAX_HIDE).as_secs()).unwrap_or(900);
+        let mut send =
+            self.sqs.send_message().queue_url(queue_url).message_body(&self.body).delay_seconds(secs);
+        for a in &self.attributes {
+            send = send.message_attributes(&a.name, string_attribute(&a.data_type, &a.value)?);
+        }
+        send.send()
+            .await
+            .map(drop)
+            .map_err(|e| QueueError(format!("SendMessage: {}", DisplayErrorContext(&e))))
+    }
+
+    async fn dead_letter(&self, reason: &str) -> Result<(), QueueError> {
+        let Some(dlq) = self.dead_letter_queue_url.as_deref() else {
+            return Err(QueueError("no dead-letter queue URL configured".into()));
+        };
+        self.sqs
+            .send_message()
+            .queue_url(dlq)
+            .message_body(&self.body)
+            .message_attributes(NOTICE_ERROR_ATTRIBUTE, string_attribute("String", reason)?)
+            .message_attributes(SOURCE_MESSAGE_ID_ATTRIBUTE, string_attribute("String", &self.message_id)?)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| {
+                QueueError(format!("SendMessage to the dead-letter queue: {}", DisplayErrorContext(&e)))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_url_from_event_source_arn() {
+        assert_eq!(
+            queue_url_from_arn("arn:aws:sqs:eu-west-1:123456789012:reminders").as_deref(),
+            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/reminders")
+        );
+        assert_eq!(
+            queue_url_from_arn("arn:aws-cn:sqs:cn-north-1:123456789012:q").as_deref(),
+            Some("https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q")
+        );
+        assert_eq!(queue_url_from_arn("not-an-arn"), None);
+    }
+}
