@@ -4,11 +4,7 @@
 //! environment (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL…) and keeps decided rows for
 //! `NOTICE_RETENTION_DAYS`, exactly as the Lambdas do.
 
-use std::sync::Arc;
-
-use notice_ledger::ledger::Ledger;
-use notice_ledger::rate::BucketStore;
-use notice_setup::ledger_url::{retention_days_from_env, LedgerUrl};
+use notice_setup::ledger_url::{retention_days_from_env, LedgerUrl, Opened};
 
 /// `--ledger`, declared once for every subcommand that works on a ledger.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -47,18 +43,11 @@ impl LedgerTarget {
             LedgerUrl::DynamoDb(_) => retention_days_from_env()?,
             _ => 0,
         };
-        let opened = self.0.open_with_buckets(None, retention_days).await?;
-        Ok(Opened { ledger: opened.ledger, buckets: opened.buckets })
+        Ok(self.0.open_with_buckets(None, retention_days).await?)
     }
 
     /// Whether this is the local SQLite file (no provider events feed it).
     pub fn is_local(&self) -> bool {
         matches!(self.0, LedgerUrl::Sqlite(_))
     }
-}
-
-/// An open ledger, and the per-domain rate buckets kept beside it.
-pub struct Opened {
-    pub ledger: Arc<dyn Ledger>,
-    pub buckets: Arc<dyn BucketStore>,
 }

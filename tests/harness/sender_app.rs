@@ -1,6 +1,7 @@
 //! The sender Lambda over moto, as the end-to-end tests drive it: settings, real SDK clients, and
 //! batches of real SQS records (received from the emulator's queue, so receipt handles are real).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -13,7 +14,9 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::render::Renderer;
 use notice_ledger::{Job, Mode, NoticeKey, NoticeSecret, WindowPolicy};
 use notice_sender::{handle, SenderApp, SenderSettings};
+use notice_setup::assemble::{GateClock, SendConfig};
 use notice_setup::aws;
+use notice_setup::ledger_url::LedgerUrl;
 use serde_json::{json, Value};
 
 use crate::{start_moto, Moto};
@@ -43,26 +46,28 @@ pub async fn env() -> Env {
 pub fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
     let secret = NoticeSecret::new(SECRET).unwrap();
     SenderSettings {
-        table: TABLE.into(),
-        ledger_url: None,
-        renderer: Renderer::new(ManageLinks::new(
-            "https://billing.example.com/manage",
-            secret.derive_subkey("l"),
-        )),
-        secret,
+        ledger: LedgerUrl::DynamoDb(TABLE.into()),
+        send: SendConfig {
+            renderer: Arc::new(Renderer::new(ManageLinks::new(
+                "https://billing.example.com/manage",
+                secret.derive_subkey("l"),
+            ))),
+            secret,
+            mode: Mode::Enforce,
+            policy: WindowPolicy::default(),
+            send_timeout: Duration::from_secs(3),
+            claim_lifetime: Duration::from_secs(60),
+            rate_limits: None,
+            park_spread: Duration::ZERO,
+            gate_clock: GateClock::Wall,
+        },
         from: FROM.into(),
         configuration_set: Some(CONFIG_SET.into()),
-        mode: Mode::Enforce,
-        policy: WindowPolicy::default(),
-        send_timeout: Duration::from_secs(3),
-        claim_lifetime: Duration::from_secs(60),
         retention_days: 400,
         concurrency: 10,
         queue_url: Some(env.queue_url.clone()),
         dead_letter_queue_url: dead_letter.then(|| env.dlq_url.clone()),
-        rate_limits: None,
         parking: None,
-        park_spread: Duration::ZERO,
     }
 }
 
@@ -77,13 +82,14 @@ pub async fn app_with(env: &Env, settings: SenderSettings, ses_endpoint: Option<
         Some(endpoint) => sdk.to_builder().endpoint_url(endpoint).build(),
         None => sdk.clone(),
     };
-    let timeout = settings.send_timeout;
+    let timeout = settings.send.send_timeout;
     SenderApp::new(
         settings,
         aws::dynamodb_client(&sdk),
         aws::sesv2_client(&ses_sdk, timeout),
         env.moto.sqs().await,
     )
+    .expect("the harness's ledger is a DynamoDB table")
 }
 
 /// A job whose window is open now (charge in 48 h).

@@ -38,7 +38,7 @@ fn dynamodb_calls(recorded: &[Value]) -> BTreeMap<String, usize> {
 async fn the_default_path_makes_one_read_per_batch_one_token_write_per_domain_and_two_writes_per_notice() {
     let env = env().await;
     let mut s = settings(&env, false);
-    s.rate_limits = Some(RateLimits::builtin());
+    s.send.rate_limits = Some(RateLimits::builtin());
     let app = app_with(&env, s, None).await;
     let charge = Utc::now() + Duration::hours(48);
     let batches = 6;

@@ -144,7 +144,7 @@ async fn a_rate_limited_job_whose_token_is_twenty_minutes_away_parks() {
     let env = parking_env().await;
     let mut settings = settings(&env, false);
     // One token per 20 minutes for every domain, burst 1: the second job's token is 20 min away.
-    settings.rate_limits =
+    settings.send.rate_limits =
         RateLimits::parse(r#"{"default": {"per_second": 0.000833333, "burst": 1}}"#).unwrap();
     let app = app_with(&env, settings, None).await.with_parker(parker(env.moto.scheduler().await));
     let first = job("sub_token_a", 0);
@@ -277,10 +277,10 @@ async fn scheduler_unreachable_requeues_the_job() {
 #[tokio::test]
 async fn a_refused_park_that_cannot_requeue_keeps_the_message() {
     let env = parking_env().await;
-    let (_stub, mut app) = refusing_scheduler(&env, 402, "ServiceQuotaExceededException").await;
+    let (_stub, app) = refusing_scheduler(&env, 402, "ServiceQuotaExceededException").await;
     // SQS unreachable for the sender: neither the new message nor the visibility change gets through.
     let dead = env.moto.sdk_config().await.to_builder().endpoint_url("http://127.0.0.1:1").build();
-    app.sqs = aws_sdk_sqs::Client::new(&dead);
+    let app = app.with_sqs(aws_sdk_sqs::Client::new(&dead));
     let body = thirty_days_ahead("sub_no_requeue");
     let event = batch(&env, &[body.to_string()]).await;
     let resp = invoke(&app, event.clone()).await;
@@ -299,7 +299,7 @@ async fn the_parked_body_sends_once_when_its_window_opens_and_duplicates_are_sup
     // 27 days later the schedule puts `fired` back on the queue. Time cannot pass here, so the
     // sender that receives it runs a policy under which this kind's window is open today.
     let mut settings = settings(&env, false);
-    settings.policy = WindowPolicy::from_json(
+    settings.send.policy = WindowPolicy::from_json(
         r#"{"kinds":{"renewal_notice_t72":{"opens_hours_before":800,"closes_hours_before":24}}}"#,
     )
     .unwrap();
@@ -416,7 +416,7 @@ async fn a_withdraw_deletes_the_parked_job_and_the_parked_body_is_suppressed_whe
     // Had the delete failed (or the schedule fired first), the parked body comes back in its
     // window: the tombstone suppresses it.
     let mut settings = settings(&env, false);
-    settings.policy = WindowPolicy::from_json(
+    settings.send.policy = WindowPolicy::from_json(
         r#"{"kinds":{"renewal_notice_t72":{"opens_hours_before":800,"closes_hours_before":24}}}"#,
     )
     .unwrap();
@@ -435,7 +435,7 @@ async fn a_withdraw_deletes_the_parked_job_and_the_parked_body_is_suppressed_whe
 async fn a_withdraw_of_a_sent_notice_is_too_late_and_bad_withdraws_are_dead_lettered() {
     let env = parking_env().await;
     let mut settings = settings(&env, true);
-    settings.rate_limits = Some(RateLimits::builtin());
+    settings.send.rate_limits = Some(RateLimits::builtin());
     let app = app_with(&env, settings, None).await.with_parker(parker(env.moto.scheduler().await));
     let body = job("sub_sent", 0);
     invoke(&app, batch(&env, &[body.to_string()]).await).await;

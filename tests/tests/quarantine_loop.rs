@@ -19,7 +19,9 @@ use notice_reconciler::ReconcilerApp;
 use notice_reporter::ReporterApp;
 use notice_sender::{SenderApp, SenderSettings};
 use notice_ses::events::SNS_VALIDATION_TEXT;
+use notice_setup::assemble::{GateClock, SendConfig};
 use notice_setup::aws;
+use notice_setup::ledger_url::LedgerUrl;
 use serde_json::{json, Value};
 
 const TABLE: &str = "notices";
@@ -81,23 +83,28 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
     let stub = start_ses_stub(vec![StubReply::Status500]).await;
     let secret = NoticeSecret::new(SECRET).unwrap();
     let settings = SenderSettings {
-        table: TABLE.into(),
-        ledger_url: None,
-        renderer: Renderer::new(ManageLinks::new("https://b.example/m", secret.derive_subkey("l"))),
-        secret,
+        ledger: LedgerUrl::DynamoDb(TABLE.into()),
+        send: SendConfig {
+            renderer: Arc::new(Renderer::new(ManageLinks::new(
+                "https://b.example/m",
+                secret.derive_subkey("l"),
+            ))),
+            secret,
+            mode: Mode::Enforce,
+            policy: WindowPolicy::default(),
+            send_timeout: Duration::from_secs(3),
+            claim_lifetime: Duration::from_secs(60),
+            rate_limits: None,
+            park_spread: Duration::ZERO,
+            gate_clock: GateClock::Wall,
+        },
         from: "billing@example.com".into(),
         configuration_set: Some("notice-events".into()),
-        mode: Mode::Enforce,
-        policy: WindowPolicy::default(),
-        send_timeout: Duration::from_secs(3),
-        claim_lifetime: Duration::from_secs(60),
         retention_days: 400,
         concurrency: 4,
         queue_url: None,
         dead_letter_queue_url: None,
-        rate_limits: None,
         parking: None,
-        park_spread: Duration::ZERO,
     };
     let ses_sdk = sdk.to_builder().endpoint_url(stub.endpoint()).build();
     let sender = SenderApp::new(
@@ -105,7 +112,8 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
         aws::dynamodb_client(&sdk),
         aws::sesv2_client(&ses_sdk, Duration::from_secs(3)),
         moto.sqs().await,
-    );
+    )
+    .expect("a DynamoDB ledger");
     let subs = ["sub_q1", "sub_q2", "sub_q3", "sub_q4"];
     let bodies: Vec<String> = subs.iter().map(|s| job(s).to_string()).collect();
     let resp = notice_sender::handle(&sender, LambdaEvent::new(sqs_event(&bodies), Context::default()))

@@ -237,7 +237,7 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
 async fn replayed_notices_are_counted_under_their_replay_batch_and_paced_by_the_bucket() {
     let env = sender_app::env().await;
     let mut s = settings(&env, false);
-    s.rate_limits = RateLimits::parse(r#"{"default":{"per_second":0.01,"burst":2}}"#).unwrap();
+    s.send.rate_limits = RateLimits::parse(r#"{"default":{"per_second":0.01,"burst":2}}"#).unwrap();
     let app = app_with(&env, s, None).await;
 
     let replayed: Vec<String> =

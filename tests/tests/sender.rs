@@ -149,13 +149,14 @@ async fn dynamodb_unreachable_sends_nothing_and_acks_nothing() {
     let sdk = env.moto.sdk_config().await;
     let dead = sdk.to_builder().endpoint_url("http://127.0.0.1:1").build();
     let settings = settings(&env, false);
-    let timeout = settings.send_timeout;
+    let timeout = settings.send.send_timeout;
     let app = SenderApp::new(
         settings,
         aws::dynamodb_client(&dead),
         aws::sesv2_client(&sdk, timeout),
         env.moto.sqs().await,
-    );
+    )
+    .expect("a DynamoDB ledger");
     let event = batch(&env, &[job("sub_x", 0).to_string(), job("sub_y", 0).to_string()]).await;
     let all = ids(&event);
     let resp = invoke(&app, event).await;
@@ -250,7 +251,7 @@ async fn two_dynamodb_writes_per_notice_and_only_the_claim_before_the_send() {
 async fn shadow_mode_records_claims_but_never_blocks_a_send() {
     let env = env().await;
     let mut shadow = settings(&env, false);
-    shadow.mode = Mode::Shadow;
+    shadow.send.mode = Mode::Shadow;
     let app = app_with(&env, shadow, None).await;
     let body = job("sub_shadow", 0);
     for _ in 0..2 {
@@ -274,7 +275,7 @@ async fn an_unknown_kind_and_missing_required_content_are_dead_lettered_unclaime
     use lambda_runtime::{Context, LambdaEvent};
     let env = env().await;
     let mut settings = settings(&env, true);
-    settings.policy =
+    settings.send.policy =
         notice_ledger::WindowPolicy::from_json(include_str!("../../docs/windows/us-ca-arl.json")).unwrap();
     let app = app_with(&env, settings, None).await;
     let in_30_days = Utc::now() + chrono::Duration::days(30);

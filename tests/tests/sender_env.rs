@@ -107,7 +107,7 @@ async fn configured_only_through_the_environment_and_refusing_to_start_without_i
     let expected = notice_ledger::Job::from_value(&body)
         .unwrap()
         .key(&notice_ledger::NoticeSecret::new(saved.clone()).unwrap());
-    assert_eq!(app.sender.key(&notice_ledger::Job::from_value(&body).unwrap()), expected);
+    assert_eq!(app.sender().key(&notice_ledger::Job::from_value(&body).unwrap()), expected);
     std::env::remove_var("NOTICE_KEY_SECRET_ARN");
     std::env::set_var("NOTICE_KEY_SECRET", &saved);
 }

@@ -10,8 +10,8 @@ use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::mailer::outbox::FileOutbox;
-use notice_ledger::rate::{BucketGate, RateGate};
-use notice_ledger::{Mode, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget};
+use notice_ledger::{Mode, Outcome, QueueAction, QueuePolicy, Receive};
+use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
 
 use crate::input::{read_items, InputItem};
@@ -52,23 +52,22 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     let ledger = opened.ledger;
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
-    let renderer = config::renderer_from_env(&secret)?;
-    let policy = config::windows_from_env()?;
-    let sender =
-        Arc::new(
-            NoticeSender::new(ledger, Arc::new(outbox), Arc::new(renderer), policy, secret)
-                .with_mode(args.mode)
-                .with_budget(SendBudget {
-                    send_timeout: SEND_TIMEOUT,
-                    min_time_left: SendBudget::default().min_time_left,
-                    claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?,
-                })
-                // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
-                // the real clock, since --now only pins the send windows.
-                .with_rate_gate(limits.clone().map(|l| {
-                    Arc::new(BucketGate::new(opened.buckets, l).on_wall_clock()) as Arc<dyn RateGate>
-                })),
-        );
+    let config = SendConfig {
+        renderer: Arc::new(config::renderer_from_env(&secret)?),
+        secret,
+        mode: args.mode,
+        policy: config::windows_from_env()?,
+        send_timeout: SEND_TIMEOUT,
+        claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?,
+        // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
+        // the real clock, since --now only pins the send windows.
+        rate_limits: limits.clone(),
+        park_spread: Duration::ZERO,
+        gate_clock: GateClock::Wall,
+    };
+    // No parker: a local run answers an early job `deferred` and leaves it to the next run.
+    let ports = SenderPorts { ledger, buckets: opened.buckets, mailer: Arc::new(outbox), parker: None };
+    let sender = Arc::new(assemble(config, ports).sender);
     let now = args.now.unwrap_or_else(Utc::now);
     eprintln!(
         "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {} · rate {}",

@@ -25,10 +25,11 @@ use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
-use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
-use notice_ledger::{ConfigError, NoticeSender, Prefetched, QueuePolicy, Receive, SendBudget};
+use notice_ledger::rate::BucketStore;
+use notice_ledger::{ConfigError, NoticeSender, Prefetched, QueuePolicy, Receive};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
+use notice_setup::assemble::{self, Assembled, SenderPorts};
 use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
 pub use notice_setup::settings::{ParkingSettings, SenderSettings};
@@ -37,25 +38,26 @@ use rand::Rng;
 use serde_json::Value;
 use tracing::{info, warn, Instrument};
 
-/// Everything the handler needs, built once per cold start.
+/// Everything the handler needs, built once per cold start ([`notice_setup::assemble`]).
 pub struct SenderApp {
-    pub sender: Arc<NoticeSender>,
-    pub sqs: aws_sdk_sqs::Client,
+    sender: Arc<NoticeSender>,
+    sqs: aws_sdk_sqs::Client,
     /// Source queue URL for visibility changes; derived from the record's ARN when unset.
-    pub queue_url: Option<String>,
-    pub dead_letter_queue_url: Option<String>,
+    queue_url: Option<String>,
+    dead_letter_queue_url: Option<String>,
     /// Records processed at once within one invocation.
-    pub concurrency: usize,
-    /// Where jobs that must wait longer than 15 minutes wait (`None`: they hop on the queue,
-    /// which loses any job that must wait longer than the queue keeps it).
-    pub parker: Option<Arc<dyn Parker>>,
-    /// The one outcome → queue action table, with this deployment's parking and spread.
-    pub queue_policy: QueuePolicy,
+    concurrency: usize,
+    /// Where jobs that must wait longer than 15 minutes wait (`None`: they hide on the queue,
+    /// every one counted in flight).
+    parker: Option<Arc<dyn Parker>>,
+    /// The one outcome → queue action table, with this deployment's parking and spread; parking
+    /// exactly when `parker` is set.
+    queue_policy: QueuePolicy,
     /// Parks refused in this invocation, by reason (`ParkingRefused`, dimension `Reason`).
     refusals: Mutex<BTreeMap<&'static str, u64>>,
     /// The EMF `Function` dimension: the deployed function's own name, so two stacks in one
     /// account never share metrics or alarms.
-    pub function_name: String,
+    function_name: String,
 }
 
 impl SenderApp {
@@ -63,13 +65,11 @@ impl SenderApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let sdk = aws::load_sdk_config().await;
         let mut settings = SenderSettings::load(&sdk).await?;
-        if let Some(limits) = settings.rate_limits.take() {
-            settings.rate_limits = Some(limits.with_account_rate(account_rate(&sdk).await));
+        if let Some(limits) = settings.send.rate_limits.take() {
+            settings.send.rate_limits = Some(limits.with_account_rate(account_rate(&sdk).await));
         }
-        // Parsed once, in the settings; without NOTICE_LEDGER_URL the ledger is NOTICE_TABLE.
-        let url = settings.ledger_url.clone().unwrap_or_else(|| LedgerUrl::DynamoDb(settings.table.clone()));
-        let opened = url.open_with_buckets(Some(&sdk), settings.retention_days).await?;
-        let sesv2 = aws::sesv2_client(&sdk, settings.send_timeout);
+        let opened = settings.ledger.open_with_buckets(Some(&sdk), settings.retention_days).await?;
+        let sesv2 = aws::sesv2_client(&sdk, settings.send.send_timeout);
         let parker = settings.parking.clone().map(|p| {
             let parker = SchedulerParker::new(aws_sdk_scheduler::Client::new(&sdk), p.group, p.role_arn)
                 .with_dead_letter(p.dead_letter_arn);
@@ -78,35 +78,52 @@ impl SenderApp {
         if parker.is_none() {
             warn!("NOTICE_SCHEDULE_GROUP is not set: waits over 15 minutes hide on the queue (up to 12 h a hop), every one of them counted in flight against SQS's ~120 000");
         }
-        let app =
-            Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, aws_sdk_sqs::Client::new(&sdk));
-        Ok(app.with_parker(parker))
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        Ok(Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, sqs).with_parker(parker))
     }
 
     /// Parks waits longer than 15 minutes with `parker` (see [`notice_ledger::queue`]).
     pub fn with_parker(mut self, parker: Option<Arc<dyn Parker>>) -> Self {
-        self.queue_policy.parking = parker.is_some();
+        self.queue_policy = assemble::queue_policy(parker.as_ref(), self.queue_policy.park_spread);
         self.parker = parker;
         self
     }
 
-    /// Assembles the sender over real clients. The SES client must be built by
-    /// [`aws::sesv2_client`]: one attempt per send, never an SDK retry.
+    /// Acts on the queue through `sqs` (tests reach a failing SQS this way).
+    pub fn with_sqs(mut self, sqs: aws_sdk_sqs::Client) -> Self {
+        self.sqs = sqs;
+        self
+    }
+
+    /// The sender inside (its key derivation and metrics, for tests and tools).
+    pub fn sender(&self) -> &NoticeSender {
+        &self.sender
+    }
+
+    /// Assembles the sender over a DynamoDB ledger table (`settings.ledger` = `dynamodb:TABLE`)
+    /// and real clients. The SES client must be built by [`aws::sesv2_client`]: one attempt per
+    /// send, never an SDK retry.
     pub fn new(
         settings: SenderSettings,
         dynamodb: notice_dynamodb::DynamoClient,
         sesv2: SesClient,
         sqs: aws_sdk_sqs::Client,
-    ) -> Self {
-        let ledger = DynamoLedger::new(dynamodb.clone(), settings.table.clone())
-            .with_retention(settings.retention_days);
-        let buckets = DynamoBuckets::new(dynamodb, settings.table.clone());
-        Self::with_ledger(settings, Arc::new(ledger), Arc::new(buckets), sesv2, sqs)
+    ) -> Result<Self, ConfigError> {
+        let LedgerUrl::DynamoDb(table) = &settings.ledger else {
+            return Err(ConfigError::Invalid {
+                name: "NOTICE_LEDGER_URL",
+                reason: format!("{} is not a DynamoDB table", settings.ledger.describe()),
+            });
+        };
+        let ledger =
+            DynamoLedger::new(dynamodb.clone(), table.clone()).with_retention(settings.retention_days);
+        let buckets = DynamoBuckets::new(dynamodb, table.clone());
+        Ok(Self::with_ledger(settings, Arc::new(ledger), Arc::new(buckets), sesv2, sqs))
     }
 
     /// [`SenderApp::new`] over any ledger, with the rate buckets kept in the same store
     /// ([`notice_setup::ledger_url::LedgerUrl::open_with_buckets`]), so every sender on one ledger
-    /// shares one bucket per domain.
+    /// shares one bucket per domain. No parker until [`SenderApp::with_parker`].
     pub fn with_ledger(
         settings: SenderSettings,
         ledger: Arc<dyn Ledger>,
@@ -114,36 +131,17 @@ impl SenderApp {
         sesv2: SesClient,
         sqs: aws_sdk_sqs::Client,
     ) -> Self {
-        match &settings.rate_limits {
-            Some(limits) => info!(limits = %limits.describe(), "per-domain send rate"),
-            None => warn!("NOTICE_RATE_LIMITS is off: sends to one domain are not paced"),
-        }
-        let rate_gate = settings
-            .rate_limits
-            .map(|limits| Arc::new(BucketGate::new(buckets, limits).on_wall_clock()) as Arc<dyn RateGate>);
         let mailer = SesMailer::new(sesv2, settings.from, settings.configuration_set);
-        let sender = NoticeSender::new(
-            ledger,
-            Arc::new(mailer),
-            Arc::new(settings.renderer),
-            settings.policy,
-            settings.secret,
-        )
-        .with_mode(settings.mode)
-        .with_budget(SendBudget {
-            send_timeout: settings.send_timeout,
-            min_time_left: settings.send_timeout * 2,
-            claim_lifetime: settings.claim_lifetime,
-        })
-        .with_rate_gate(rate_gate);
+        let ports = SenderPorts { ledger, buckets, mailer: Arc::new(mailer), parker: None };
+        let Assembled { sender, queue_policy, parker } = assemble::assemble(settings.send, ports);
         Self {
             sender: Arc::new(sender),
             sqs,
             queue_url: settings.queue_url,
             dead_letter_queue_url: settings.dead_letter_queue_url,
             concurrency: settings.concurrency,
-            parker: None,
-            queue_policy: QueuePolicy { parking: false, park_spread: settings.park_spread },
+            parker,
+            queue_policy,
             refusals: Mutex::default(),
             function_name: notice_setup::config::function_name("notice-sender"),
         }

@@ -10,10 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notice_ledger::links::ManageLinks;
+use notice_ledger::park::Parker;
 use notice_ledger::queue::{Disposition, Executor, QueueError, QueuedMessage};
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::render::Renderer;
-use notice_ledger::{NoticeSecret, NoticeSender, Prefetched, QueuePolicy, Receive, SendBudget, WindowPolicy};
+use notice_ledger::{
+    Mode, NoticeSecret, NoticeSender, Prefetched, QueuePolicy, Receive, SendBudget, WindowPolicy,
+};
+use notice_setup::assemble::{assemble, queue_policy, GateClock, SendConfig, SenderPorts};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -131,7 +135,9 @@ impl Run {
         let secret = NoticeSecret::new("capacity-model-key-secret").map_err(|e| e.to_string())?;
         let links = NoticeSecret::new("capacity-model-links").map_err(|e| e.to_string())?;
         let renderer = Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links)));
-        let policy = QueuePolicy { parking: true, park_spread: Duration::from_secs(p.park_spread_secs) };
+        // As the sender Lambda's: parking exactly when there is a parker (there always is here).
+        let parker: Arc<dyn Parker> = svc.scheduler.clone();
+        let policy = queue_policy(Some(&parker), Duration::from_secs(p.park_spread_secs));
         let ctx = Arc::new(Ctx {
             clock,
             books,
@@ -177,19 +183,29 @@ impl Run {
         }
         self.c.environments += 1;
         let buckets: Arc<dyn BucketStore> = self.svc.dynamo.clone();
+        let config = SendConfig {
+            secret: self.secret.clone(),
+            mode: Mode::Enforce,
+            policy: WindowPolicy::default(),
+            renderer: self.renderer.clone(),
+            // Sends are answered in simulated time; the real timer must never fire.
+            send_timeout: Duration::from_secs(7 * 86_400),
+            claim_lifetime: SendBudget::default().claim_lifetime,
+            // The gate is the model's own, below: on simulated time, its jitter seeded.
+            rate_limits: None,
+            park_spread: Duration::from_secs(self.p.park_spread_secs),
+            gate_clock: GateClock::Callers,
+        };
+        let ports = SenderPorts {
+            ledger: self.svc.dynamo.clone(),
+            buckets: buckets.clone(),
+            mailer: self.svc.ses.clone(),
+            parker: Some(self.ctx.parker.clone()),
+        };
         let gate = BucketGate::new(buckets, self.p.rate_limits.clone())
             .with_jitter_seed(self.p.seed.wrapping_mul(1_000_003).wrapping_add(self.c.environments));
         let gate: Arc<dyn RateGate> = Arc::new(gate);
-        let sender = NoticeSender::new(
-            self.svc.dynamo.clone(),
-            self.svc.ses.clone(),
-            self.renderer.clone(),
-            WindowPolicy::default(),
-            self.secret.clone(),
-        )
-        // Sends are answered in simulated time; the real timer must never fire.
-        .with_budget(SendBudget { send_timeout: Duration::from_secs(7 * 86_400), ..SendBudget::default() })
-        .with_rate_gate(Some(gate));
+        let sender = assemble(config, ports).sender.with_rate_gate(Some(gate));
         (Arc::new(sender), self.p.cold_start)
     }
 

@@ -2,6 +2,7 @@
 //! the one place an entry point's ledger is chosen from `NOTICE_LEDGER_URL` ([`ledger_url`]).
 //! Entry points (`functions/*`, `cli/`) sit on top; the adapters and the core sit below.
 
+pub mod assemble;
 pub mod aws;
 pub mod config;
 #[cfg(feature = "dynamodb")]

@@ -1,12 +1,12 @@
 //! One settings struct per binary, read from the environment once at start-up: a binary fails
 //! before its first message when a setting is missing or invalid.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use notice_ledger::rate::RateLimits;
-use notice_ledger::render::Renderer;
-use notice_ledger::{ConfigError, Mode, NoticeSecret, SendBudget, WindowPolicy};
+use notice_ledger::{ConfigError, NoticeSecret, SendBudget};
 
+use crate::assemble::{GateClock, SendConfig};
 use crate::config;
 use crate::ledger_url::{self, LedgerUrl};
 use crate::secret;
@@ -41,33 +41,22 @@ impl ParkingSettings {
 
 /// Configuration of the sender, read once at start-up.
 pub struct SenderSettings {
-    /// DynamoDB ledger table.
-    pub table: String,
-    /// `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`, `sqlite:PATH`): the ledger, when not
-    /// the table above.
-    pub ledger_url: Option<LedgerUrl>,
-    pub secret: NoticeSecret,
+    /// The ledger, decided once: `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`,
+    /// `sqlite:PATH`), else the DynamoDB table in `NOTICE_TABLE`. Its store keeps the rate buckets.
+    pub ledger: LedgerUrl,
+    /// What the sender itself is configured with ([`crate::assemble`]): secret, mode, windows
+    /// policy, renderer, send timeout, `NOTICE_CLAIM_LIFETIME_SECS` (default 60, twice the
+    /// template's 30 s function timeout), `NOTICE_RATE_LIMITS` (the built-in default when unset,
+    /// `None` when switched off), `NOTICE_PARK_SPREAD_SECS`.
+    pub send: SendConfig,
     pub from: String,
     pub configuration_set: Option<String>,
-    pub mode: Mode,
-    pub policy: WindowPolicy,
-    pub renderer: Renderer,
-    pub send_timeout: Duration,
-    /// `NOTICE_CLAIM_LIFETIME_SECS` (default 60, twice the template's 30 s function timeout): the
-    /// longest a live sender holds a claim; a delivery held by a younger claim comes back after it.
-    pub claim_lifetime: Duration,
     pub retention_days: u32,
     pub concurrency: usize,
     pub queue_url: Option<String>,
     pub dead_letter_queue_url: Option<String>,
-    /// Shared per-domain send rate (`NOTICE_RATE_LIMITS`; the built-in default when unset, `None`
-    /// when switched off), kept beside the ledger: in its DynamoDB table, PostgreSQL database or
-    /// SQLite file.
-    pub rate_limits: Option<RateLimits>,
     /// Parking for long waits; `None` only where no job waits longer than the queue keeps it.
     pub parking: Option<ParkingSettings>,
-    /// `NOTICE_PARK_SPREAD_SECS`: see [`config::park_spread_from_env`].
-    pub park_spread: Duration,
 }
 
 impl SenderSettings {
@@ -88,43 +77,39 @@ impl SenderSettings {
     /// Every other setting from the environment, with the secret already resolved.
     pub fn from_env_with_secret(secret: NoticeSecret) -> Result<Self, ConfigError> {
         let renderer = config::renderer_from_env(&secret)?;
-        let url =
-            config::optional(ledger_url::LEDGER_URL_VAR).as_deref().map(LedgerUrl::parse).transpose()?;
-        // The table is required unless NOTICE_LEDGER_URL names the ledger (whose store also
-        // keeps the rate buckets).
-        let table = match &url {
-            Some(LedgerUrl::DynamoDb(t)) => {
-                config::optional(ledger_url::TABLE_VAR).unwrap_or_else(|| t.clone())
-            }
-            Some(_) => config::optional(ledger_url::TABLE_VAR).unwrap_or_default(),
-            None => config::required(ledger_url::TABLE_VAR)?,
+        // The table is required unless NOTICE_LEDGER_URL names the ledger.
+        let ledger = match config::optional(ledger_url::LEDGER_URL_VAR) {
+            Some(url) => LedgerUrl::parse(&url)?,
+            None => LedgerUrl::DynamoDb(config::required(ledger_url::TABLE_VAR)?),
         };
         let policy = config::windows_from_env()?;
         let retention_days = ledger_url::retention_days_from_env()?;
-        if matches!(url, None | Some(LedgerUrl::DynamoDb(_))) {
+        if matches!(ledger, LedgerUrl::DynamoDb(_)) {
             ledger_url::check_retention(retention_days, &policy)?;
         }
-        let rate_limits = config::rate_limits_from_env()?;
         let send_timeout = config::secs_from_env("NOTICE_SEND_TIMEOUT_SECS", 8)?;
-        Ok(Self {
-            table,
-            ledger_url: url,
+        let send = SendConfig {
             secret,
-            from: sender_from_env()?,
-            configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
             mode: config::mode_from_env()?,
             policy,
-            renderer,
+            renderer: Arc::new(renderer),
             send_timeout,
             claim_lifetime: claim_lifetime_from_env(send_timeout)?,
+            rate_limits: config::rate_limits_from_env()?,
+            park_spread: config::park_spread_from_env()?,
+            gate_clock: GateClock::Wall,
+        };
+        Ok(Self {
+            ledger,
+            send,
+            from: sender_from_env()?,
+            configuration_set: config::optional("NOTICE_CONFIGURATION_SET"),
             retention_days,
             concurrency: config::secs_from_env("NOTICE_RECORD_CONCURRENCY", 10)?.as_secs().clamp(1, 100)
                 as usize,
             queue_url: config::optional("NOTICE_QUEUE_URL"),
             dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
-            rate_limits,
             parking: ParkingSettings::from_env()?,
-            park_spread: config::park_spread_from_env()?,
         })
     }
 }

@@ -1,0 +1,93 @@
+//! One assembly of a sender for every entry point that sends — the sender Lambda, `noticectl send`
+//! and the capacity model: configuration and opened ports in; the [`NoticeSender`] with its rate
+//! gate and send budget, and the queue policy that goes with its parker, out. Built in one place,
+//! a budget, a gate's clock or a parking flag cannot differ between what ships and what is
+//! measured, and "parks long waits" is true exactly when there is somewhere to park them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use notice_ledger::ledger::ClaimLedger;
+use notice_ledger::mailer::Mailer;
+use notice_ledger::park::Parker;
+use notice_ledger::rate::{BucketGate, BucketStore, RateGate, RateLimits};
+use notice_ledger::render::Renderer;
+use notice_ledger::{Mode, NoticeSecret, NoticeSender, QueuePolicy, SendBudget, WindowPolicy};
+use tracing::{info, warn};
+
+/// How the rate gate tells time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateClock {
+    /// The real clock at the moment of admission, whatever instant a caller passes (a deployed
+    /// sender, and `noticectl send --now`, whose pinned instant is for send windows only).
+    Wall,
+    /// The instant each caller passes (a model in simulated time).
+    Callers,
+}
+
+/// What a sender is configured with, besides its ports.
+pub struct SendConfig {
+    pub secret: NoticeSecret,
+    pub mode: Mode,
+    pub policy: WindowPolicy,
+    pub renderer: Arc<Renderer>,
+    /// The one send attempt's limit; no claim is made with less than twice this left.
+    pub send_timeout: Duration,
+    /// `NOTICE_CLAIM_LIFETIME_SECS`: the longest a live sender holds a claim.
+    pub claim_lifetime: Duration,
+    /// The shared send rate (`None`: not paced).
+    pub rate_limits: Option<RateLimits>,
+    /// `NOTICE_PARK_SPREAD_SECS`.
+    pub park_spread: Duration,
+    pub gate_clock: GateClock,
+}
+
+/// The ports a sender runs over, as its entry point opened them.
+pub struct SenderPorts {
+    /// Only the claim → commit port: the send path cannot resolve or release claims it does not hold.
+    pub ledger: Arc<dyn ClaimLedger>,
+    /// The rate buckets, kept beside the ledger.
+    pub buckets: Arc<dyn BucketStore>,
+    pub mailer: Arc<dyn Mailer>,
+    /// Where waits over 15 minutes park (`None`: they hide on the queue).
+    pub parker: Option<Arc<dyn Parker>>,
+}
+
+/// An assembled sender, its queue policy and its parker.
+pub struct Assembled {
+    pub sender: NoticeSender,
+    pub queue_policy: QueuePolicy,
+    pub parker: Option<Arc<dyn Parker>>,
+}
+
+/// Assembles a sender (see the module's header).
+pub fn assemble(config: SendConfig, ports: SenderPorts) -> Assembled {
+    match &config.rate_limits {
+        Some(limits) => info!(limits = %limits.describe(), "send rate"),
+        None => warn!("NOTICE_RATE_LIMITS is off: sends to one domain are not paced"),
+    }
+    let gate = config.rate_limits.map(|limits| {
+        let gate = BucketGate::new(ports.buckets, limits);
+        let gate = match config.gate_clock {
+            GateClock::Wall => gate.on_wall_clock(),
+            GateClock::Callers => gate,
+        };
+        Arc::new(gate) as Arc<dyn RateGate>
+    });
+    let budget = SendBudget {
+        send_timeout: config.send_timeout,
+        min_time_left: config.send_timeout * 2,
+        claim_lifetime: config.claim_lifetime,
+    };
+    let sender = NoticeSender::new(ports.ledger, ports.mailer, config.renderer, config.policy, config.secret)
+        .with_mode(config.mode)
+        .with_budget(budget)
+        .with_rate_gate(gate);
+    let queue_policy = queue_policy(ports.parker.as_ref(), config.park_spread);
+    Assembled { sender, queue_policy, parker: ports.parker }
+}
+
+/// The queue policy that goes with `parker`: long waits park exactly when there is a parker.
+pub fn queue_policy(parker: Option<&Arc<dyn Parker>>, park_spread: Duration) -> QueuePolicy {
+    QueuePolicy { parking: parker.is_some(), park_spread }
+}
