@@ -22,7 +22,6 @@ use lambda_runtime::LambdaEvent;
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
 use notice_ledger::ledger::Ledger;
-use notice_ledger::metrics::Metrics;
 use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
 use notice_ledger::rate::BucketStore;
@@ -37,6 +36,10 @@ use notice_sqs::{Attribute, ReceivedMessage, REPLAY_BATCH_ATTRIBUTE};
 use rand::Rng;
 use serde_json::Value;
 use tracing::{info, warn, Instrument};
+
+mod metrics;
+
+use metrics::{emf_documents, ReplayBatches};
 
 /// Everything the handler needs, built once per cold start ([`notice_setup::assemble`]).
 pub struct SenderApp {
@@ -215,23 +218,6 @@ struct Batch<'a> {
     replays: &'a ReplayBatches,
 }
 
-/// Counters of this invocation's replayed notices, one set per `replay_batch` value.
-#[derive(Default)]
-struct ReplayBatches(Mutex<BTreeMap<String, Arc<Metrics>>>);
-
-impl ReplayBatches {
-    /// The counters a record counts into: its replay batch's, or the sender's own.
-    fn metrics_for(&self, app: &SenderApp, replay_batch: Option<&str>) -> Arc<Metrics> {
-        match replay_batch.filter(|b| !b.is_empty()) {
-            None => Arc::clone(app.sender.metrics()),
-            Some(batch) => {
-                let mut batches = self.0.lock().unwrap_or_else(|p| p.into_inner());
-                Arc::clone(batches.entry(batch.to_owned()).or_default())
-            }
-        }
-    }
-}
-
 /// Processes one record; returns its message id when SQS must keep it.
 async fn process_record(
     app: &SenderApp,
@@ -335,29 +321,6 @@ pub fn deadline_instant(deadline_ms: u64) -> Option<Instant> {
     let deadline = SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms);
     let left = deadline.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
     Some(Instant::now() + left)
-}
-
-/// One EMF document per invocation (printed on stdout, where CloudWatch picks it up), plus one per
-/// replay batch seen in the invocation, counting only that batch's notices and carrying
-/// `replay_batch` as a property. Every document has the same `Function` dimension (the deployed
-/// function's name), so a batch's notices count in the function's metrics and alarms; a batch's
-/// own numbers are found in Logs Insights by the property (docs/metrics.md).
-fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Value> {
-    let function = app.function_name.as_str();
-    let snapshot = app.sender.metrics().drain();
-    let mut documents = vec![snapshot.to_emf(function, now_ms)];
-    documents.extend(snapshot.unlisted_jurisdiction_emf(function, now_ms));
-    let batches = batches.0.into_inner().unwrap_or_else(|p| p.into_inner());
-    for (batch, metrics) in batches {
-        let snapshot = metrics.drain();
-        documents.push(snapshot.to_emf_for_batch(function, now_ms, &batch));
-        documents.extend(snapshot.unlisted_jurisdiction_emf(function, now_ms));
-    }
-    let refusals = std::mem::take(&mut *app.refusals.lock().unwrap_or_else(|p| p.into_inner()));
-    for (reason, count) in refusals {
-        documents.push(notice_ledger::metrics::parking_refused_emf(function, now_ms, reason, count));
-    }
-    documents
 }
 
 #[cfg(test)]
