@@ -6,10 +6,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod clock;
 mod commands;
 mod input;
+mod key_arg;
 mod ledger_target;
 mod local;
+mod pinned;
 mod queue;
 mod terminal;
 

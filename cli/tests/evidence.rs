@@ -144,7 +144,8 @@ fn check(dir: &Path, env: &[(String, String)], ledger: &str, charge: DateTime<Ut
     assert_eq!((open["state"].as_str(), open["quarantined"].as_bool()), (Some("claimed"), Some(true)));
     assert_eq!(open["minutes_before_charge"], 500 * 60);
 
-    let table = ok(&noticectl(dir, env, &base));
+    let wide_args: Vec<&str> = base.iter().copied().chain(["--wide"]).collect();
+    let table = ok(&noticectl(dir, env, &wide_args));
     let cells = row(&table, "annual_renewal", "0");
     let claimed = (charge - Duration::hours(720) - Duration::minutes(30)).to_rfc3339();
     assert_eq!(cells[2..6].to_vec(), ["sent", claimed.as_str(), "720.5 h", charge.to_rfc3339().as_str()]);
@@ -158,6 +159,36 @@ fn check(dir: &Path, env: &[(String, String)], ledger: &str, charge: DateTime<Ut
         !table.contains(SECRET) && !ok(&noticectl(dir, env, &json_args)).contains(SECRET),
         "never the secret"
     );
+
+    // The default: one block per notice, readable in 100 columns.
+    let blocks = ok(&noticectl(dir, env, &base));
+    let wide: Vec<&str> = blocks.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(wide.is_empty(), "lines over 100 columns: {wide:#?}\n{blocks}");
+    let key = |n: &Value| n["notice_key"].as_str().unwrap()[..12].to_owned();
+    let block = |head: &str| -> Vec<String> {
+        let lines: Vec<&str> = blocks.lines().collect();
+        let at =
+            lines.iter().position(|l| l.starts_with(head)).unwrap_or_else(|| panic!("no {head}:\n{blocks}"));
+        lines[at..].iter().take_while(|l| !l.is_empty()).map(|l| (*l).to_owned()).collect()
+    };
+    let sent_block = block("annual_renewal revision 0 ·").join("\n");
+    for want in [
+        format!("key {} · sent", key(sent)),
+        format!("when       {claimed} (claimed"),
+        format!("720.5 h before the charge at {}", charge.to_rfc3339()),
+        "1080 h → 360 h before the charge · US-CA · inside: yes".to_owned(),
+        "message    ses-0100-annual".to_owned(),
+        "delivery   delivered".to_owned(),
+    ] {
+        assert!(sent_block.contains(&want), "{want:?} not in\n{sent_block}");
+    }
+    let missed_block = block("trial_conversion revision 0 ·").join("\n");
+    assert!(
+        missed_block.contains("10.2 h before the charge") && missed_block.contains("inside: no"),
+        "{missed_block}"
+    );
+    assert!(block("annual_renewal revision 1 ·")[0].ends_with("claimed (quarantined)"), "{blocks}");
+    assert!(!blocks.contains(SECRET), "never the secret");
 }
 
 #[tokio::test]

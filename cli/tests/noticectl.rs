@@ -244,3 +244,139 @@ fn quarantine_release_is_refused_without_confirmation_and_audited_with_it() {
         noticectl(dir.path(), &["quarantine", "resolve", key.as_str(), "--sent", "--message-id", "m-1"]);
     assert_eq!(resolve.status.code(), Some(2), "a sent row cannot be resolved again");
 }
+
+/// A fresh claim on `body`'s notice at `at`, as another process's send in flight leaves it.
+fn claim(
+    state: &Path,
+    secret: &str,
+    body: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> notice_ledger::NoticeKey {
+    std::fs::create_dir_all(state).unwrap();
+    std::fs::write(state.join("secret"), secret).unwrap();
+    let parsed = notice_ledger::Job::parse(body).unwrap();
+    let key = parsed.key(&notice_ledger::NoticeSecret::new(secret).unwrap());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let ledger = notice_sqlite::SqliteLedger::open(state.join("ledger.db")).unwrap();
+        let req = notice_ledger::ledger::ClaimRequest::for_job(&parsed, key.clone(), at);
+        ledger.claim(&req).await.unwrap();
+    });
+    key
+}
+
+#[test]
+fn now_takes_a_date_a_minute_or_rfc_3339_and_says_which_when_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("one.jsonl"), job("sub_d", 0, "2026-12-04T09:00:00Z")).unwrap();
+    // Midnight UTC on 2 December: 57 h before the charge, inside 72 h → 24 h.
+    let date = noticectl(dir.path(), &["send", "one.jsonl", "--now", "2026-12-02"]);
+    assert!(date.status.success() && text(&date).0.contains(" sent "), "{:?}", text(&date));
+    let minute = noticectl(dir.path(), &["send", "one.jsonl", "--now", "2026-12-02T12:00"]);
+    assert!(text(&minute).0.contains("already sent"), "{:?}", text(&minute));
+    let bad = noticectl(dir.path(), &["send", "one.jsonl", "--now", "2026-12"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = text(&bad).1;
+    assert!(err.contains("YYYY-MM-DD (midnight UTC), YYYY-MM-DDTHH:MM (UTC) or RFC 3339"), "{err}");
+}
+
+#[test]
+fn send_prints_results_in_input_order_even_when_one_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = job("sub_held", 0, "2026-12-04T09:00:00Z");
+    claim(&dir.path().join(".notices"), "order-test-secret", &held, NOW.parse().unwrap());
+    let lines =
+        [held, job("sub_next", 0, "2026-12-04T09:00:00Z"), job("sub_last", 0, "2026-12-04T09:00:00Z")];
+    std::fs::write(dir.path().join("jobs.jsonl"), lines.join("\n")).unwrap();
+    let out = noticectl(dir.path(), &["send", "jobs.jsonl", "--now", NOW]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "a held job is neither sent nor decided\n{stdout}\n{stderr}");
+    let order: Vec<&str> = stdout.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(&order[..3], ["1", "2", "3"], "{stdout}");
+    assert!(stdout.lines().next().unwrap().contains("in_flight"), "{stdout}");
+    assert!(stdout.lines().last().unwrap().starts_with("3 job(s): 1 in_flight, 2 sent"), "{stdout}");
+}
+
+#[test]
+fn with_now_every_time_a_send_writes_is_the_pinned_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = job("sub_t", 0, "2026-12-04T09:00:00Z");
+    std::fs::create_dir_all(dir.path().join(".notices")).unwrap();
+    std::fs::write(dir.path().join(".notices/secret"), "pinned-test-secret").unwrap();
+    std::fs::write(dir.path().join("one.jsonl"), &body).unwrap();
+    let out = noticectl(dir.path(), &["send", "one.jsonl", "--now", NOW]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let key = notice_ledger::Job::parse(&body)
+        .unwrap()
+        .key(&notice_ledger::NoticeSecret::new("pinned-test-secret").unwrap());
+    let row = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use notice_ledger::ledger::RowReader;
+        let ledger = notice_sqlite::SqliteLedger::open(dir.path().join(".notices/ledger.db")).unwrap();
+        ledger.get(&key).await.unwrap().unwrap()
+    });
+    let now: chrono::DateTime<chrono::Utc> = NOW.parse().unwrap();
+    assert_eq!(row.state, notice_ledger::ledger::RowState::Sent);
+    assert_eq!((row.claimed_at, row.updated_at), (Some(now), now), "{row:?}");
+}
+
+#[test]
+fn a_key_prefix_of_twelve_names_an_open_claim_and_a_shorter_one_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let an_hour_ago = chrono::Utc::now() - chrono::Duration::hours(1);
+    let key = claim(
+        &dir.path().join(".notices"),
+        "prefix-test-secret",
+        &job("sub_p", 0, "2026-12-04T09:00:00Z"),
+        an_hour_ago,
+    );
+    let prefix = &key.as_str()[..12];
+
+    let dry = noticectl(
+        dir.path(),
+        &["quarantine", "release", &prefix.to_uppercase(), "--reason", "x", "--dry-run"],
+    );
+    assert!(dry.status.success(), "{:?}", text(&dry));
+    assert!(text(&dry).0.contains(&format!("would release {key}")), "{:?}", text(&dry));
+
+    let short =
+        noticectl(dir.path(), &["quarantine", "release", &prefix[..11], "--reason", "x", "--dry-run"]);
+    assert_eq!(short.status.code(), Some(2));
+    assert!(text(&short).1.contains("a key prefix needs at least 12"), "{:?}", text(&short));
+
+    let other = if prefix.starts_with('0') { "111111111111" } else { "000000000000" };
+    let none = noticectl(dir.path(), &["quarantine", "resolve", other, "--sent", "--message-id", "m"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(text(&none).1.contains("no open claim in sqlite:"), "{:?}", text(&none));
+    assert!(text(&none).1.contains(&format!("has a key starting with {other}")), "{:?}", text(&none));
+
+    let resolved = noticectl(dir.path(), &["quarantine", "resolve", prefix, "--sent", "--message-id", "m-7"]);
+    assert!(resolved.status.success(), "{:?}", text(&resolved));
+    assert!(text(&resolved).0.contains(&format!("resolved {key} as sent")), "{:?}", text(&resolved));
+
+    // `show` reads any row, and no ledger port finds rows by prefix: it says so.
+    let show = noticectl(dir.path(), &["show", prefix]);
+    assert_eq!(show.status.code(), Some(2));
+    assert!(text(&show).1.contains("whole 64-character key"), "{:?}", text(&show));
+    let whole = noticectl(dir.path(), &["show", key.as_str()]);
+    assert!(whole.status.success() && text(&whole).0.contains("\"state\": \"sent\""), "{:?}", text(&whole));
+}
+
+#[test]
+fn replay_counts_withdraws_as_withdraws_not_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let withdraw =
+        serde_json::json!({"action": "withdraw", "subscription_id": "sub_w", "period_start": "2026-12-01",
+        "kind": "renewal_notice_t72", "reason": "cancelled"})
+        .to_string();
+    let lines = [job("sub_1", 0, "2026-12-04T09:00:00Z"), withdraw.clone(), withdraw];
+    std::fs::write(dir.path().join("backlog.jsonl"), lines.join("\n")).unwrap();
+    let out = noticectl(dir.path(), &["replay", "--from", "backlog.jsonl", "--dry-run"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout
+            .contains("3 job(s) · 0 invalid · 1 repeated in file · in ledger: none · new: 1 · withdraws: 1"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 new of 1 would be enqueued, with 1 withdraw(s)"), "{stdout}");
+}

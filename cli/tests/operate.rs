@@ -181,6 +181,33 @@ async fn enqueue_validates_then_sends_one_job() {
     let got =
         moto.sqs().await.receive_message().queue_url(&queue).max_number_of_messages(10).send().await.unwrap();
     assert_eq!(got.messages().len(), 1);
+
+    // A withdraw is passed through as a withdraw, by `enqueue` and by `replay`.
+    let withdraw = |sub: &str| {
+        serde_json::json!({"action": "withdraw", "subscription_id": sub, "period_start": "2026-12-01",
+            "kind": "renewal_notice_t72", "reason": "cancelled"})
+        .to_string()
+    };
+    let one = noticectl(&moto, dir.path(), &["enqueue", "--queue-url", &queue, &withdraw("sub_w1")]);
+    assert!(one.status.success() && stdout(&one).contains("enqueued withdraw of sub_w1"), "{}", stdout(&one));
+    std::fs::write(dir.path().join("mixed.jsonl"), [job(2), withdraw("sub_w2")].join("\n")).unwrap();
+    let replay =
+        noticectl(&moto, dir.path(), &["replay", "--from", "mixed.jsonl", "--queue-url", &queue, "--yes"]);
+    assert!(replay.status.success(), "{}", stdout(&replay));
+    assert!(stdout(&replay).contains("enqueued 2 of 2"), "{}", stdout(&replay));
+    let bodies: Vec<serde_json::Value> =
+        drain(&moto, &queue).await.iter().map(|b| serde_json::from_str(b).unwrap()).collect();
+    let withdrawn: Vec<&str> = bodies
+        .iter()
+        .filter(|b| b["action"] == "withdraw")
+        .map(|b| b["subscription_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(withdrawn.len(), 2, "{bodies:?}");
+    assert!(withdrawn.contains(&"sub_w1") && withdrawn.contains(&"sub_w2"), "{bodies:?}");
+    assert!(
+        bodies.iter().any(|b| b["subscription_id"] == "sub_2" && b.get("action").is_none()),
+        "{bodies:?}"
+    );
 }
 
 #[tokio::test]
@@ -226,6 +253,17 @@ async fn enqueue_parks_a_far_future_job_where_the_sender_would_and_parked_cancel
     let cancel = ["parked", "--schedule-group", "parked", "cancel", key.as_str()];
     let dry = noticectl(&moto, dir.path(), &[&cancel[..], &["--dry-run"]].concat());
     assert!(dry.status.success() && stdout(&dry).contains("nothing deleted"), "{}", stdout(&dry));
+    // The 12-character prefix the listing shows names the same parked job.
+    let by_prefix = noticectl(
+        &moto,
+        dir.path(),
+        &["parked", "--schedule-group", "parked", "cancel", key.prefix(), "--dry-run"],
+    );
+    assert!(
+        by_prefix.status.success() && stdout(&by_prefix).contains(&format!("would delete: {key}")),
+        "{}",
+        stdout(&by_prefix)
+    );
     let unconfirmed = noticectl(&moto, dir.path(), &cancel);
     assert!(!unconfirmed.status.success(), "no terminal, no --yes: refused");
     let listed = moto.scheduler().await.list_schedules().group_name("parked").send().await.unwrap();

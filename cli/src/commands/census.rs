@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use notice_ledger::job::{Message, Withdrawal};
 use notice_ledger::ledger::{Ledger, LedgerRow, RowState};
 use notice_ledger::{Job, NoticeKey};
 
@@ -30,13 +31,22 @@ pub(super) struct Census {
     pub(super) new: Vec<(String, Job, NoticeKey)>,
     /// How many of `new` have a released row (a replay sends them; a backfill leaves them).
     pub(super) released_in_new: usize,
+    /// Distinct withdraws (`"action": "withdraw"`): a replay passes them through as they are (a
+    /// tombstone can only stop a send), a backfill skips them.
+    pub(super) withdraws: Vec<(String, Withdrawal)>,
+    /// Lines that are withdraws, repeats included: not send jobs, so not in the verdict's count.
+    pub(super) withdraw_lines: usize,
 }
 
 impl Census {
     fn summary(&self) -> String {
         let states: Vec<String> = self.in_ledger.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        let withdraws = match self.withdraws.len() {
+            0 => String::new(),
+            n => format!(" · withdraws: {n}"),
+        };
         format!(
-            "{} job(s) · {} invalid · {} repeated in file · in ledger: {} · new: {}",
+            "{} job(s) · {} invalid · {} repeated in file · in ledger: {} · new: {}{withdraws}",
             self.jobs,
             self.invalid.len(),
             self.repeated_in_file,
@@ -51,6 +61,12 @@ impl Census {
         if let Some(n) = self.in_ledger.get(&RowState::Withdrawn) {
             println!("  withdrawn {n}: never enqueued or backfilled — these notices must not go out");
         }
+        if !self.withdraws.is_empty() {
+            println!(
+                "  withdraws {}: passed through as withdraws by a replay (each writes a tombstone), never backfilled",
+                self.withdraws.len()
+            );
+        }
         for (origin, error) in &self.invalid {
             println!("  {origin}: {error}");
         }
@@ -61,16 +77,20 @@ impl Census {
     /// was almost all delivered already, where the few unknown keys are more likely a mistake
     /// (wrong file, wrong secret, wrong ledger) than notices owed.
     pub(super) fn verdict(&self, stop_below_percent: f64) -> Verdict {
-        let valid = self.jobs - self.invalid.len();
+        let valid = self.jobs - self.invalid.len() - self.withdraw_lines;
         let new = self.new.len();
-        if new == 0 {
+        let withdraws = self.withdraws.len();
+        if valid == 0 && withdraws > 0 {
+            Verdict { stop: false, text: format!("no send jobs: {withdraws} withdraw(s) would be enqueued") }
+        } else if new == 0 {
             Verdict::stop(format!(
                 "0 new of {valid}: stop — this backlog was already delivered (or decided); nothing to replay"
             ))
         } else if (new as f64) * 100.0 < stop_below_percent * valid as f64 {
             Verdict::stop(format!("{new} new of {valid}: stop — almost all of this backlog was already delivered (under {stop_below_percent}% new); replay only if you expected exactly these {new} (--force)"))
         } else {
-            Verdict { stop: false, text: format!("{new} new of {valid} would be enqueued") }
+            let and = if withdraws > 0 { format!(", with {withdraws} withdraw(s)") } else { String::new() };
+            Verdict { stop: false, text: format!("{new} new of {valid} would be enqueued{and}") }
         }
     }
 }
@@ -104,11 +124,20 @@ pub(super) async fn census(
 
     let mut census = Census { jobs: items.len(), ..Census::default() };
     let mut seen = HashSet::new();
+    let mut seen_withdraws = HashSet::new();
     let mut candidates = Vec::new();
     for item in items {
-        match item.job() {
+        match item.message() {
             Err(e) => census.invalid.push((item.origin, crate::terminal::escape(&e.to_string()))),
-            Ok(job) => {
+            Ok(Message::Withdraw(withdrawal)) => {
+                census.withdraw_lines += 1;
+                if seen_withdraws.insert(withdrawal.key(&secret)) {
+                    census.withdraws.push((item.origin, withdrawal));
+                } else {
+                    census.repeated_in_file += 1;
+                }
+            }
+            Ok(Message::Send(job)) => {
                 let key = job.key(&secret);
                 if seen.insert(key.clone()) {
                     candidates.push((item.origin, job, key));

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context};
 use chrono::Utc;
+use notice_ledger::job::{Message, Withdrawal};
 use notice_ledger::park::{ParkRequest, Parked, Parker};
 use notice_ledger::{Job, Outcome, QueueAction, QueuePolicy, Receive, WindowDecision};
 use notice_scheduler::SchedulerParker;
@@ -14,7 +15,8 @@ use super::scheduler::{self, SchedulerArgs};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct EnqueueArgs {
-    /// The job body (JSON), or @FILE to read it from a file.
+    /// The job body (JSON), or @FILE to read it from a file; a withdraw (`"action": "withdraw"`)
+    /// is enqueued as it is.
     job: String,
     #[arg(long, env = "NOTICE_QUEUE_URL")]
     queue_url: String,
@@ -33,8 +35,12 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         Some(path) => std::fs::read_to_string(path).with_context(|| path.to_owned())?,
         None => args.job.clone(),
     };
-    // Refuse here what the sender would dead-letter later.
-    let job = Job::parse(&body)?;
+    // Refuse here what the sender would dead-letter later. A withdraw goes straight on the queue:
+    // it has no window to wait for, and the sender writes its tombstone.
+    let job = match Message::parse(&body)? {
+        Message::Send(job) => job,
+        Message::Withdraw(withdrawal) => return enqueue_withdraw(&args.queue_url, &withdrawal).await,
+    };
     let body = job.to_value().to_string();
     let policy = notice_setup::config::windows_from_env()?;
     let now = Utc::now();
@@ -65,6 +71,23 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         .await
         .map_err(|e| anyhow!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
     println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn enqueue_withdraw(queue_url: &str, withdrawal: &Withdrawal) -> anyhow::Result<ExitCode> {
+    let sqs = crate::queue::client().await;
+    let out = sqs
+        .send_message()
+        .queue_url(queue_url)
+        .message_body(withdrawal.to_value().to_string())
+        .send()
+        .await
+        .map_err(|e| anyhow!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+    println!(
+        "enqueued withdraw of {} (message {})",
+        withdrawal.identity.key_material(),
+        out.message_id().unwrap_or("?")
+    );
     Ok(ExitCode::SUCCESS)
 }
 

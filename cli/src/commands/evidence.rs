@@ -45,9 +45,12 @@ pub(crate) struct EvidenceArgs {
     /// NOTICE_STALE_AFTER_SECS (900).
     #[arg(long, value_name = "SECS")]
     stale_after_secs: Option<u64>,
-    /// Print one JSON object (for export) instead of the table.
-    #[arg(long)]
+    /// Print one JSON object (for export) instead of the blocks.
+    #[arg(long, conflicts_with = "wide")]
     json: bool,
+    /// One table row per notice (about 250 columns) instead of one block per notice.
+    #[arg(long)]
+    wide: bool,
 }
 
 /// One notice as the ledger records it.
@@ -176,6 +179,132 @@ pub(crate) fn notice_evidence(
     }
 }
 
+/// Columns the default (block) output keeps within.
+const COLUMNS: usize = 100;
+
+/// The state as an operator reads it: an open claim is quarantined or still in flight.
+fn state_text(n: &NoticeEvidence) -> String {
+    match (n.state, n.quarantined) {
+        ("claimed", true) => "claimed (quarantined)".to_owned(),
+        ("claimed", false) => "claimed (in flight)".to_owned(),
+        (s, _) => s.to_owned(),
+    }
+}
+
+/// The report as one block per notice, every line within [`COLUMNS`]: the default.
+fn render_blocks(r: &Report) -> String {
+    let dash = || "-".to_owned();
+    let mut lines = vec![
+        format!(
+            "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})",
+            escape(&r.subscription_id),
+            r.period_start,
+            r.notices.len(),
+            r.ledger,
+            r.keys_looked_up,
+            r.kinds.join(","),
+            revisions_text(&r.revisions),
+        ),
+        String::new(),
+    ];
+    for n in &r.notices {
+        let prefix = n.notice_key.get(..crate::key_arg::MIN_PREFIX).unwrap_or(&n.notice_key);
+        lines.push(format!("{} revision {} · key {prefix} · {}", n.kind, n.revision, state_text(n)));
+        let what =
+            if n.state == "missed" { "the miss was recorded" } else { "claimed, right before the send" };
+        let field = |label: &str, value: String| format!("  {label:<10} {value}");
+        lines.push(field("when", n.at.map_or_else(dash, |t| format!("{} ({what})", t.to_rfc3339()))));
+        lines.push(field(
+            "before",
+            match (n.hours_before_charge, n.charge_at) {
+                (Some(h), Some(charge)) => format!("{h:.1} h before the charge at {}", charge.to_rfc3339()),
+                (None, Some(charge)) => format!("- (charge at {})", charge.to_rfc3339()),
+                _ => "- (no charge time on the row)".to_owned(),
+            },
+        ));
+        let window = n.window.as_ref().map_or_else(dash, |w| {
+            format!("{} h → {} h before the charge", w.opens_hours_before, w.closes_hours_before)
+        });
+        let jurisdiction = n.jurisdiction.as_deref().map_or_else(|| "no jurisdiction".to_owned(), escape);
+        let inside = n.inside_window.map_or_else(dash, |i| if i { "yes" } else { "no" }.to_owned());
+        lines.push(field("window", format!("{window} · {jurisdiction} · inside: {inside}")));
+        lines.push(field("message", n.message_id.as_deref().map_or_else(dash, escape)));
+        lines.push(field("delivery", n.delivery_status.map_or_else(dash, str::to_owned)));
+        if let Some(detail) = &n.detail {
+            lines.push(field("detail", escape(detail)));
+        }
+        if !n.duplicate_message_ids.is_empty() {
+            lines.push(field("duplicates", escape(&n.duplicate_message_ids.join(", "))));
+        }
+        lines.push(String::new());
+    }
+    lines.push(format!(
+        "window: opens → closes, hours before the charge, under {} — the policy given now; judge by the \
+         one deployed then if it has changed. --wide: one table row per notice; --json: every field.",
+        r.policy
+    ));
+    if r.notices.iter().any(|n| n.charge_at.is_none()) {
+        lines.push(
+            "no charge time: the row was written before charge times were stored (or backfilled, or \
+             learned from provider events)"
+                .to_owned(),
+        );
+    }
+    let mut out = String::new();
+    for line in &lines {
+        for part in wrap(line, COLUMNS) {
+            out.push_str(&part);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `line` in pieces of at most `width` characters, broken at spaces (a longer word is cut); the
+/// pieces after the first are indented to the value column of a block's field line.
+fn wrap(line: &str, width: usize) -> Vec<String> {
+    if line.chars().count() <= width {
+        return vec![line.to_owned()];
+    }
+    let indent = if line.starts_with("  ") { " ".repeat(13) } else { " ".repeat(4) };
+    let body = line.trim_start_matches(' ');
+    let mut out = Vec::new();
+    let mut current = " ".repeat(line.len() - body.len());
+    let mut fresh = true;
+    // Split on single spaces so the padding inside a line survives (as empty words).
+    for word in body.split(' ') {
+        let mut word: Vec<char> = word.chars().collect();
+        if fresh && word.is_empty() && !out.is_empty() {
+            continue;
+        }
+        loop {
+            let used = current.chars().count();
+            let need = if fresh { word.len() } else { word.len() + 1 };
+            if used + need <= width {
+                if !fresh {
+                    current.push(' ');
+                }
+                current.extend(word.iter());
+                fresh = false;
+                break;
+            }
+            if fresh {
+                current.extend(word.drain(..width - used));
+            }
+            out.push(std::mem::replace(&mut current, indent.clone()));
+            fresh = true;
+            if word.is_empty() {
+                break;
+            }
+        }
+    }
+    if !fresh {
+        out.push(current);
+    }
+    out
+}
+
+/// The report as one wide table row per notice (`--wide`).
 fn render(r: &Report) -> String {
     let mut out = format!(
         "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})\n\n",
@@ -192,11 +321,7 @@ fn render(r: &Report) -> String {
         .notices
         .iter()
         .map(|n| {
-            let state = match (n.state, n.quarantined) {
-                ("claimed", true) => "claimed (quarantined)".to_owned(),
-                ("claimed", false) => "claimed (in flight)".to_owned(),
-                (s, _) => s.to_owned(),
-            };
+            let state = state_text(n);
             vec![
                 n.kind.clone(),
                 n.revision.to_string(),
@@ -338,8 +463,10 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
+    } else if args.wide {
         print!("{}", render(&report));
+    } else {
+        print!("{}", render_blocks(&report));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -361,5 +488,19 @@ mod tests {
         assert_eq!(revisions_text(&[0, 1, 2, 3]), "0-3");
         assert_eq!(revisions_text(&[0, 2]), "0,2");
         assert_eq!(revisions_text(&[4]), "4");
+    }
+
+    #[test]
+    fn long_lines_wrap_at_spaces_and_cut_long_words() {
+        let field = format!("  {:<10} {}", "detail", "word ".repeat(40));
+        let parts = wrap(field.trim_end(), 100);
+        assert!(parts.len() > 1 && parts.iter().all(|p| p.chars().count() <= 100), "{parts:#?}");
+        assert!(parts[0].starts_with("  detail     word"), "padding kept: {:?}", parts[0]);
+        assert!(parts[1..].iter().all(|p| p.starts_with(&" ".repeat(13)) && !p.starts_with(&" ".repeat(14))));
+        let long = format!("header {}", "x".repeat(250));
+        let parts = wrap(&long, 100);
+        assert!(parts.iter().all(|p| p.chars().count() <= 100), "{parts:#?}");
+        assert_eq!(parts.concat().matches('x').count(), 250, "nothing lost: {parts:#?}");
+        assert_eq!(wrap("short", 100), ["short"]);
     }
 }

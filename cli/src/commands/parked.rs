@@ -3,10 +3,11 @@
 
 use std::process::ExitCode;
 
-use notice_ledger::{Job, NoticeKey};
+use notice_ledger::Job;
 use notice_scheduler::{ParkedSchedule, SchedulerParker};
 
 use super::scheduler::{self, SchedulerArgs};
+use crate::key_arg::KeyArg;
 use crate::terminal::confirm;
 
 #[derive(clap::Args, Debug)]
@@ -27,8 +28,9 @@ enum ParkedCommand {
     },
     /// Delete one parked job: it will not come back to the queue (and is not sent) unless enqueued again.
     Cancel {
-        /// The notice key (= the schedule name).
-        key: String,
+        /// The notice key (= the schedule name), or a unique prefix of at least 12 hex characters.
+        #[arg(value_parser = KeyArg::parse)]
+        key: KeyArg,
         /// Show what would be deleted, delete nothing.
         #[arg(long)]
         dry_run: bool,
@@ -80,8 +82,19 @@ fn describe(s: &ParkedSchedule) -> String {
     )
 }
 
-async fn cancel(parker: &SchedulerParker, key: &str, dry_run: bool, yes: bool) -> anyhow::Result<ExitCode> {
-    let key = NoticeKey::parse(key)?;
+async fn cancel(
+    parker: &SchedulerParker,
+    key: &KeyArg,
+    dry_run: bool,
+    yes: bool,
+) -> anyhow::Result<ExitCode> {
+    let key = match key.full() {
+        Some(key) => key.clone(),
+        None => {
+            let names = parker.list().await?;
+            key.resolve(names.iter().map(|(name, _)| name), &format!("parked job in {}", parker.group()))?
+        }
+    };
     let Some(schedule) = parker.get(key.as_str()).await? else {
         println!("{key}: nothing parked under this key in {}", parker.group());
         return Ok(ExitCode::from(1));

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use chrono::Utc;
-use notice_ledger::ledger::{LedgerRow, RowState};
+use notice_ledger::ledger::{Ledger, LedgerRow, RowState};
 use notice_ledger::NoticeKey;
 
+use crate::key_arg::KeyArg;
 use crate::ledger_target::LedgerArg;
 use crate::terminal::ask;
 
@@ -40,7 +41,9 @@ enum QuarantineCommand {
     },
     /// Record that a quarantined claim was in fact sent (message id from the provider's logs).
     Resolve {
-        key: String,
+        /// The notice key, or a unique prefix of at least 12 hex characters (among open claims).
+        #[arg(value_parser = KeyArg::parse)]
+        key: KeyArg,
         /// The claim was sent (the only resolution this command records).
         #[arg(long, required = true)]
         sent: bool,
@@ -53,7 +56,9 @@ enum QuarantineCommand {
     /// Release a claim so the notice may be sent again. Only for claims you have established were
     /// never sent: the next redelivery or replay WILL send.
     Release {
-        key: String,
+        /// The notice key, or a unique prefix of at least 12 hex characters (among open claims).
+        #[arg(value_parser = KeyArg::parse)]
+        key: KeyArg,
         #[arg(long)]
         reason: String,
         /// Who is acting (default $USER).
@@ -156,7 +161,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
             Ok(ExitCode::SUCCESS)
         }
         QuarantineCommand::Resolve { key, sent: _, message_id, by } => {
-            let key = NoticeKey::parse(&key)?;
+            let key = open_claim(ledger.as_ref(), &key, &target.describe()).await?;
             let who = operator(by);
             ledger
                 .operator_resolve_sent(&key, &message_id, &who, Utc::now())
@@ -175,7 +180,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
             events_dlq_url,
             force,
         } => {
-            let key = NoticeKey::parse(&key)?;
+            let key = open_claim(ledger.as_ref(), &key, &target.describe()).await?;
             if reason.trim().is_empty() {
                 anyhow::bail!("--reason must say why (it is recorded on the row)");
             }
@@ -213,6 +218,18 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The key `arg` names: given whole, as it is; a prefix, among the open claims (the only rows
+/// `resolve` and `release` act on), however recent.
+async fn open_claim(ledger: &dyn Ledger, arg: &KeyArg, ledger_name: &str) -> anyhow::Result<NoticeKey> {
+    if let Some(key) = arg.full() {
+        return Ok(key.clone());
+    }
+    // Claims a `send --now` rehearsal stamped in the future count too.
+    let every = Utc::now() + chrono::Duration::days(100 * 366);
+    let claims = ledger.open_claims(every, usize::MAX).await?;
+    arg.resolve(claims.iter().map(|row| row.key.as_str()), &format!("open claim in {ledger_name}"))
 }
 
 /// The SES event queue and its DLQ, as far as the operator named them.

@@ -54,6 +54,15 @@ pub(crate) struct ReplayArgs {
     stop_below: f64,
 }
 
+/// ` and N withdraw(s)` when there are any.
+fn withdraws_text(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" and {n} withdraw(s)")
+    }
+}
+
 fn percent(value: &str) -> Result<f64, String> {
     match value.trim().trim_end_matches('%').parse::<f64>() {
         Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
@@ -66,7 +75,8 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
     census.print_summary(&target);
     let verdict = census.verdict(args.stop_below);
     println!("{}", verdict.text);
-    if args.dry_run || census.new.is_empty() {
+    let nothing = census.new.is_empty() && census.withdraws.is_empty();
+    if args.dry_run || nothing {
         if args.dry_run {
             println!("dry run: nothing enqueued");
         }
@@ -74,8 +84,9 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
     }
     if verdict.stop && !args.force {
         println!(
-            "refusing to enqueue: the verdict is stop (pass --force to enqueue these {} job(s) anyway)",
-            census.new.len()
+            "refusing to enqueue: the verdict is stop (pass --force to enqueue these {} job(s){} anyway)",
+            census.new.len(),
+            withdraws_text(census.withdraws.len())
         );
         return Ok(ExitCode::from(EXIT_STOPPED));
     }
@@ -86,18 +97,24 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
     let batch_id = args.batch_id.unwrap_or_else(|| format!("replay-{}", Utc::now().format("%Y%m%dT%H%M%SZ")));
     if !args.yes
         && !confirm(&format!(
-            "Enqueue {} job(s) to {queue_url} as replay batch {batch_id}?",
-            census.new.len()
+            "Enqueue {} job(s){} to {queue_url} as replay batch {batch_id}?",
+            census.new.len(),
+            withdraws_text(census.withdraws.len())
         ))?
     {
         println!("nothing enqueued");
         return Ok(ExitCode::from(1));
     }
-    let jobs: Vec<Outgoing> = census
+    // Withdraws first: a tombstone written before a copy of its notice arrives suppresses it.
+    let withdraws = census
+        .withdraws
+        .iter()
+        .map(|(origin, w)| Outgoing { origin: origin.clone(), body: w.to_value().to_string() });
+    let sends = census
         .new
         .iter()
-        .map(|(origin, job, _)| Outgoing { origin: origin.clone(), body: job.to_value().to_string() })
-        .collect();
+        .map(|(origin, job, _)| Outgoing { origin: origin.clone(), body: job.to_value().to_string() });
+    let jobs: Vec<Outgoing> = withdraws.chain(sends).collect();
     let sqs = queue::client().await;
     let bar = progress(jobs.len(), "enqueueing");
     let report = queue::enqueue(&sqs, &queue_url, &jobs, Some(&batch_id), args.rate, &bar).await;

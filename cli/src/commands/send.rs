@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::{Mode, Outcome, QueueAction, QueuePolicy, Receive};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
@@ -17,6 +18,7 @@ use notice_setup::config;
 use crate::input::{read_items, InputItem};
 use crate::ledger_target::LedgerArg;
 use crate::local::StateDir;
+use crate::pinned::PinnedLedger;
 
 /// One local send's limit (writing to the file outbox); the claim lifetime is checked against it.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,8 +35,9 @@ pub(crate) struct SendArgs {
     /// Jobs in flight at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     concurrency: u16,
-    /// Pretend it is this instant (RFC 3339) when checking send windows — for rehearsals and demos.
-    #[arg(long)]
+    /// Pretend it is this instant — YYYY-MM-DD (midnight UTC), YYYY-MM-DDTHH:MM (UTC) or RFC 3339 —
+    /// for the send windows and every time the run writes to the ledger: rehearsals and demos.
+    #[arg(long, value_parser = crate::clock::parse_now)]
     now: Option<DateTime<Utc>>,
     /// `enforce` (default) or `shadow`.
     #[arg(long, env = "NOTICE_MODE", default_value = "enforce")]
@@ -49,7 +52,11 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     let target = args.ledger.target(&state.root)?;
     let opened = target.open().await?;
     let limits = config::rate_limits_from_env()?;
-    let ledger = opened.ledger;
+    // With --now every row this run writes carries the pinned time, its commits included.
+    let ledger: Arc<dyn ClaimLedger> = match args.now {
+        Some(now) => Arc::new(PinnedLedger::new(opened.ledger, now)),
+        None => opened.ledger,
+    };
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
     let config = SendConfig {
@@ -60,7 +67,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         send_timeout: SEND_TIMEOUT,
         claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?,
         // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
-        // the real clock, since --now only pins the send windows.
+        // the real clock: --now pins the send windows and the rows, never the shared buckets.
         rate_limits: limits.clone(),
         park_spread: Duration::ZERO,
         gate_clock: GateClock::Wall,
@@ -96,19 +103,23 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         })
         .buffered(usize::from(args.concurrency));
 
+    // Results print in input order. A job held by a claim that may still be running — often this
+    // run's own copy of the notice — is delivered again once every job here has finished, when the
+    // ledger can say more; the lines after it wait for it, so the order holds.
     let mut tally = Tally::default();
-    let mut held = Vec::new();
+    let mut waiting: Vec<(InputItem, notice_ledger::Delivery)> = Vec::new();
     while let Some((item, delivery)) = results.next().await {
-        // Held by a claim that may still be running — often this run's own copy of the notice:
-        // once every job here has finished, the ledger can say more.
-        if matches!(delivery.outcome, Outcome::InFlight { .. }) {
-            held.push(item);
-            continue;
+        if waiting.is_empty() && !matches!(delivery.outcome, Outcome::InFlight { .. }) {
+            tally.report(&item, &delivery);
+        } else {
+            waiting.push((item, delivery));
         }
-        tally.report(&item, &delivery);
     }
-    for item in held {
-        let delivery = sender.deliver_body(&item.body, now, None).await;
+    for (item, delivery) in waiting {
+        let delivery = match delivery.outcome {
+            Outcome::InFlight { .. } => sender.deliver_body(&item.body, now, None).await,
+            _ => delivery,
+        };
         tally.report(&item, &delivery);
     }
     let Tally { counts, failed } = tally;

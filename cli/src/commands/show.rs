@@ -4,18 +4,26 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::key_arg::KeyArg;
 use crate::ledger_target::LedgerArg;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ShowArgs {
-    /// The notice key (64 hex characters).
-    key: String,
+    /// The notice key (64 hex characters; a prefix is refused with the reason).
+    #[arg(value_parser = KeyArg::parse)]
+    key: KeyArg,
     #[command(flatten)]
     ledger: LedgerArg,
 }
 
 pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let key = notice_ledger::NoticeKey::parse(&args.key)?;
+    let Some(key) = args.key.full().cloned() else {
+        // No ledger port can find rows by key prefix (only by whole key, or the open claims).
+        anyhow::bail!(
+            "show needs the whole 64-character key: the ledger has no lookup by key prefix \
+             (`quarantine resolve|release` and `parked cancel` take a prefix)"
+        );
+    };
     let target = args.ledger.target(&state_dir)?;
     let ledger = target.open().await?.ledger;
     match ledger.get(&key).await? {
