@@ -21,6 +21,7 @@ use notice_ledger::ledger::{ClaimRequest, Ledger, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketStore, MemoryBuckets};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{
     ConfigError, Job, LedgerError, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
 };
@@ -341,7 +342,7 @@ async fn postgres_two_concurrent_senders_send_each_notice_once() {
     for (which, sender) in senders.iter().enumerate() {
         for job in &jobs {
             let (job, sender) = (job.clone(), Arc::clone(sender));
-            runs.spawn(async move { (which, sender.deliver(&job, now(), None).await) });
+            runs.spawn(async move { (which, sender.deliver(&job, DeliverContext::at(now())).await) });
         }
     }
     let mut sent_by_key: HashMap<String, Vec<String>> = HashMap::new();

@@ -19,6 +19,7 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::rate::{BucketGate, RateLimits};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{Job, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 use notice_setup::aws;
 use serde_json::json;
@@ -133,8 +134,9 @@ async fn many_senders_never_exceed_a_domains_bucket_and_send_everything_once() {
         }
         let now = t0 + Duration::milliseconds(round * 500);
         clock.store(now.timestamp_micros(), Ordering::SeqCst);
-        let attempts =
-            pending.iter().flat_map(|body| senders.iter().map(move |s| s.deliver_body(body, now, None)));
+        let attempts = pending
+            .iter()
+            .flat_map(|body| senders.iter().map(move |s| s.deliver(body, DeliverContext::at(now))));
         let results = futures::future::join_all(attempts).await;
         let mut done = HashSet::new();
         for (i, d) in results.iter().enumerate() {
@@ -211,15 +213,15 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
 
     let jobs: Vec<String> = (0..BURST).map(|i| body(&format!("d{i}@slow.example"), charge_at)).collect();
     for job in &jobs {
-        assert!(matches!(s.deliver_body(job, now, None).await.outcome, Outcome::Sent { .. }));
+        assert!(matches!(s.deliver(job, DeliverContext::at(now)).await.outcome, Outcome::Sent { .. }));
     }
     let drained = bucket_tat(&moto, "slow.example").await;
     assert!(drained.is_some());
     // The bucket is empty: a fresh notice waits, every copy of a sent one is suppressed and acked.
     let late = body("late@slow.example", charge_at);
-    assert!(matches!(s.deliver_body(&late, now, None).await.outcome, Outcome::RateLimited { .. }));
+    assert!(matches!(s.deliver(&late, DeliverContext::at(now)).await.outcome, Outcome::RateLimited { .. }));
     for job in &jobs {
-        let outcome = s.deliver_body(job, now, None).await.outcome;
+        let outcome = s.deliver(job, DeliverContext::at(now)).await.outcome;
         assert_eq!(outcome, Outcome::Suppressed { state: RowState::Sent });
     }
     assert_eq!(bucket_tat(&moto, "slow.example").await, drained, "duplicates took no token");
@@ -282,7 +284,7 @@ async fn eight_senders_on_one_domain_are_not_deferred_by_contention() {
     let attempts = senders
         .iter()
         .zip(&jobs)
-        .flat_map(|(sender, bodies)| bodies.iter().map(move |b| sender.deliver_body(b, now, None)));
+        .flat_map(|(sender, bodies)| bodies.iter().map(move |b| sender.deliver(b, DeliverContext::at(now))));
     let results = futures::future::join_all(attempts).await;
     let deferred = results.iter().filter(|d| matches!(d.outcome, Outcome::RateLimited { .. })).count();
     let sent = results.iter().filter(|d| matches!(d.outcome, Outcome::Sent { .. })).count();

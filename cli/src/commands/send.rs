@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
+use notice_ledger::DeliverContext;
 use notice_ledger::{Mode, Outcome, QueueAction, QueuePolicy, Receive};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
@@ -96,7 +97,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
                     Err(e) if item.unreadable.is_some() => {
                         notice_ledger::Delivery { key: None, outcome: Outcome::Invalid(e) }
                     }
-                    _ => sender.deliver_body(&item.body, now, None).await,
+                    _ => sender.deliver(&item.body, DeliverContext::at(now)).await,
                 };
                 (item, delivery)
             }
@@ -117,7 +118,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     }
     for (item, delivery) in waiting {
         let delivery = match delivery.outcome {
-            Outcome::InFlight { .. } => sender.deliver_body(&item.body, now, None).await,
+            Outcome::InFlight { .. } => sender.deliver(&item.body, DeliverContext::at(now)).await,
             _ => delivery,
         };
         tally.report(&item, &delivery);

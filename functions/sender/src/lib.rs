@@ -25,6 +25,7 @@ use notice_ledger::ledger::Ledger;
 use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
 use notice_ledger::rate::BucketStore;
+use notice_ledger::DeliverContext;
 use notice_ledger::{ConfigError, NoticeSender, Prefetched, QueuePolicy, Receive};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
@@ -248,7 +249,13 @@ async fn process_record(
         }
         let delivery = app
             .sender
-            .deliver_body_prefetched(&message.body, Utc::now(), batch.deadline, &metrics, prefetched)
+            .deliver(
+                &message.body,
+                DeliverContext::at(Utc::now())
+                    .with_deadline(batch.deadline)
+                    .counting_into(&metrics)
+                    .with_prefetched(prefetched),
+            )
             .await;
         let span = tracing::Span::current();
         if let Some(key) = &delivery.key {

@@ -1,6 +1,6 @@
 //! One run: the event loop in simulated time. Producers enqueue, schedules fire, the event source
 //! mapping starts invocations, and each invocation runs the sender Lambda's own sequence over the
-//! real core — [`NoticeSender::prefetch`] for the batch, [`NoticeSender::deliver_body_prefetched`]
+//! real core — [`NoticeSender::prefetch`] for the batch, [`NoticeSender::deliver`] (with the batch's prefetched reads in its context)
 //! per record, [`QueuePolicy::action`] for what the queue does, a park through the [`Parker`]
 //! port — against the modelled services.
 
@@ -14,6 +14,7 @@ use notice_ledger::park::Parker;
 use notice_ledger::queue::{Disposition, Executor, QueueError, QueuedMessage};
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{
     Mode, NoticeSecret, NoticeSender, Prefetched, QueuePolicy, Receive, SendBudget, WindowPolicy,
 };
@@ -414,7 +415,12 @@ async fn record(
     prefetched: Option<&Prefetched>,
 ) -> bool {
     let received_at = ctx.clock.now_utc();
-    let delivery = env.deliver_body_prefetched(body, received_at, None, env.metrics(), prefetched).await;
+    let delivery = env
+        .deliver(
+            body,
+            DeliverContext::at(received_at).counting_into(env.metrics()).with_prefetched(prefetched),
+        )
+        .await;
     *lock(&ctx.outcomes).entry(delivery.outcome.label()).or_default() += 1;
     let jitter = lock(&ctx.rng).gen::<f64>();
     let receive = Receive { key: delivery.key.as_ref(), count: r.receives, now: ctx.clock.now_utc(), jitter };

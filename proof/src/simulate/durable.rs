@@ -16,6 +16,7 @@ use notice_ledger::ledger::Ledger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{Delivery, NoticeKey, NoticeSecret, NoticeSender, SendBudget};
 use notice_sqlite::SqliteLedger;
 
@@ -68,7 +69,7 @@ impl Mailer for SimMailer {
 
 pub(super) type DeliveryFuture = Pin<Box<dyn Future<Output = Delivery>>>;
 
-/// Polls a real `deliver_body` future until it finishes (`Some`) or parks in the simulated mailer
+/// Polls a real `deliver` future until it finishes (`Some`) or parks in the simulated mailer
 /// (`None`). Real I/O (the SQLite ledger's blocking pool) is awaited as usual.
 struct UntilParked<'a> {
     fut: &'a mut DeliveryFuture,
@@ -128,10 +129,10 @@ impl Durable {
         Ok(Self { sender: Arc::new(sender), ledger, gate, keys, _dir: dir })
     }
 
-    /// The real `deliver_body` of one job's body at the simulated `now`, not yet polled.
+    /// The real `deliver` of one job's body at the simulated `now`, not yet polled.
     pub(super) fn deliver(&self, body: Arc<str>, now: DateTime<Utc>) -> DeliveryFuture {
         let sender = Arc::clone(&self.sender);
-        Box::pin(async move { sender.deliver_body(&body, now, None).await })
+        Box::pin(async move { sender.deliver(&*body, DeliverContext::at(now)).await })
     }
 
     /// The simulated send of job `job` is over: its suspended mailer call returns `answer`.

@@ -49,7 +49,7 @@
 //!   deleted on failure; a held key means "someone has it" and the job is acked. One row per `--ttl`.
 //! * `durable ledger` — **the real core**: a [`NoticeSender`] over a `MemoryLedger` (or a SQLite
 //!   file with `--ledger sqlite`) and a mailer adapter that hands each send to this simulation.
-//!   The simulation polls the real `deliver_body` future with the simulated `now` and, while the
+//!   The simulation polls the real `deliver` future with the simulated `now` and, while the
 //!   simulated send is in flight, keeps it suspended inside the mailer call; a crash drops the
 //!   future exactly where the worker stopped. Like the baselines, it waits for a window on the
 //!   queue, 12 h per hop.

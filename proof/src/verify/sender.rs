@@ -21,6 +21,7 @@ use notice_ledger::ledger::{ClaimLedger, ClaimRequest, LedgerRow, Origin, RowSta
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::RateGate;
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, QueuePolicy, Receive, SendBudget, WindowDecision,
     WindowPolicy,
@@ -220,7 +221,7 @@ impl Core {
             if withdraw {
                 sender.withdraw(&Withdrawal { identity: job.identity.clone(), reason: None }, now.at()).await
             } else {
-                sender.deliver(&job, now.at(), None).await
+                sender.deliver(&job, DeliverContext::at(now.at())).await
             }
         });
         let polled = {

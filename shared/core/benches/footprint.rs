@@ -1,6 +1,6 @@
 //! Footprint of the core: peak resident memory after 10 000 notices, and ledger calls per notice.
 //!
-//! Pushes 10 000 distinct notices through `NoticeSender::deliver_body` over a counting
+//! Pushes 10 000 distinct notices through `NoticeSender::deliver` over a counting
 //! `FaultyLedger<MemoryLedger>` (no fault injected) and a mailer that accepts at once, then the same
 //! 10 000 again (every one a redelivery). Reads `VmHWM` (peak RSS) from `/proc/self/status`. The
 //! in-memory ledger keeps every row in this process, so the number is an upper bound for the
@@ -20,6 +20,7 @@ use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 
 /// Accepts at once and notes how many ledger calls had been made when the send started.
@@ -104,7 +105,7 @@ fn main() {
     rt.block_on(async {
         for i in 0..n {
             let (c0, w0) = (ledger.calls(), ledger.writes());
-            let outcome = sender.deliver_body(&body(i), now, None).await.outcome;
+            let outcome = sender.deliver(&body(i), DeliverContext::at(now)).await.outcome;
             assert!(matches!(outcome, Outcome::Sent { .. }), "{outcome:?}");
             before_send.push(mailer.calls_at_send.load(Ordering::SeqCst) - c0);
             per_new.push(ledger.calls() - c0);
@@ -112,7 +113,7 @@ fn main() {
         }
         for i in 0..n {
             let c0 = ledger.calls();
-            let outcome = sender.deliver_body(&body(i), now, None).await.outcome;
+            let outcome = sender.deliver(&body(i), DeliverContext::at(now)).await.outcome;
             assert!(matches!(outcome, Outcome::Suppressed { .. }), "{outcome:?}");
             per_redelivery.push(ledger.calls() - c0);
         }

@@ -22,6 +22,7 @@ use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{Job, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 
 /// Accepts every message, after `latency` (zero: at once, without touching the timer).
@@ -102,7 +103,7 @@ fn deliver_new(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
             let bodies: Vec<String> = (0..chunk).map(body).collect();
             let started = Instant::now();
             for b in &bodies {
-                let delivery = s.deliver_body(black_box(b), now(), None).await;
+                let delivery = s.deliver(black_box(b), DeliverContext::at(now())).await;
                 expect_sent(&delivery.outcome);
                 black_box(delivery);
             }
@@ -122,13 +123,13 @@ fn core(c: &mut Criterion) {
 
     let s = sender(Duration::ZERO);
     let dup = body(0);
-    rt.block_on(async { expect_sent(&s.deliver_body(&dup, now(), None).await.outcome) });
+    rt.block_on(async { expect_sent(&s.deliver(&dup, DeliverContext::at(now())).await.outcome) });
     group.bench_function("deliver_redelivery_suppressed", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
                 let started = Instant::now();
                 for _ in 0..iters {
-                    black_box(s.deliver_body(black_box(&dup), now(), None).await);
+                    black_box(s.deliver(black_box(&dup), DeliverContext::at(now())).await);
                 }
                 started.elapsed()
             })
@@ -161,7 +162,7 @@ fn batch_once(rt: &tokio::runtime::Runtime, n: u64, concurrency: usize) -> Durat
         let outcomes: Vec<_> = futures::stream::iter(bodies)
             .map(|b| {
                 let s = Arc::clone(&s);
-                async move { s.deliver_body(&b, now(), None).await.outcome }
+                async move { s.deliver(&b, DeliverContext::at(now())).await.outcome }
             })
             .buffer_unordered(concurrency)
             .collect()

@@ -39,7 +39,7 @@ pub mod rate;
 pub mod render;
 pub mod text;
 
-pub use deliver::{Delivery, Mode, NoticeSender, Outcome, Prefetched, SendBudget};
+pub use deliver::{DeliverContext, Delivery, Input, Mode, NoticeSender, Outcome, Prefetched, SendBudget};
 pub use error::{ConfigError, InvalidJob, LedgerError};
 pub use identity::{Identity, Kind, NoticeKey, NoticeSecret};
 pub use job::Job;

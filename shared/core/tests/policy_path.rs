@@ -12,6 +12,7 @@ use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketGate, RateLimits};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, WindowPolicy,
 };
@@ -69,7 +70,7 @@ fn world() -> World {
 
 impl World {
     async fn deliver(&self, body: &serde_json::Value, at: DateTime<Utc>) -> Outcome {
-        self.sender.deliver_body(&body.to_string(), at, None).await.outcome
+        self.sender.deliver(&body.to_string(), DeliverContext::at(at)).await.outcome
     }
 
     async fn row_state(&self, body: &serde_json::Value) -> Option<RowState> {
@@ -167,7 +168,7 @@ async fn a_withdraw_of_an_unknown_kind_is_refused_and_writes_no_tombstone() {
     let w = world();
     let body = serde_json::json!({"action": "withdraw", "subscription_id": "sub_w", "period_start": "2027-01-01",
         "kind": "anual_renewal", "reason": "cancelled"});
-    let outcome = w.sender.deliver_body(&body.to_string(), days_before(30), None).await.outcome;
+    let outcome = w.sender.deliver(&body.to_string(), DeliverContext::at(days_before(30))).await.outcome;
     let Outcome::Invalid(e) = &outcome else { panic!("refused, got {outcome:?}") };
     assert!(e.reason.contains("did you mean \"annual_renewal\""), "{e}");
     assert!(dead_lettered(&outcome));

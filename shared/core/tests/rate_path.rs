@@ -12,6 +12,7 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget,
     WindowPolicy,
@@ -69,7 +70,7 @@ fn world(mode: Mode) -> World {
 
 impl World {
     async fn deliver(&self, body: &str, at: DateTime<Utc>) -> Outcome {
-        self.sender.deliver_body(body, at, None).await.outcome
+        self.sender.deliver(body, DeliverContext::at(at)).await.outcome
     }
 
     async fn state(&self, body: &str) -> Option<RowState> {
@@ -180,21 +181,30 @@ async fn a_batch_reads_its_rows_in_one_call_and_its_records_read_nothing_more() 
 
     let m = Metrics::default();
     let calls = w.ledger.calls();
-    let dup = w.sender.deliver_body_prefetched(&sent, now(), None, &m, Some(&prefetched)).await;
+    let dup = w
+        .sender
+        .deliver(&sent, DeliverContext::at(now()).counting_into(&m).with_prefetched(Some(&prefetched)))
+        .await;
     assert_eq!(dup.outcome, Outcome::Suppressed { state: RowState::Sent });
     assert_eq!(w.ledger.calls(), calls, "a duplicate is decided from the batch read: no call");
-    let new = w.sender.deliver_body_prefetched(&fresh, now(), None, &m, Some(&prefetched)).await;
+    let new = w
+        .sender
+        .deliver(&fresh, DeliverContext::at(now()).counting_into(&m).with_prefetched(Some(&prefetched)))
+        .await;
     assert!(matches!(new.outcome, Outcome::Sent { .. }), "{:?}", new.outcome);
     assert_eq!(w.ledger.calls(), calls + 2, "claim and commit only");
     // The copy read as free in the same batch meets the row at its conditional claim: nothing
     // sent twice (a token spent in vain, as for two workers that both read "free").
-    let copy = w.sender.deliver_body_prefetched(&fresh, now(), None, &m, Some(&prefetched)).await;
+    let copy = w
+        .sender
+        .deliver(&fresh, DeliverContext::at(now()).counting_into(&m).with_prefetched(Some(&prefetched)))
+        .await;
     assert_eq!(copy.outcome, Outcome::Suppressed { state: RowState::Sent });
     assert_eq!(w.mailer.sent().len(), 2);
 
     // The batch read fails: no prefetch, and each record reads (and reports) on its own.
     w.ledger.set_fault(Some(LedgerFault::Down));
     assert!(w.sender.prefetch(&bodies, now()).await.is_none());
-    let down = w.sender.deliver_body_prefetched(&fresh, now(), None, &m, None).await;
+    let down = w.sender.deliver(&fresh, DeliverContext::at(now()).counting_into(&m)).await;
     assert!(matches!(down.outcome, Outcome::LedgerUnavailable(_)), "{:?}", down.outcome);
 }

@@ -14,6 +14,7 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget,
     WindowPolicy,
@@ -54,7 +55,7 @@ impl World {
     }
 
     async fn deliver_at(&self, body: &str, at: DateTime<Utc>) -> Outcome {
-        self.sender.deliver_body(body, at, None).await.outcome
+        self.sender.deliver(body, DeliverContext::at(at)).await.outcome
     }
 
     /// A redelivery while the claim may still be in flight is not acked: it comes back just after
@@ -71,7 +72,7 @@ impl World {
 
     /// Runs a delivery that never finishes (a hung adapter) and drops it: the worker died there.
     async fn deliver_and_crash(&self, body: &str) {
-        let run = self.sender.deliver_body(body, now(), None);
+        let run = self.sender.deliver(body, DeliverContext::at(now()));
         assert!(
             tokio::time::timeout(Duration::from_millis(300), run).await.is_err(),
             "expected the worker to hang"
@@ -470,7 +471,7 @@ async fn a_new_york_notice_follows_its_floor() {
 async fn too_little_time_left_claims_nothing() {
     let w = World::new(vec![]);
     let deadline = Instant::now() + Duration::from_millis(500);
-    let d = w.sender.deliver_body(JOB, now(), Some(deadline)).await;
+    let d = w.sender.deliver(JOB, DeliverContext::at(now()).with_deadline(Some(deadline))).await;
     assert_eq!(d.outcome, Outcome::NoTimeLeft);
     assert!(matches!(queue_action(&d.outcome, now()), QueueAction::Backoff(_)));
     assert_eq!(w.ledger.calls(), 0);
@@ -511,7 +512,7 @@ async fn one_ledger_call_before_the_send_and_two_writes_per_notice() {
         inner: RecordingMailer::default(),
     });
     let sender = sender_over(ledger.clone(), probe.clone(), Mode::Enforce);
-    let outcome = sender.deliver_body(JOB, now(), None).await.outcome;
+    let outcome = sender.deliver(JOB, DeliverContext::at(now())).await.outcome;
     assert!(matches!(outcome, Outcome::Sent { .. }));
     assert_eq!(*probe.calls_at_send.lock().unwrap(), vec![1], "only the claim precedes the send");
     assert_eq!(ledger.calls(), 2);

@@ -12,6 +12,7 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::NotAccepted;
 use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
 use notice_ledger::render::Renderer;
+use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget, WindowPolicy,
 };
@@ -75,7 +76,7 @@ fn world_with_claim_lifetime(script: Vec<MailFault>, claim_lifetime: Duration) -
 
 impl World {
     async fn deliver(&self, body: &str, at: DateTime<Utc>) -> Outcome {
-        self.sender.deliver_body(body, at, None).await.outcome
+        self.sender.deliver(body, DeliverContext::at(at)).await.outcome
     }
 
     async fn state(&self, sub: &str) -> Option<RowState> {
@@ -200,10 +201,10 @@ async fn a_withdraw_racing_its_job_is_either_too_late_or_wins_never_both() {
         let (a, b) = (Arc::clone(&w.sender), Arc::clone(&w.sender));
         let (job_body, withdraw_body) = (job(&sub), withdraw(&sub));
         let delay = Duration::from_micros((i % 8) * 300);
-        let send = tokio::spawn(async move { a.deliver_body(&job_body, now(), None).await.outcome });
+        let send = tokio::spawn(async move { a.deliver(&job_body, DeliverContext::at(now())).await.outcome });
         let pull = tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            b.deliver_body(&withdraw_body, now(), None).await.outcome
+            b.deliver(&withdraw_body, DeliverContext::at(now())).await.outcome
         });
         let (send, mut pull) = (send.await.unwrap(), pull.await.unwrap());
         if let Outcome::InFlight { until, .. } = pull {

@@ -137,33 +137,78 @@ impl NoticeSender {
     }
 }
 
+/// How one delivery runs: the instant it is judged at, the invocation's deadline, the counters it
+/// counts into, and the reads its batch already made ([`NoticeSender::prefetch`]).
+#[derive(Clone, Copy, Debug)]
+pub struct DeliverContext<'a> {
+    pub now: DateTime<Utc>,
+    /// When the invocation ends (`None`: only the send timeout bounds a send).
+    pub deadline: Option<Instant>,
+    /// Counters to count into instead of the sender's own — a replay batch's notices are reported
+    /// on their own (the sender Lambda's EMF records).
+    pub metrics: Option<&'a Metrics>,
+    pub prefetched: Option<&'a Prefetched>,
+}
+
+impl<'a> DeliverContext<'a> {
+    /// A delivery judged at `now`, no deadline, the sender's own counters, nothing prefetched.
+    pub fn at(now: DateTime<Utc>) -> Self {
+        Self { now, deadline: None, metrics: None, prefetched: None }
+    }
+
+    pub fn with_deadline(self, deadline: Option<Instant>) -> Self {
+        Self { deadline, ..self }
+    }
+
+    pub fn counting_into(self, metrics: &'a Metrics) -> Self {
+        Self { metrics: Some(metrics), ..self }
+    }
+
+    pub fn with_prefetched(self, prefetched: Option<&'a Prefetched>) -> Self {
+        Self { prefetched, ..self }
+    }
+}
+
+/// What is delivered: a message body as it came off the queue (a job or a withdraw, parsed and
+/// validated here), or a job already validated (the model check, tools).
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    Body(&'a str),
+    Job(&'a Job),
+}
+
+impl<'a> From<&'a str> for Input<'a> {
+    fn from(body: &'a str) -> Self {
+        Input::Body(body)
+    }
+}
+
+impl<'a> From<&'a String> for Input<'a> {
+    fn from(body: &'a String) -> Self {
+        Input::Body(body)
+    }
+}
+
+impl<'a> From<&'a Job> for Input<'a> {
+    fn from(job: &'a Job) -> Self {
+        Input::Job(job)
+    }
+}
+
 impl NoticeSender {
-    /// Parses a message body and delivers it.
-    pub async fn deliver_body(&self, body: &str, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
-        self.deliver_body_counted(body, now, deadline, &self.metrics).await
-    }
-
-    /// [`NoticeSender::deliver_body`], counting into `metrics` instead of the sender's own — so a
-    /// replay batch's notices can be reported on their own (the sender Lambda's EMF records).
-    pub async fn deliver_body_counted(
-        &self,
-        body: &str,
-        now: DateTime<Utc>,
-        deadline: Option<Instant>,
-        metrics: &Metrics,
-    ) -> Delivery {
-        self.deliver_body_prefetched(body, now, deadline, metrics, None).await
-    }
-
-    /// [`NoticeSender::deliver_body_counted`] with the batch's dedupe reads already made.
-    pub async fn deliver_body_prefetched(
-        &self,
-        body: &str,
-        now: DateTime<Utc>,
-        deadline: Option<Instant>,
-        metrics: &Metrics,
-        prefetched: Option<&Prefetched>,
-    ) -> Delivery {
+    /// The one way in: a message body — a job or a withdraw, parsed and validated here — or a
+    /// validated job, delivered under `ctx`.
+    pub async fn deliver<'i>(&self, input: impl Into<Input<'i>>, ctx: DeliverContext<'_>) -> Delivery {
+        let DeliverContext { now, deadline, metrics, prefetched } = ctx;
+        let metrics = metrics.unwrap_or(&self.metrics);
+        let body = match input.into() {
+            Input::Job(job) => {
+                let key = job.key(&self.secret);
+                let outcome = self.run(job, &key, now, deadline, metrics, prefetched).await;
+                return Delivery { key: Some(key), outcome };
+            }
+            Input::Body(body) => body,
+        };
         match Message::parse(body) {
             Ok(Message::Send(job)) => {
                 let key = job.key(&self.secret);
@@ -181,13 +226,6 @@ impl NoticeSender {
                 Delivery { key: None, outcome: Outcome::Invalid(invalid) }
             }
         }
-    }
-
-    /// claim → send → commit for one validated job.
-    pub async fn deliver(&self, job: &Job, now: DateTime<Utc>, deadline: Option<Instant>) -> Delivery {
-        let key = job.key(&self.secret);
-        let outcome = self.run(job, &key, now, deadline, &self.metrics, None).await;
-        Delivery { key: Some(key), outcome }
     }
 
     /// A withdraw off the queue: the tombstone, or why there is none.
