@@ -6,7 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 
-use notice_ledger::QueuePolicy;
+use notice_ledger::{NoticeSecret, QueuePolicy};
 use serde::Serialize;
 
 use super::args::Params;
@@ -118,6 +118,8 @@ pub(super) struct Run<'t> {
     pub(super) strategy: Strategy,
     /// The shipped queue policy: parking for the parking strategy, hops of up to 12 h otherwise.
     pub(super) queue: QueuePolicy,
+    /// Names a baseline's parked job (baselines derive no notice key of their own).
+    pub(super) park_names: NoticeSecret,
     pub(super) now: Ms,
     seq: u64,
     heap: BinaryHeap<Reverse<(Ms, u64, Ev)>>,
@@ -133,7 +135,8 @@ pub(super) struct Run<'t> {
     /// Shared cache: notice → expiry.
     pub(super) shared: HashMap<usize, Ms>,
     /// Parking: notices with a pending one-time schedule (named by the notice key).
-    pub(super) schedules: HashSet<usize>,
+    /// by notice, with the time each fires.
+    pub(super) schedules: HashMap<usize, Ms>,
     pub(super) deliveries: Vec<u32>,
     pub(super) missed: Vec<bool>,
     pub(super) outside_window: u64,
@@ -147,6 +150,8 @@ impl<'t> Run<'t> {
     pub(super) fn new(p: &'t Params, trace: &'t Trace, strategy: Strategy) -> Result<Self, String> {
         let durable = if strategy.durable() { Some(Durable::new(p, trace)?) } else { None };
         let n = trace.notices.len();
+        let park_names =
+            NoticeSecret::new("simulation: names of parked baseline jobs").map_err(|e| e.to_string())?;
         Ok(Self {
             p,
             trace,
@@ -166,7 +171,8 @@ impl<'t> Run<'t> {
             in_flight: HashMap::new(),
             dedup_ids: HashMap::new(),
             shared: HashMap::new(),
-            schedules: HashSet::new(),
+            schedules: HashMap::new(),
+            park_names,
             deliveries: vec![0; n],
             missed: vec![false; n],
             outside_window: 0,
@@ -212,16 +218,14 @@ impl<'t> Run<'t> {
         msg
     }
 
-    /// `QueueAction::Requeue`: the job's body goes back as a new message — receive count 0, its
-    /// own retention and chaos — visible after `delay`; then the old one is deleted with its
-    /// receipt (stale: counted, and the old one stays too).
-    pub(super) fn requeue(&mut self, msg: usize, receipt: u32, delay: Ms) {
+    /// A requeue: the job's body goes back as a new message — receive count 0, its own retention
+    /// and chaos — visible after `delay` (the executor then acks the old one).
+    pub(super) fn requeue(&mut self, msg: usize, delay: Ms) {
         let notice = self.messages[msg].notice;
         self.c.requeued += 1;
         let chaos = self.trace.enqueues.len() + (1 << 40) + self.c.requeued as usize;
         let new = self.new_message(chaos, notice);
         self.schedule(self.now + delay, Ev::Visible { msg: new, gen: 0 });
-        self.delete(msg, receipt);
     }
 
     /// SQS's limits, applied when a message would be received: retention, then the redrive policy.

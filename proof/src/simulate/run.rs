@@ -6,7 +6,15 @@ use std::sync::Arc;
 
 use notice_ledger::ledger::RowState;
 use notice_ledger::mailer::{NotAccepted, SendResult};
-use notice_ledger::{NoticeKey, Outcome, QueueAction, Receive, WindowDecision};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use notice_ledger::metrics::Metrics;
+use notice_ledger::park::{ParkError, ParkRequest, Parked, Parker};
+use notice_ledger::queue::{Disposition, Executor, QueueError, QueuedMessage};
+use notice_ledger::{Delivery, NoticeKey, Outcome, QueueAction, Receive, WindowDecision};
 
 use super::durable::{DeliveryFuture, Polled};
 use super::queue::{Ev, JobRun, Ready, Run};
@@ -135,21 +143,40 @@ impl Run<'_> {
         if self.strategy.durable() {
             self.durable_start(id).await;
         } else {
-            self.baseline_start(id);
+            self.baseline_start(id).await;
         }
     }
 
-    /// The job is done with `outcome`; the worker does what the shipped queue policy says with
-    /// its message, unless it dies first (a park's schedule is made before that crash point, so
-    /// a crash before the ack leaves both the schedule and the message).
-    fn finish(&mut self, id: usize, outcome: &Outcome, key: Option<&NoticeKey>) {
+    /// The job is done with `outcome`: the core's [`Executor`] carries out the shipped queue
+    /// policy's action on the simulated message (its calls recorded), then the worker applies
+    /// them — unless it dies first: a park's schedule is made before that crash point, so a crash
+    /// before the ack leaves both the schedule and the message.
+    async fn finish(&mut self, id: usize, outcome: &Outcome, key: Option<&NoticeKey>) {
         let Some(job) = self.jobs.get(&id) else { return };
-        let receive =
-            Receive { key, count: job.receipt, now: self.trace.at(self.now), jitter: job.fate.jitter };
-        let action = self.queue.action(outcome, &receive);
-        if let QueueAction::Park { at } = action {
-            let notice = job.notice;
+        let (notice, jitter) = (job.notice, job.fate.jitter);
+        let now = self.trace.at(self.now);
+        let receive = Receive { key, count: job.receipt, now, jitter };
+        // Baselines derive no key; their parked job is named by the notice's own.
+        let named = key.cloned().unwrap_or_else(|| self.trace.notices[notice].job.key(&self.park_names));
+        let delivery = Delivery { key: Some(named), outcome: outcome.clone() };
+        let existing = self.schedules.get(&notice).map(|&at| self.trace.at(at));
+        let parker = SimParker {
+            existing,
+            body: Arc::clone(&self.trace.notices[notice].body),
+            parked: Mutex::default(),
+        };
+        let message = SimMessage {
+            body: Arc::clone(&self.trace.notices[notice].body),
+            received_at: now,
+            calls: Mutex::default(),
+        };
+        let metrics = Metrics::default();
+        let executor = Executor { policy: &self.queue, parker: Some(&parker), metrics: &metrics };
+        let carried = executor.carry_out(&message, &delivery, &receive).await;
+        if let Some(at) = take(&parker.parked) {
             self.park(notice, self.trace.ms(at));
+        } else if existing.is_some() && matches!(carried.action, QueueAction::Park { .. }) {
+            self.c.park_conflicts += 1;
         }
         let Some(job) = self.jobs.get(&id) else { return };
         if job.fate.crash == Some(Crash::AfterCommitBeforeAck) {
@@ -158,28 +185,24 @@ impl Run<'_> {
             return;
         }
         let Some(job) = self.remove_job(id) else { return };
-        match action {
-            QueueAction::Delete | QueueAction::Park { .. } => self.delete(job.msg, job.receipt),
-            QueueAction::Hide(wait) | QueueAction::Backoff(wait) => {
-                self.change_visibility(job.msg, job.receipt, ms(wait))
+        for call in take(&message.calls) {
+            match call {
+                SimCall::Hide(wait) => self.change_visibility(job.msg, job.receipt, ms(wait)),
+                SimCall::Requeue(delay) => self.requeue(job.msg, ms(delay)),
+                SimCall::DeadLetter => self.c.dead_lettered += 1,
             }
-            QueueAction::Requeue(delay) => self.requeue(job.msg, job.receipt, ms(delay)),
-            QueueAction::DeadLetter => {
-                self.c.dead_lettered += 1;
-                self.delete(job.msg, job.receipt);
-            }
+        }
+        if carried.disposition == Disposition::Ack {
+            self.delete(job.msg, job.receipt);
         }
     }
 
     /// Parks the notice: a one-time schedule named by the notice key puts the same body back on
-    /// the queue at `at`; a second park of a parked notice finds the first.
+    /// the queue at `at`.
     fn park(&mut self, notice: usize, at: Ms) {
-        if self.schedules.insert(notice) {
-            self.c.parked += 1;
-            self.schedule(at, Ev::Unpark { notice });
-        } else {
-            self.c.park_conflicts += 1;
-        }
+        self.schedules.insert(notice, at);
+        self.c.parked += 1;
+        self.schedule(at, Ev::Unpark { notice });
     }
 
     /// The provider gets the request now; the customer gets the copy (unless throttled) when its
@@ -218,7 +241,7 @@ impl Run<'_> {
         if self.strategy.durable() {
             self.durable_resume(id, answer).await;
         } else {
-            self.baseline_done(id, answer);
+            self.baseline_done(id, answer).await;
         }
     }
 
@@ -245,7 +268,7 @@ impl Run<'_> {
         match d.poll(id, &mut fut).await {
             Polled::Done(delivery) => {
                 *self.outcomes.entry(delivery.outcome.label().to_owned()).or_default() += 1;
-                self.finish(id, &delivery.outcome, delivery.key.as_ref());
+                self.finish(id, &delivery.outcome, delivery.key.as_ref()).await;
             }
             Polled::Parked { issued } => {
                 let Some(job) = self.jobs.get_mut(&id) else { return };
@@ -265,28 +288,28 @@ impl Run<'_> {
 
     // ── Baselines: the same window policy and queue policy, a different dedupe ──
 
-    fn baseline_start(&mut self, id: usize) {
+    async fn baseline_start(&mut self, id: usize) {
         let Some(job) = self.jobs.get(&id) else { return };
         let (notice, instance, fate) = (job.notice, job.instance, job.fate);
         match self.trace.policy.decide(&self.trace.notices[notice].job, self.trace.at(self.now)) {
             WindowDecision::Send { .. } => {}
             WindowDecision::Defer { until, closes_at } => {
-                return self.finish(id, &Outcome::Deferred { until, closes_at }, None)
+                return self.finish(id, &Outcome::Deferred { until, closes_at }, None).await
             }
             WindowDecision::Missed { closed_at } => {
                 self.missed[notice] = true;
-                return self.finish(id, &Outcome::Missed { closed_at }, None);
+                return self.finish(id, &Outcome::Missed { closed_at }, None).await;
             }
         }
         match self.strategy {
             Strategy::InProcessCache if self.instances[instance].sent.contains(&notice) => {
                 self.c.suppressed_by_cache += 1;
-                return self.finish(id, &CACHED, None);
+                return self.finish(id, &CACHED, None).await;
             }
             Strategy::SharedCache { ttl } => {
                 if self.shared.get(&notice).is_some_and(|&expiry| expiry > self.now) {
                     self.c.suppressed_by_cache += 1;
-                    return self.finish(id, &CACHED, None);
+                    return self.finish(id, &CACHED, None).await;
                 }
                 self.shared.insert(notice, self.now + ttl);
             }
@@ -300,7 +323,7 @@ impl Run<'_> {
     }
 
     /// The worker heard back: a cache remembers what was sent; a failed send releases its claim.
-    fn baseline_done(&mut self, id: usize, answer: SendResult) {
+    async fn baseline_done(&mut self, id: usize, answer: SendResult) {
         let Some(job) = self.jobs.get(&id) else { return };
         let (instance, notice) = (job.instance, job.notice);
         if matches!(answer, SendResult::Accepted { .. }) {
@@ -313,17 +336,90 @@ impl Run<'_> {
                 }
                 _ => {}
             }
-            self.finish(id, &Outcome::Sent { message_id: format!("sim-{id}") }, None);
+            self.finish(id, &Outcome::Sent { message_id: format!("sim-{id}") }, None).await;
         } else {
             if let Strategy::SharedCache { .. } = self.strategy {
                 self.shared.remove(&notice); // release the claim so a retry may send
             }
             // A baseline cannot tell "not accepted" from "unknown": it releases and retries.
             let released = Outcome::Released { class: NotAccepted::Throttled, reason: format!("{answer:?}") };
-            self.finish(id, &released, None);
+            self.finish(id, &released, None).await;
         }
     }
 }
 
 /// A cache's "already sent": acked like the ledger's suppression.
 const CACHED: Outcome = Outcome::Suppressed { state: RowState::Sent };
+
+/// What the executor asked of a simulated message, applied by the worker afterwards.
+enum SimCall {
+    Hide(Duration),
+    Requeue(Duration),
+    DeadLetter,
+}
+
+/// A received message of the simulated queue, as the core's [`QueuedMessage`] port: its calls
+/// are recorded (the simulation's queue calls never fail) and applied by [`Run::finish`].
+struct SimMessage {
+    body: Arc<str>,
+    received_at: DateTime<Utc>,
+    calls: Mutex<Vec<SimCall>>,
+}
+
+#[async_trait]
+impl QueuedMessage for SimMessage {
+    fn body(&self) -> &str {
+        &self.body
+    }
+    fn queue_arn(&self) -> Option<&str> {
+        Some("arn:aws:sqs:us-east-1:123456789012:simulated-reminders")
+    }
+    fn replay_batch(&self) -> Option<&str> {
+        None
+    }
+    fn received_at(&self) -> DateTime<Utc> {
+        self.received_at
+    }
+    async fn hide(&self, wait: Duration) -> Result<(), QueueError> {
+        lock(&self.calls).push(SimCall::Hide(wait));
+        Ok(())
+    }
+    async fn requeue(&self, delay: Duration) -> Result<(), QueueError> {
+        lock(&self.calls).push(SimCall::Requeue(delay));
+        Ok(())
+    }
+    async fn dead_letter(&self, _reason: &str) -> Result<(), QueueError> {
+        lock(&self.calls).push(SimCall::DeadLetter);
+        Ok(())
+    }
+}
+
+/// The simulation's schedules as the core's [`Parker`]: one per notice, never refused; a park
+/// of a parked notice finds it (with its body and fire time).
+struct SimParker {
+    existing: Option<DateTime<Utc>>,
+    body: Arc<str>,
+    parked: Mutex<Option<DateTime<Utc>>>,
+}
+
+#[async_trait]
+impl Parker for SimParker {
+    async fn park(&self, req: &ParkRequest<'_>) -> Result<Parked, ParkError> {
+        if let Some(at) = self.existing {
+            return Ok(Parked::AlreadyParked { body: Some(self.body.to_string()), at: Some(at) });
+        }
+        *lock(&self.parked) = Some(req.at);
+        Ok(Parked::Scheduled)
+    }
+    async fn unpark(&self, _key: &NoticeKey) -> Result<bool, ParkError> {
+        Ok(false)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn take<T: Default>(m: &Mutex<T>) -> T {
+    std::mem::take(&mut *lock(m))
+}
