@@ -3,18 +3,14 @@
 //! with the wall clock; this wrapper replaces those with the pinned instant, so a rehearsal's rows
 //! carry one time only. Reads and the other writes pass through unchanged.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use notice_ledger::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowReader, WithdrawRequest,
 };
 use notice_ledger::{LedgerError, NoticeKey};
-
-/// What an `#[async_trait]` method returns (the ports are declared with `async_trait`).
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, LedgerError>> + Send + 'a>>;
 
 pub(crate) struct PinnedLedger {
     inner: Arc<dyn ClaimLedger>,
@@ -27,113 +23,54 @@ impl PinnedLedger {
     }
 }
 
+#[async_trait]
 impl RowReader for PinnedLedger {
-    fn get<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        key: &'life1 NoticeKey,
-    ) -> Boxed<'async_trait, Option<LedgerRow>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.get(key).await })
+    async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        self.inner.get(key).await
     }
 
-    fn get_many<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        keys: &'life1 [NoticeKey],
-    ) -> Boxed<'async_trait, Vec<LedgerRow>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.get_many(keys).await })
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        self.inner.get_many(keys).await
     }
 }
 
+#[async_trait]
 impl ClaimLedger for PinnedLedger {
-    fn claim<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        req: &'life1 ClaimRequest,
-    ) -> Boxed<'async_trait, ClaimOutcome>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.claim(req).await })
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
+        self.inner.claim(req).await
     }
 
-    fn commit_sent<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        claim: &'life1 Claim,
-        message_id: &'life2 str,
+    async fn commit_sent(
+        &self,
+        claim: &Claim,
+        message_id: &str,
         _at: DateTime<Utc>,
-    ) -> Boxed<'async_trait, ()>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.commit_sent(claim, message_id, self.now).await })
+    ) -> Result<(), LedgerError> {
+        self.inner.commit_sent(claim, message_id, self.now).await
     }
 
-    fn commit_rejected<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        claim: &'life1 Claim,
-        reason: &'life2 str,
+    async fn commit_rejected(
+        &self,
+        claim: &Claim,
+        reason: &str,
         _at: DateTime<Utc>,
-    ) -> Boxed<'async_trait, ()>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.commit_rejected(claim, reason, self.now).await })
+    ) -> Result<(), LedgerError> {
+        self.inner.commit_rejected(claim, reason, self.now).await
     }
 
-    fn release<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        claim: &'life1 Claim,
-        reason: &'life2 str,
-        _at: DateTime<Utc>,
-    ) -> Boxed<'async_trait, ()>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.release(claim, reason, self.now).await })
+    async fn release(&self, claim: &Claim, reason: &str, _at: DateTime<Utc>) -> Result<(), LedgerError> {
+        self.inner.release(claim, reason, self.now).await
     }
 
-    fn record_missed<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        req: &'life1 ClaimRequest,
-        reason: &'life2 str,
-    ) -> Boxed<'async_trait, Option<LedgerRow>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.record_missed(req, reason).await })
+    async fn record_missed(
+        &self,
+        req: &ClaimRequest,
+        reason: &str,
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        self.inner.record_missed(req, reason).await
     }
 
-    fn withdraw<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        req: &'life1 WithdrawRequest,
-    ) -> Boxed<'async_trait, Option<LedgerRow>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move { self.inner.withdraw(req).await })
+    async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        self.inner.withdraw(req).await
     }
 }
