@@ -60,6 +60,7 @@ pub fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
             rate_limits: None,
             park_spread: Duration::ZERO,
             gate_clock: GateClock::Wall,
+            redirect_all_mail_to: None,
         },
         from: FROM.into(),
         configuration_set: Some(CONFIG_SET.into()),

@@ -97,6 +97,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
             rate_limits: None,
             park_spread: Duration::ZERO,
             gate_clock: GateClock::Wall,
+            redirect_all_mail_to: None,
         },
         from: "billing@example.com".into(),
         configuration_set: Some("notice-events".into()),

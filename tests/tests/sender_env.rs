@@ -110,4 +110,32 @@ async fn configured_only_through_the_environment_and_refusing_to_start_without_i
     assert_eq!(app.sender().key(&notice_ledger::Job::from_value(&body).unwrap()), expected);
     std::env::remove_var("NOTICE_KEY_SECRET_ARN");
     std::env::set_var("NOTICE_KEY_SECRET", &saved);
+
+    // A redirect to one address is refused on a production stack (NOTICE_ENVIRONMENT unset means
+    // production) and on an unknown environment; on a staging stack every notice goes there.
+    std::env::set_var("NOTICE_REDIRECT_ALL_MAIL_TO", "success@simulator.amazonses.com");
+    let err = SenderApp::from_env().await.err().expect("refuses a redirect in production").to_string();
+    assert!(
+        err.contains("NOTICE_REDIRECT_ALL_MAIL_TO") && err.contains("NOTICE_ENVIRONMENT=staging"),
+        "{err}"
+    );
+    std::env::set_var("NOTICE_ENVIRONMENT", "prod");
+    let err = SenderApp::from_env().await.err().expect("refuses an unknown environment").to_string();
+    assert!(err.contains("NOTICE_ENVIRONMENT"), "{err}");
+    std::env::set_var("NOTICE_ENVIRONMENT", "staging");
+    let staging = SenderApp::from_env().await.expect("a staging stack may redirect");
+    let mut redirected = body.clone();
+    redirected["subscription_id"] = json!("sub_staging");
+    let event: SqsEvent =
+        serde_json::from_value(json!({"Records": [{"messageId": "m-2", "receiptHandle": "r",
+        "body": redirected.to_string(), "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:reminders", "awsRegion": "us-east-1"}]}))
+        .unwrap();
+    let resp = notice_sender::handle(&staging, LambdaEvent::new(event, Context::default())).await.unwrap();
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    let sends = moto.recorded_send_email_requests().await;
+    let last = sends.last().expect("a send");
+    assert_eq!(last["Destination"]["ToAddresses"], json!(["success@simulator.amazonses.com"]), "{last:#}");
+    std::env::remove_var("NOTICE_REDIRECT_ALL_MAIL_TO");
+    std::env::remove_var("NOTICE_ENVIRONMENT");
 }

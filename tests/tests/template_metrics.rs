@@ -335,3 +335,41 @@ fn an_unknown_kind_and_missing_required_content_page_on_the_first_one() {
         );
     }
 }
+
+/// A staging stack may redirect its mail to one address; a production stack may not deploy with
+/// one (a CloudFormation rule), and the sender gets both settings from the template.
+#[test]
+fn only_a_staging_stack_may_redirect_its_mail() {
+    let template = template();
+    let rule = template
+        .get("Rules")
+        .and_then(|r| r.get("RedirectOnlyOnStaging"))
+        .expect("Rules.RedirectOnlyOnStaging");
+    let text = serde_yaml::to_string(rule).unwrap();
+    assert!(
+        text.contains("RedirectAllMailTo") && text.contains("StackEnvironment") && text.contains("staging"),
+        "{text}"
+    );
+    let env = |path: &[&str]| -> Value {
+        path.iter().fold(template.clone(), |v, k| v.get(*k).cloned().unwrap_or(Value::Null))
+    };
+    let global = env(&["Globals", "Function", "Environment", "Variables", "NOTICE_ENVIRONMENT"]);
+    assert!(serde_yaml::to_string(&global).unwrap().contains("StackEnvironment"), "{global:?}");
+    let sender = env(&[
+        "Resources",
+        "SenderFunction",
+        "Properties",
+        "Environment",
+        "Variables",
+        "NOTICE_REDIRECT_ALL_MAIL_TO",
+    ]);
+    let sender = serde_yaml::to_string(&sender).unwrap();
+    assert!(sender.contains("HasRedirect") && sender.contains("RedirectAllMailTo"), "{sender}");
+    let params = env(&["Parameters", "StackEnvironment", "Default"]);
+    assert_eq!(params.as_str(), Some("production"), "a stack is production unless it says otherwise");
+    // samconfig's staging environment is a stack of its own, marked staging, redirected.
+    let samconfig = std::fs::read_to_string(notice_e2e::workspace_root().join("samconfig.toml")).unwrap();
+    let staging = samconfig.split("[staging.global.parameters]").nth(1).expect("a staging environment");
+    assert!(staging.contains("stack_name = \"notice-ledger-staging\""), "{staging}");
+    assert!(staging.contains("StackEnvironment=staging RedirectAllMailTo=success@simulator.amazonses.com"));
+}

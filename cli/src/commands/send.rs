@@ -72,6 +72,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         rate_limits: limits.clone(),
         park_spread: Duration::ZERO,
         gate_clock: GateClock::Wall,
+        redirect_all_mail_to: config::redirect_from_env()?,
     };
     // No parker: a local run answers an early job `deferred` and leaves it to the next run.
     let ports = SenderPorts { ledger, buckets: opened.buckets, mailer: Arc::new(outbox), parker: None };

@@ -196,6 +196,7 @@ impl Run {
             rate_limits: None,
             park_spread: Duration::from_secs(self.p.park_spread_secs),
             gate_clock: GateClock::Callers,
+            redirect_all_mail_to: None,
         };
         let ports = SenderPorts {
             ledger: self.svc.dynamo.clone(),

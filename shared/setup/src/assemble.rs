@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notice_ledger::ledger::ClaimLedger;
+use notice_ledger::mailer::redirect::RedirectMailer;
 use notice_ledger::mailer::Mailer;
 use notice_ledger::park::Parker;
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate, RateLimits};
@@ -40,6 +41,9 @@ pub struct SendConfig {
     /// `NOTICE_PARK_SPREAD_SECS`.
     pub park_spread: Duration,
     pub gate_clock: GateClock,
+    /// `NOTICE_REDIRECT_ALL_MAIL_TO` (non-production stacks only): every notice goes to this one
+    /// address instead of its customer.
+    pub redirect_all_mail_to: Option<String>,
 }
 
 /// The ports a sender runs over, as its entry point opened them.
@@ -79,7 +83,14 @@ pub fn assemble(config: SendConfig, ports: SenderPorts) -> Assembled {
         min_time_left: config.send_timeout * 2,
         claim_lifetime: config.claim_lifetime,
     };
-    let sender = NoticeSender::new(ports.ledger, ports.mailer, config.renderer, config.policy, config.secret)
+    let mailer: Arc<dyn Mailer> = match config.redirect_all_mail_to {
+        Some(to) => {
+            warn!(to = %to, "NOTICE_REDIRECT_ALL_MAIL_TO: every notice goes to this one address, none to a customer");
+            Arc::new(RedirectMailer::new(ports.mailer, to))
+        }
+        None => ports.mailer,
+    };
+    let sender = NoticeSender::new(ports.ledger, mailer, config.renderer, config.policy, config.secret)
         .with_mode(config.mode)
         .with_budget(budget)
         .with_rate_gate(gate);

@@ -137,3 +137,32 @@ mod tests {
         assert!(secret_from_env("NOTICE_TEST_GOOD_SECRET").is_ok());
     }
 }
+
+/// `NOTICE_ENVIRONMENT`: `production` (the default, and what an unset variable means) or `staging`.
+pub fn is_production() -> Result<bool, ConfigError> {
+    match optional("NOTICE_ENVIRONMENT").as_deref().map(str::trim) {
+        None | Some("production") => Ok(true),
+        Some("staging") => Ok(false),
+        Some(other) => Err(ConfigError::Invalid {
+            name: "NOTICE_ENVIRONMENT",
+            reason: format!("must be `production` or `staging`, not {other:?}"),
+        }),
+    }
+}
+
+/// `NOTICE_REDIRECT_ALL_MAIL_TO`: one address every notice goes to instead of its customer (SES's
+/// mailbox simulator, a team inbox). Refused unless `NOTICE_ENVIRONMENT=staging`: a production
+/// stack that mails nobody it should is as wrong as a test stack that mails customers.
+pub fn redirect_from_env() -> Result<Option<String>, ConfigError> {
+    const NAME: &str = "NOTICE_REDIRECT_ALL_MAIL_TO";
+    let Some(to) = optional(NAME) else { return Ok(None) };
+    if is_production()? {
+        return Err(ConfigError::Invalid {
+            name: NAME,
+            reason: "is only allowed on a stack marked non-production (NOTICE_ENVIRONMENT=staging)".into(),
+        });
+    }
+    let to = notice_ledger::address::parse_recipient(to.trim())
+        .map_err(|e| ConfigError::Invalid { name: NAME, reason: e.to_string() })?;
+    Ok(Some(to))
+}

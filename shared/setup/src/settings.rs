@@ -98,6 +98,7 @@ impl SenderSettings {
             rate_limits: config::rate_limits_from_env()?,
             park_spread: config::park_spread_from_env()?,
             gate_clock: GateClock::Wall,
+            redirect_all_mail_to: config::redirect_from_env()?,
         };
         Ok(Self {
             ledger,

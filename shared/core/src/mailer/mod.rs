@@ -8,6 +8,7 @@ use crate::identity::NoticeKey;
 
 #[cfg(feature = "outbox")]
 pub mod outbox;
+pub mod redirect;
 
 /// A rendered message ready for the provider. Correlation travels as the `notice_key` tag and the
 /// `X-Notice-Key` header: providers such as SES replace any Message-ID we could set.
