@@ -22,10 +22,13 @@ pub mod ledger_suite;
 mod moto;
 pub mod postgres;
 pub mod sender_app;
+pub mod ses_events;
 mod ses_stub;
 mod template;
 
 pub use http::{http_request, HttpResponse};
-pub use moto::{amz_target, start_moto, Moto, ACCESS_KEY_ID, ACCOUNT_ID, REGION, SECRET_ACCESS_KEY};
+pub use moto::{
+    amz_target, launch_moto, start_moto, Moto, ACCESS_KEY_ID, ACCOUNT_ID, REGION, SECRET_ACCESS_KEY,
+};
 pub use ses_stub::{start_ses_stub, SesStub, StubReply, StubRequest};
 pub use template::{ledger_table_properties, template, template_resource_properties, workspace_root};

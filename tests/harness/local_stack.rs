@@ -2,12 +2,17 @@
 //! Lambdas locally (`cargo lambda watch` / `cargo lambda invoke`) or pointing `noticectl` at it.
 //!
 //! Starts moto, creates the ledger table from template.yaml, the reminder queue and its DLQ, the
-//! schedule group for parked jobs,
-//! verifies the From identity, writes a fresh copy of `events/sender-valid.json` whose jobs are
-//! inside their send window today, prints the environment to use, and runs until Ctrl-C.
+//! schedule group for parked jobs, verifies the From identity, writes a fresh copy of
+//! `events/sender-valid.json` whose jobs are inside their send window today, prints the
+//! environment to use, and runs until Ctrl-C or SIGTERM — then stops its emulator. While it runs,
+//! it keeps `target/local-stack/ses-events.json` up to date: SES's Send and Delivery events for the
+//! mail the emulator accepted, under the message ids SES returned, for the reconciler.
+
+use std::time::Duration;
 
 use chrono::Utc;
-use notice_e2e::{start_moto, workspace_root};
+use notice_e2e::ses_events::ses_events_for_sends;
+use notice_e2e::{launch_moto, workspace_root, Moto};
 use serde_json::Value;
 
 const TABLE: &str = "notices";
@@ -16,8 +21,14 @@ const FROM: &str = "billing@example.com";
 const SCHEDULE_GROUP: &str = "notice-parked";
 
 #[tokio::main]
-async fn main() {
-    let moto = start_moto().await;
+async fn main() -> std::process::ExitCode {
+    let moto = match launch_moto().await {
+        Ok(moto) => moto,
+        Err(e) => {
+            eprintln!("notice-local-stack: {}", e.lines().next().unwrap_or("the emulator did not start"));
+            return std::process::ExitCode::from(2);
+        }
+    };
     moto.create_ledger_table(TABLE).await;
     let queue = moto.create_queue("reminders").await;
     let dlq = moto.create_queue("reminders-dlq").await;
@@ -53,12 +64,51 @@ async fn main() {
          1. paste the exports above into another shell (or: eval \"$(cargo run -q -p notice-e2e --bin notice-local-stack)\" in the background)\n\
          2. cargo lambda watch   and   cargo lambda invoke notice-sender --data-file {event}\n\
          3. mail requests:  curl -s {ep}/moto-api/data.json | python3 -m json.tool | grep -A8 '\"Message\"'\n\
-         4. ledger row:     cargo run -q -p noticectl -- show <KEY> --ledger dynamodb:{TABLE}",
+         4. ledger row:     cargo run -q -p noticectl -- show <KEY> --ledger dynamodb:{TABLE}\n\
+         5. SES events:     cargo lambda invoke notice-reconciler --data-file {ses} (kept up to date)",
         ep = moto.endpoint(),
         event = event_path.display(),
+        ses = out_dir.join("ses-events.json").display(),
     );
-    if let Err(e) = tokio::signal::ctrl_c().await {
-        eprintln!("notice-local-stack: cannot wait for Ctrl-C ({e}); stopping");
+    let ses_path = out_dir.join("ses-events.json");
+    tokio::select! {
+        () = stopped() => {}
+        () = keep_ses_events(&moto, &ses_path) => {}
+    }
+    eprintln!("notice-local-stack: stopping the emulator");
+    drop(moto);
+    std::process::ExitCode::SUCCESS
+}
+
+/// Ctrl-C, SIGTERM (`kill`) or SIGHUP (the terminal closed): the emulator goes with this process.
+async fn stopped() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+}
+
+/// Rewrites `path` with SES's events for every message the emulator accepted, once a second.
+async fn keep_ses_events(moto: &Moto, path: &std::path::Path) {
+    let mut written = usize::MAX;
+    loop {
+        let events =
+            ses_events_for_sends(&moto.sent_messages().await, &moto.recorded_send_email_requests().await);
+        let count = events["Records"].as_array().map_or(0, Vec::len);
+        if count != written {
+            match serde_json::to_string_pretty(&events).map(|text| std::fs::write(path, text)) {
+                Ok(Ok(())) => written = count,
+                Ok(Err(e)) => eprintln!("notice-local-stack: could not write {}: {e}", path.display()),
+                Err(e) => eprintln!("notice-local-stack: {e}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

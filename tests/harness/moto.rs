@@ -79,27 +79,33 @@ fn log_tail(path: &Path) -> String {
 /// If the binary is missing or the server does not come up — run `./scripts/test.sh`, which
 /// installs the pinned emulator into `.venv`.
 pub async fn start_moto() -> Moto {
+    launch_moto().await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`start_moto`] for a program rather than a test: what is wrong comes back as an error (the
+/// first line says what to do), never a panic.
+pub async fn launch_moto() -> Result<Moto, String> {
     let binary = moto_python();
     if !binary.is_file() {
-        panic!(
+        return Err(format!(
             "the emulator's Python was not found at {} — run ./scripts/test.sh (it creates .venv and \
              installs tests/requirements.txt: moto[server]==5.2.5), or point MOTO_PYTHON at a Python \
              that has moto[server] installed",
             binary.display()
-        );
+        ));
     }
     let mut last_error = String::new();
     // A port picked as free can be taken before moto binds it: try a few.
     for _ in 0..3 {
         match try_start_moto(&binary).await {
-            Ok(moto) => return moto,
+            Ok(moto) => return Ok(moto),
             Err(e) => last_error = e,
         }
     }
-    panic!(
+    Err(format!(
         "moto_server ({}) did not come up — run ./scripts/test.sh to (re)install it.\n{last_error}",
         binary.display()
-    );
+    ))
 }
 
 async fn try_start_moto(binary: &Path) -> Result<Moto, String> {

@@ -255,3 +255,54 @@ async fn ses_stub_hang_and_close_leave_the_outcome_unknown() {
     assert!(closed.as_service_error().is_none(), "{closed:?}");
     assert_eq!(stub.requests(), 2);
 }
+
+/// `notice-local-stack` without its emulator says so in one line and exits 2 (no panic, no
+/// backtrace); started, it stops its emulator when it is told to stop (SIGTERM, as `kill` sends).
+#[tokio::test]
+async fn the_local_stack_reports_a_missing_emulator_in_one_line_and_stops_its_emulator() {
+    let bin = env!("CARGO_BIN_EXE_notice-local-stack");
+    let out = tokio::process::Command::new(bin)
+        .env("MOTO_PYTHON", "/nonexistent/python")
+        .output()
+        .await
+        .expect("run notice-local-stack");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("/nonexistent/python") && !stderr.contains("panicked"), "{stderr}");
+
+    let mut child = tokio::process::Command::new(bin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start notice-local-stack");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let mut endpoint = None;
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(url) = line.strip_prefix("export AWS_ENDPOINT_URL=") {
+            endpoint = Some(url.to_owned());
+        }
+        if line.starts_with("export NOTICE_SCHEDULER_ROLE_ARN=") {
+            break;
+        }
+    }
+    let endpoint = endpoint.expect("the stack prints AWS_ENDPOINT_URL");
+    let port: u16 = endpoint.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+    assert!(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok(), "the emulator answers");
+    let pid = child.id().expect("a pid");
+    let killed = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
+    assert!(killed.success());
+    let status =
+        tokio::time::timeout(std::time::Duration::from_secs(20), child.wait()).await.expect("it stops");
+    assert!(status.expect("exit status").success());
+    let mut gone = false;
+    for _ in 0..50 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the emulator on port {port} stopped with the stack");
+}

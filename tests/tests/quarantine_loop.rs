@@ -338,3 +338,37 @@ async fn events_for_a_withdrawn_notice_move_it_only_on_a_send() {
     let (_, tally) = notice_reconciler::handle_sqs(&reconciler, sqs_event(&[send])).await;
     assert_eq!((tally.sent_after_withdraw, tally.updated), (0, 1), "counted once");
 }
+
+/// The local stack's SES events (`notice-local-stack` writes them for the walkthrough in
+/// docs/deploy.md) are the events of the sends the emulator accepted: the reconciler resolves each
+/// notice's row as delivered under SES's own message id, and detects no duplicate send.
+#[tokio::test]
+async fn the_local_stacks_ses_events_match_the_sends_it_made() {
+    use notice_e2e::sender_app::{app, batch, env, invoke, job, key_of, ledger};
+    let env = env().await;
+    let sender = app(&env).await;
+    let bodies: Vec<Value> = ["sub_local_1", "sub_local_2"].iter().map(|s| job(s, 0)).collect();
+    let strings: Vec<String> = bodies.iter().map(Value::to_string).collect();
+    let resp = invoke(&sender, batch(&env, &strings).await).await;
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+
+    let sent = env.moto.sent_messages().await;
+    let events =
+        notice_e2e::ses_events::ses_events_for_sends(&sent, &env.moto.recorded_send_email_requests().await);
+    assert_eq!(
+        events["Records"].as_array().map(Vec::len),
+        Some(4),
+        "a Send and a Delivery for each: {events:#}"
+    );
+    let event: SqsEvent = serde_json::from_value(events).unwrap();
+    let reconciler = ReconcilerApp { ledger: Arc::new(ledger(&env).await), concurrency: 2 };
+    let (resp, tally) = notice_reconciler::handle_sqs(&reconciler, event).await;
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    assert_eq!((tally.duplicates, tally.untagged, tally.malformed), (0, 0, 0), "{tally:?}");
+    for body in &bodies {
+        let row = ledger(&env).await.get(&key_of(body)).await.unwrap().unwrap();
+        assert_eq!(row.state, RowState::Sent);
+        assert_eq!(row.delivery_status, Some(DeliveryStatus::Delivered), "{row:?}");
+        assert!(sent.iter().any(|m| m["id"].as_str() == row.message_id.as_deref()), "SES's own id: {row:?}");
+    }
+}

@@ -1,0 +1,72 @@
+//! SES's event stream for the mail the emulator accepted: a `Send` and a `Delivery` event per
+//! message, as the configuration set publishes them through SNS to the events queue (an SQS event
+//! the reconciler takes as it is). moto records neither tags nor events, so each accepted message
+//! (`/moto-api/data.json`: id, destination, subject) is paired with the recorded `SendEmail` request
+//! that made it (same recipient and subject, first unpaired one) to learn its `notice_key` tag —
+//! so the reconciler resolves exactly the sends that were made, under SES's own message ids.
+
+use chrono::Utc;
+use serde_json::{json, Value};
+
+/// The SQS event (SNS envelopes) carrying a `Send` and a `Delivery` event for every message in
+/// `sent` (moto's `ses.Message` entries) whose `SendEmail` request is among `requests` (the bodies
+/// [`crate::Moto::recorded_send_email_requests`] returns). Messages without a matching tagged
+/// request are left out.
+pub fn ses_events_for_sends(sent: &[Value], requests: &[Value]) -> Value {
+    let mut used = vec![false; requests.len()];
+    let mut records = Vec::new();
+    for message in sent {
+        let (Some(id), Some(to)) =
+            (message["id"].as_str(), message["destinations"]["ToAddresses"][0].as_str())
+        else {
+            continue;
+        };
+        let subject = message["subject"].as_str().unwrap_or_default();
+        let found = requests.iter().enumerate().position(|(i, r)| {
+            !used[i]
+                && r["Destination"]["ToAddresses"][0].as_str() == Some(to)
+                && r["Content"]["Simple"]["Subject"]["Data"].as_str().unwrap_or_default() == subject
+        });
+        let Some(i) = found else { continue };
+        used[i] = true;
+        let tags: Vec<(String, String)> = requests[i]["EmailTags"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| Some((t["Name"].as_str()?.to_owned(), t["Value"].as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !tags.iter().any(|(name, _)| name == "notice_key") {
+            continue;
+        }
+        let mut tag_map = serde_json::Map::new();
+        for (name, value) in tags {
+            tag_map.insert(name, json!([value]));
+        }
+        let source = requests[i]["FromEmailAddress"].as_str().unwrap_or_default();
+        let now = Utc::now().to_rfc3339();
+        let mail = json!({"timestamp": now, "messageId": id, "source": source, "destination": [to],
+            "commonHeaders": {"to": [to], "subject": subject, "messageId": id}, "tags": tag_map});
+        for (event_type, detail) in [
+            ("Send", ("send", json!({}))),
+            (
+                "Delivery",
+                (
+                    "delivery",
+                    json!({"timestamp": now, "recipients": [to], "smtpResponse": "250 2.6.0 Message received"}),
+                ),
+            ),
+        ] {
+            let event = json!({"eventType": event_type, "mail": mail, detail.0: detail.1});
+            let sns = json!({"Type": "Notification", "MessageId": format!("local-{id}-{event_type}"),
+                "TopicArn": "arn:aws:sns:us-east-1:123456789012:notice-ledger-SesEventsTopic-local",
+                "Message": event.to_string(), "Timestamp": now});
+            records.push(json!({"messageId": format!("local-{id}-{event_type}"), "receiptHandle": "local",
+                "body": sns.to_string(), "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:notice-ledger-SesEventsQueue-local",
+                "awsRegion": "us-east-1"}));
+        }
+    }
+    json!({ "Records": records })
+}
