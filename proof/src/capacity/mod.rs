@@ -48,6 +48,8 @@ async fn simulate(p: Params) -> Result<Report, String> {
 
 pub(crate) async fn run(args: CapacityArgs) -> Result<ExitCode, String> {
     let p = Params::from_args(&args)?;
+    let watched = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    run::PROGRESS.store(watched, std::sync::atomic::Ordering::Relaxed);
     let started = std::time::Instant::now();
     let report = simulate(p).await?;
     if args.json {

@@ -29,6 +29,28 @@ use super::queue::{Pollers, Queue, Received};
 use super::services::{Dynamo, Scheduler, Services, Ses};
 use super::world::{lock, rng, seeded, Books, Ev, Shared};
 
+/// A progress line on stderr every 10 simulated seconds (simulated time of the horizon, events,
+/// wall time, an estimate of the wall time left), rewritten in place, when a person is watching:
+/// `capacity` sets it when stderr is a terminal and the output is not `--json`.
+pub(super) static PROGRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn progress(at: Us, horizon: Us, events: u64, started: std::time::Instant) {
+    use std::io::Write;
+    let done = (at as f64 / horizon.max(1) as f64).clamp(1e-6, 1.0);
+    let wall = started.elapsed().as_secs_f64();
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "\r  simulated {:.0} of {:.0} s · {} events · {:.0} s, about {:.0} s left   ",
+        at as f64 / SEC as f64,
+        horizon as f64 / SEC as f64,
+        notice_ledger::text::thousands(events),
+        wall,
+        wall / done - wall
+    );
+    let _ = err.flush();
+}
+
 /// The queue the model's jobs come from and go back to.
 const QUEUE_ARN: &str = "arn:aws:sqs:us-east-1:123456789012:notice-ledger-reminders";
 
@@ -246,9 +268,15 @@ impl Run {
     /// Runs to the horizon.
     pub(super) async fn run(mut self) -> Result<Self, String> {
         self.seed_events();
+        let started = std::time::Instant::now();
+        let mut shown = 0;
         while let Some(Entry { at, item, .. }) = self.heap.pop() {
             if at > self.p.horizon {
                 break;
+            }
+            if PROGRESS.load(std::sync::atomic::Ordering::Relaxed) && at / (10 * SEC) > shown {
+                shown = at / (10 * SEC);
+                progress(at, self.p.horizon, self.c.events, started);
             }
             self.ctx.clock.advance(at);
             self.c.events += 1;
@@ -261,6 +289,9 @@ impl Run {
             }
             self.collect();
             self.dispatch();
+        }
+        if PROGRESS.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!();
         }
         Ok(self)
     }

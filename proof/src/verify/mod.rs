@@ -60,6 +60,8 @@ fn verify(bounds: Bounds, mutants: &[Mutant]) -> Result<Report, VerifyError> {
 pub(crate) async fn run(args: VerifyArgs) -> Result<ExitCode, String> {
     let mutants: &[Mutant] = if args.no_mutants { &[] } else { &Mutant::ALL };
     let worlds = args.worlds();
+    let watched = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    search::PROGRESS.store(watched, std::sync::atomic::Ordering::Relaxed);
     // CPU-bound and synchronous: off the async runtime's workers.
     let reports = tokio::task::spawn_blocking(move || {
         worlds

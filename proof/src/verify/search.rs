@@ -8,6 +8,8 @@
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::error::VerifyError;
@@ -206,6 +208,25 @@ struct Frontier {
     ids: Vec<u32>,
 }
 
+/// One progress line on stderr per level (level, states, states/s, the next level's size),
+/// rewritten in place, when a person is watching: `verify` sets it when stderr is a terminal and
+/// the output is not `--json`. Never in tests or pipes, so counts and output stay as they were.
+pub(crate) static PROGRESS: AtomicBool = AtomicBool::new(false);
+
+fn progress(depth: usize, states: usize, next: usize, started: Instant) {
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "\r  level {depth:>3} · {} states · {} states/s · {} in the next level · {:.0} s   ",
+        notice_ledger::text::thousands(states as u64),
+        notice_ledger::text::thousands((states as f64 / secs) as u64),
+        notice_ledger::text::thousands(next as u64),
+        secs
+    );
+    let _ = err.flush();
+}
+
 /// Explores every state reachable from the start; stops at the first violation. `models` (one
 /// or more, all of one world) are the threads' own copies of the world.
 pub(crate) fn explore(models: &mut [Model]) -> Result<Explored, VerifyError> {
@@ -274,6 +295,12 @@ pub(super) fn explore_from(models: &mut [Model], parallel_from: usize) -> Result
         if !frontier.states.is_empty() {
             depth += 1;
         }
+        if PROGRESS.load(Ordering::Relaxed) {
+            progress(depth, seen.len(), frontier.states.len(), started);
+        }
+    }
+    if PROGRESS.load(Ordering::Relaxed) {
+        eprintln!();
     }
     Ok(done(&seen, depth, transitions, None))
 }
