@@ -35,7 +35,7 @@ pub use claims::{
 };
 pub use evidence::charge_time_and_jurisdiction_are_kept_as_evidence;
 pub use resolution::{
-    backfill_never_overwrites, concurrent_evidence_loses_nothing,
+    backfill_never_overwrites, concurrent_evidence_loses_nothing, keys_are_found_by_prefix,
     open_claims_lists_old_claims_oldest_first_within_the_limit, operator_actions_only_touch_open_claims,
     provider_evidence_resolves_learns_and_detects_duplicates,
 };
@@ -73,6 +73,7 @@ macro_rules! ledger_suite_tests {
             concurrent_evidence_loses_nothing,
             operator_actions_only_touch_open_claims,
             backfill_never_overwrites,
+            keys_are_found_by_prefix,
             get_many_answers_in_the_callers_order,
             every_write_obeys_the_transition_rules,
             charge_time_and_jurisdiction_are_kept_as_evidence,

@@ -289,6 +289,11 @@ impl<L: Ledger> OperatorLedger for FaultyLedger<L> {
         self.enter(true)?;
         self.inner.backfill(row).await
     }
+
+    async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError> {
+        self.enter(false)?;
+        self.inner.keys_with_prefix(prefix, limit).await
+    }
 }
 
 /// A mailer that accepts everything and remembers what it was given (no I/O).

@@ -572,4 +572,23 @@ impl OperatorLedger for PostgresLedger {
         let client = self.client().await?;
         self.insert_row(&client, row).await
     }
+
+    async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError> {
+        let (from, to) = (prefix.to_owned(), notice_ledger::ledger::prefix_end(prefix));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT notice_key FROM notices WHERE notice_key >= $1 AND notice_key < $2 ORDER BY notice_key LIMIT $3",
+                &[&from, &to, &limit],
+            )
+            .await
+            .map_err(|e| self.pg("read keys by prefix", e))?;
+        rows.iter()
+            .map(|r| {
+                let k: String = r.get(0);
+                NoticeKey::parse(&k).map_err(|e| LedgerError::Corrupt(format!("notice_key {k:?}: {e}")))
+            })
+            .collect()
+    }
 }

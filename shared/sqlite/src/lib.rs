@@ -553,6 +553,23 @@ impl OperatorLedger for SqliteLedger {
         })
         .await
     }
+
+    async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError> {
+        let (from, to) = (prefix.to_owned(), notice_ledger::ledger::prefix_end(prefix));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare("SELECT notice_key FROM notices WHERE notice_key >= ?1 AND notice_key < ?2 ORDER BY notice_key LIMIT ?3")
+                .map_err(sql)?;
+            let keys = stmt.query_map(params![from, to, limit], |r| r.get::<_, String>(0)).map_err(sql)?;
+            keys.map(|k| {
+                let k = k.map_err(sql)?;
+                NoticeKey::parse(&k).map_err(|e| LedgerError::Corrupt(format!("notice_key {k:?}: {e}")))
+            })
+            .collect()
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

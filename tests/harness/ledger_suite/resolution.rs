@@ -263,3 +263,31 @@ pub async fn backfill_never_overwrites(ledger: Arc<dyn Ledger>) {
         .unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(row(l, &claimed).await.state, RowState::Claimed);
 }
+
+/// `noticectl show PREFIX`: the keys that start with a prefix, in key order, at most `limit` —
+/// none for a prefix no key has, one for a unique prefix, several when it is ambiguous.
+pub async fn keys_are_found_by_prefix(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+    // Three keys sharing a 12-character prefix, one apart; fresh per case (each gets its own ledger).
+    let stem = "abcdef012345";
+    let keys: Vec<NoticeKey> = ["0", "1", "2"]
+        .iter()
+        .map(|tail| {
+            NoticeKey::parse(&format!("{stem}{tail}{}", "7".repeat(51))).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect();
+    for key in &keys {
+        mint(l, &request(key, t(0))).await;
+    }
+    let other =
+        NoticeKey::parse(&format!("abcdef01234f{}", "0".repeat(52))).unwrap_or_else(|e| panic!("{e}"));
+    mint(l, &request(&other, t(0))).await;
+    let found = |prefix: &'static str, limit| async move {
+        l.keys_with_prefix(prefix, limit).await.unwrap_or_else(|e| panic!("keys_with_prefix({prefix}): {e}"))
+    };
+    assert_eq!(found("abcdef0123450", 5).await, keys[..1], "a unique prefix");
+    assert_eq!(found("abcdef012345", 5).await, keys, "an ambiguous one, in key order");
+    assert_eq!(found("abcdef012345", 2).await.len(), 2, "at most the limit");
+    assert_eq!(found("abcdef01234", 5).await.len(), 4);
+    assert!(found("abcdef012346", 5).await.is_empty(), "no key");
+}

@@ -209,6 +209,15 @@ impl OperatorLedger for MemoryLedger {
         rows.insert(row.key.clone(), row.clone());
         Ok(true)
     }
+
+    async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError> {
+        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keys: Vec<NoticeKey> =
+            rows.keys().filter(|k| k.as_str().starts_with(prefix)).cloned().collect();
+        keys.sort();
+        keys.truncate(limit);
+        Ok(keys)
+    }
 }
 
 fn open_claim<'a>(

@@ -24,7 +24,7 @@ pub use evidence::{
     apply_to_row, learned_row, EvidenceEffect, ProviderEvidence, EVENT_CLOCK_SKEW_SECS, MAX_DUPLICATE_IDS,
     MAX_MESSAGE_ID_LEN,
 };
-pub use ports::{ClaimLedger, EvidenceLedger, Ledger, OperatorLedger, QuarantineView, RowReader};
+pub use ports::{prefix_end, ClaimLedger, EvidenceLedger, Ledger, OperatorLedger, QuarantineView, RowReader};
 pub use row::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, LedgerRow, Origin, RowState,
     WithdrawRequest,

@@ -124,6 +124,19 @@ pub trait OperatorLedger: QuarantineView {
     /// Backfill: writes `row` (normally state `sent`, origin `backfill`) only if the key has no row.
     /// Returns whether it wrote; never overwrites.
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError>;
+
+    /// Operator: up to `limit` keys that start with `prefix` (lower-case hex, as every output line
+    /// shows a key's first 12 characters), in key order — so `noticectl show` can take a prefix
+    /// and say when it is ambiguous. SQL ledgers answer from the key's index; DynamoDB can only
+    /// scan the table for it (read capacity in proportion to the table: fine at an operator's pace,
+    /// never on a hot path).
+    async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError>;
+}
+
+/// The exclusive upper end of the key range that starts with `prefix` (lower-case hex keys sort
+/// below `g`), for SQL range scans.
+pub fn prefix_end(prefix: &str) -> String {
+    format!("{prefix}g")
 }
 
 /// Every port at once: what an adapter implements and what `notice_setup` hands out. Entry points

@@ -101,4 +101,8 @@ impl<T: OperatorLedger + ?Sized> OperatorLedger for std::sync::Arc<T> {
     async fn backfill(&self, row: &LedgerRow) -> Result<bool, LedgerError> {
         (**self).backfill(row).await
     }
+
+    async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError> {
+        (**self).keys_with_prefix(prefix, limit).await
+    }
 }

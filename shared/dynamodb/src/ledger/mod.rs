@@ -588,6 +588,42 @@ impl OperatorLedger for DynamoLedger {
             Err(WriteFailure::Other(e)) => Err(e),
         }
     }
+
+    /// A `Scan` filtered on the key's prefix, page by page: DynamoDB has no range over a partition
+    /// key, so this reads the whole table (at an operator's pace, never on a send path).
+    async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let mut keys = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("begins_with(notice_key, :prefix)")
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_owned()))
+                .projection_expression("notice_key")
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| self.unavailable("Scan", e))?;
+            for item in out.items() {
+                if let Some(AttributeValue::S(k)) = item.get("notice_key") {
+                    // Rows of other kinds (rate buckets) share the table under other key shapes.
+                    if let Ok(key) = NoticeKey::parse(k) {
+                        keys.push(key);
+                    }
+                }
+            }
+            match out.last_evaluated_key() {
+                Some(last) if keys.len() < limit => start = Some(last.clone()),
+                _ => break,
+            }
+        }
+        keys.sort();
+        keys.truncate(limit);
+        Ok(keys)
+    }
 }
 
 #[cfg(test)]
