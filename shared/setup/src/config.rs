@@ -121,23 +121,6 @@ pub fn renderer_from_env(key_secret: &NoticeSecret) -> Result<Renderer, ConfigEr
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_blank_or_missing_secret_is_refused_by_name() {
-        // Variable names of their own: no other test reads them, so setting them cannot race.
-        std::env::set_var("NOTICE_TEST_BLANK_SECRET", "  \t");
-        let blank = secret_from_env("NOTICE_TEST_BLANK_SECRET").unwrap_err().to_string();
-        assert!(blank.contains("NOTICE_TEST_BLANK_SECRET") && blank.contains("blank"), "{blank}");
-        let missing = secret_from_env("NOTICE_TEST_UNSET_SECRET").unwrap_err().to_string();
-        assert!(missing.contains("NOTICE_TEST_UNSET_SECRET"), "{missing}");
-        std::env::set_var("NOTICE_TEST_GOOD_SECRET", "a-real-secret-of-some-length");
-        assert!(secret_from_env("NOTICE_TEST_GOOD_SECRET").is_ok());
-    }
-}
-
 /// `NOTICE_ENVIRONMENT`: `production` (the default, and what an unset variable means) or `staging`.
 pub fn is_production() -> Result<bool, ConfigError> {
     match optional("NOTICE_ENVIRONMENT").as_deref().map(str::trim) {
@@ -165,4 +148,21 @@ pub fn redirect_from_env() -> Result<Option<String>, ConfigError> {
     let to = notice_ledger::address::parse_recipient(to.trim())
         .map_err(|e| ConfigError::Invalid { name: NAME, reason: e.to_string() })?;
     Ok(Some(to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blank_or_missing_secret_is_refused_by_name() {
+        // Variable names of their own: no other test reads them, so setting them cannot race.
+        std::env::set_var("NOTICE_TEST_BLANK_SECRET", "  \t");
+        let blank = secret_from_env("NOTICE_TEST_BLANK_SECRET").unwrap_err().to_string();
+        assert!(blank.contains("NOTICE_TEST_BLANK_SECRET") && blank.contains("blank"), "{blank}");
+        let missing = secret_from_env("NOTICE_TEST_UNSET_SECRET").unwrap_err().to_string();
+        assert!(missing.contains("NOTICE_TEST_UNSET_SECRET"), "{missing}");
+        std::env::set_var("NOTICE_TEST_GOOD_SECRET", "a-real-secret-of-some-length");
+        assert!(secret_from_env("NOTICE_TEST_GOOD_SECRET").is_ok());
+    }
 }
