@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 
 mod clock;
 mod commands;
+mod exit;
+mod failure;
 mod input;
 mod key_arg;
 mod ledger_target;
@@ -111,9 +113,14 @@ async fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            // `{:#}`: the message with its context chain ("context: cause"), as one line.
-            eprintln!("noticectl: {e:#}");
-            ExitCode::from(2)
+            // One line: a safety stop as it is (3), a dependency failure with its cause and next
+            // step, anything else with its context chain (2). The debug form only with -v.
+            let (line, exit) = failure::report(&e);
+            eprintln!("{line}");
+            if cli.verbose {
+                eprint!("{}", failure::debug_chain(&e));
+            }
+            exit.into()
         }
     }
 }

@@ -1,11 +1,15 @@
 //! Putting jobs on the reminder queue: `SendMessageBatch` (10 a call) at a bounded rate, with the
 //! `replay_batch` attribute the sender logs (never part of a key). Failed entries are retried a
-//! few times, then reported — never silently dropped.
+//! few times, then reported — never silently dropped. A failure of the call itself (SQS
+//! unreachable, no credentials, access denied, throttled after retries) stops the run: every
+//! later batch would fail the same way.
 
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use indicatif::ProgressBar;
+
+use crate::failure::{classify, Cause, Done};
 
 /// One job body to enqueue, with the label it is reported under.
 pub struct Outgoing {
@@ -26,7 +30,9 @@ pub async fn client() -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(&notice_setup::aws::load_sdk_config().await)
 }
 
-/// Sends `jobs` in batches of 10, at most `per_second` messages a second.
+/// Sends `jobs` in batches of 10, at most `per_second` messages a second. Entries SQS refuses
+/// are in the report; a call that fails as a whole (after retries, or at once when SQS cannot be
+/// used at all) ends the run with an error whose [`Done`] context says how many went out before.
 pub async fn enqueue(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
@@ -34,7 +40,7 @@ pub async fn enqueue(
     batch_id: Option<&str>,
     per_second: u32,
     progress: &ProgressBar,
-) -> EnqueueReport {
+) -> anyhow::Result<EnqueueReport> {
     let mut report = EnqueueReport::default();
     let per_second = f64::from(per_second.max(1));
     let started = Instant::now();
@@ -70,13 +76,14 @@ pub async fn enqueue(
                     }
                     pending = failed.into_iter().map(|(i, job, _)| (i, job)).collect();
                 }
-                Err(e) if attempt >= MAX_ATTEMPTS => {
-                    let e = e.to_string();
-                    for (_, job) in &pending {
-                        report.failed.push((job.origin.clone(), e.clone()));
-                        progress.inc(1);
-                    }
-                    break;
+                Err(e) if attempt >= MAX_ATTEMPTS || hopeless(&e) => {
+                    let batch = batch_id.map(|b| format!(" as replay batch {b}")).unwrap_or_default();
+                    return Err(e.context(Done(format!(
+                        "{} of {} message(s) enqueued{batch} before it stopped; running it again is safe \
+                         (the ledger refuses what was already sent)",
+                        report.sent,
+                        jobs.len()
+                    ))));
                 }
                 Err(_) => {}
             }
@@ -85,7 +92,13 @@ pub async fn enqueue(
             }
         }
     }
-    report
+    Ok(report)
+}
+
+/// A failure no retry mends: SQS unreachable, no or bad credentials, access denied. Throttling
+/// is retried.
+fn hopeless(e: &anyhow::Error) -> bool {
+    classify(e).is_some_and(|f| f.cause != Cause::Throttled)
 }
 
 /// One `SendMessageBatch`; returns the entries SQS did not take, by position, with the reason.
@@ -107,7 +120,7 @@ async fn send_batch(
     let out = request
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("{}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+        .map_err(|e| anyhow::Error::new(e).context(format!("SQS SendMessageBatch to {queue_url}")))?;
     Ok(out
         .failed()
         .iter()

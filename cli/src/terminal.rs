@@ -6,16 +6,19 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::exit::SafetyStop;
+
 /// Asks `question`; true only when the operator types `yes`.
 pub(crate) fn confirm(question: &str) -> anyhow::Result<bool> {
     ask(&format!("{question} Type 'yes' to continue: "), "yes", "refusing without confirmation")
 }
 
 /// Prints `prompt` and reads one line; true only when it is `word`. Without a terminal it returns
-/// `refusal` as an error, so `--yes` is the only way to skip the question.
+/// `refusal` as a [`SafetyStop`] error (exit 3), so `--yes` is the only way to skip the question.
+/// A caller whose question is answered otherwise returns [`crate::exit::Exit::SafetyStop`] too.
 pub(crate) fn ask(prompt: &str, word: &str, refusal: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
-        anyhow::bail!("{refusal}: stdin is not a terminal (pass --yes)");
+        return Err(SafetyStop(format!("{refusal}: stdin is not a terminal (pass --yes)")).into());
     }
     print!("{prompt}");
     std::io::stdout().flush()?;

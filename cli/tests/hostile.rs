@@ -126,7 +126,10 @@ fn hostile_addresses_and_from_are_refused_by_name() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
-        stdout.lines().filter(|l| l.contains("invalid") && l.contains("email")).count(),
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("line ") && l.contains("invalid") && l.contains("email"))
+            .count(),
         4,
         "{stdout}"
     );

@@ -75,7 +75,11 @@ async fn replay_dry_run_counts_against_the_ledger_and_enqueue_sends_only_new_job
         &["replay", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--dry-run"],
     );
     let out = stdout(&dry);
-    assert!(dry.status.success(), "{out}");
+    assert_eq!(
+        dry.status.code(),
+        Some(1),
+        "the backlog's invalid line needs attention, as in the real run: {out}"
+    );
     assert!(
         out.contains("12 job(s) · 1 invalid · 1 repeated in file · in ledger: claimed 1, sent 6 · new: 3"),
         "{out}"
@@ -88,7 +92,7 @@ async fn replay_dry_run_counts_against_the_ledger_and_enqueue_sends_only_new_job
         dir.path(),
         &["replay", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--queue-url", &queue],
     );
-    assert_eq!(refused.status.code(), Some(2), "no confirmation without a terminal: {}", stdout(&refused));
+    assert_eq!(refused.status.code(), Some(3), "no confirmation without a terminal: {}", stdout(&refused));
 
     let sqs = moto.sqs().await;
     let none = sqs.receive_message().queue_url(&queue).send().await.unwrap();
@@ -111,8 +115,9 @@ async fn replay_dry_run_counts_against_the_ledger_and_enqueue_sends_only_new_job
         ],
     );
     let out = stdout(&run);
-    assert!(run.status.success(), "{out}");
+    assert_eq!(run.status.code(), Some(1), "enqueued, but the invalid line needs attention: {out}");
     assert!(out.contains("enqueued 3 of 3 as replay batch b-42"), "{out}");
+    assert!(out.contains("needs attention: 1 invalid line(s), not enqueued (see above): line 11"), "{out}");
 
     let mut bodies = Vec::new();
     loop {
@@ -265,7 +270,7 @@ async fn enqueue_parks_a_far_future_job_where_the_sender_would_and_parked_cancel
         stdout(&by_prefix)
     );
     let unconfirmed = noticectl(&moto, dir.path(), &cancel);
-    assert!(!unconfirmed.status.success(), "no terminal, no --yes: refused");
+    assert_eq!(unconfirmed.status.code(), Some(3), "no terminal, no --yes: refused");
     let listed = moto.scheduler().await.list_schedules().group_name("parked").send().await.unwrap();
     assert_eq!(listed.schedules().len(), 1, "still parked after a dry run and a refusal");
     let done = noticectl(&moto, dir.path(), &[&cancel[..], &["--yes"]].concat());
@@ -366,7 +371,7 @@ async fn replay_of_a_mostly_delivered_backlog_stops_unless_forced() {
     let unconfirmed = replay(&["--force"]);
     assert_eq!(
         unconfirmed.status.code(),
-        Some(2),
+        Some(3),
         "--force does not skip the prompt: {}",
         stdout(&unconfirmed)
     );
@@ -418,7 +423,7 @@ async fn quarantine_release_refuses_while_ses_events_are_queued_or_dead_lettered
 
     sqs.send_message().queue_url(&events).message_body("{}").send().await.unwrap();
     let backlog = release(&with_queues);
-    assert_eq!(backlog.status.code(), Some(2));
+    assert_eq!(backlog.status.code(), Some(3), "a safety stop");
     assert!(stdout(&backlog).contains("SES event queue still holds 1 waiting"), "{}", stdout(&backlog));
 
     // Being processed (in flight) still counts: the reconciler has not applied it yet.
@@ -430,7 +435,7 @@ async fn quarantine_release_refuses_while_ses_events_are_queued_or_dead_lettered
 
     sqs.send_message().queue_url(&dlq).message_body("{}").send().await.unwrap();
     let dead = release(&with_queues);
-    assert_eq!(dead.status.code(), Some(2));
+    assert_eq!(dead.status.code(), Some(3), "a safety stop");
     assert!(stdout(&dead).contains("dead-letter queue holds 1"), "{}", stdout(&dead));
     assert_eq!(ledger.get(&key).await.unwrap().unwrap().state, RowState::Claimed, "nothing released yet");
 
@@ -515,7 +520,7 @@ async fn a_withdrawn_key_in_dynamodb_is_never_replayed_and_a_sent_one_is_too_lat
         &["replay", "--from", "backlog.jsonl", "--ledger", &ledger_arg, "--queue-url", &queue, "--yes"],
     );
     let out = stdout(&run);
-    assert!(run.status.success(), "{out}");
+    assert_eq!(run.status.code(), Some(1), "the invalid line needs attention: {out}");
     assert!(
         out.contains(
             "12 job(s) · 1 invalid · 1 repeated in file · in ledger: claimed 1, sent 6, withdrawn 1 · new: 2"

@@ -175,11 +175,11 @@ fn a_refused_confirmation_writes_nothing() {
         piped.stdin.take().unwrap().write_all(b"n\n").unwrap();
     }
     let out = piped.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(3), "a refused confirmation is a safety stop: {}", text(&out));
     assert!(text(&out).contains("refusing without confirmation"), "{}", text(&out));
     assert_eq!(row_state(dir.path(), "sub_n"), None);
 
-    // On a terminal (util-linux `script` gives it one), answering "n" declines: exit 1.
+    // On a terminal (util-linux `script` gives it one), answering "n" declines: exit 3.
     let bin = env!("CARGO_BIN_EXE_noticectl");
     let inner = format!("{bin} withdraw --subscription-id sub_n --period-start 2026-12-01 --kind {KIND}");
     let Ok(mut tty) = Command::new("script")
@@ -202,7 +202,7 @@ fn a_refused_confirmation_writes_nothing() {
     }
     let out = tty.wait_with_output().unwrap();
     let printed = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{printed}");
+    assert_eq!(out.status.code(), Some(3), "{printed}");
     assert!(printed.contains("Type 'yes' to continue") && printed.contains("nothing withdrawn"), "{printed}");
     assert_eq!(row_state(dir.path(), "sub_n"), None, "declined: nothing written");
 }
@@ -319,11 +319,14 @@ fn replay_counts_a_withdrawn_key_and_never_enqueues_it() {
     assert!(printed.contains("withdrawn 1: never enqueued"), "{printed}");
     assert!(printed.contains("1 new of 2 would be enqueued"), "{printed}");
 
-    // Only the withdrawn one: nothing is new, so nothing is enqueued (no queue is even needed).
+    // Only the withdrawn one: nothing is new, a stop verdict, so nothing is enqueued (no queue is
+    // even needed) — exit 3, in the dry run as in the real one.
     std::fs::write(dir.path().join("only.jsonl"), job("sub_w")).unwrap();
+    let dry = noticectl(dir.path(), &["replay", "--from", "only.jsonl", "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(3), "{}", text(&dry));
     let run = noticectl(dir.path(), &["replay", "--from", "only.jsonl", "--yes"]);
     let printed = text(&run);
-    assert!(run.status.success(), "{printed}");
+    assert_eq!(run.status.code(), Some(3), "{printed}");
     assert!(printed.contains("0 new of 1: stop"), "{printed}");
     assert!(!printed.contains("enqueued 1"), "{printed}");
 }

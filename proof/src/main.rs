@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod capacity;
+mod exit;
 mod simulate;
 mod verify;
 
@@ -70,7 +71,7 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(message) => {
             eprintln!("notice-proof: {message}");
-            ExitCode::from(2)
+            exit::Exit::Unusable.into()
         }
     }
 }

@@ -12,6 +12,8 @@ use notice_ledger::ledger::{LedgerRow, Origin, RowState};
 use notice_ledger::{Job, NoticeKey};
 
 use super::census::census;
+use crate::exit::Exit;
+use crate::failure::Done;
 use crate::terminal::progress;
 
 #[derive(clap::Args, Debug)]
@@ -35,14 +37,22 @@ pub(crate) async fn run(state_dir: PathBuf, args: BackfillArgs) -> anyhow::Resul
             census.new.len() - census.released_in_new,
             census.released_in_new
         );
-        return Ok(ExitCode::SUCCESS);
+        // A dry run exits as the real run would.
+        return Ok(Exit::attention_if(!census.invalid.is_empty()).into());
     }
     let now = Utc::now();
     let bar = progress(census.new.len(), "backfilling");
     let (mut written, mut existing) = (0usize, 0usize);
     for (_, job, key) in &census.new {
         let row = backfill_row(job, key, now);
-        if ledger.backfill(&row).await.with_context(|| format!("backfill stopped after {written} row(s)"))? {
+        let answer = ledger.backfill(&row).await.map_err(anyhow::Error::from).with_context(|| {
+            Done(format!(
+                "backfill stopped after {written} of {} row(s) written ({existing} already there); running it \
+                 again is safe (it never overwrites)",
+                census.new.len()
+            ))
+        })?;
+        if answer {
             written += 1;
         } else {
             existing += 1;
@@ -52,7 +62,15 @@ pub(crate) async fn run(state_dir: PathBuf, args: BackfillArgs) -> anyhow::Resul
     bar.finish_and_clear();
     let already: usize = census.in_ledger.values().sum::<usize>() + existing;
     println!("backfilled {written} row(s) as sent; {already} already in the ledger (left as they were)");
-    Ok(if census.invalid.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    if !census.invalid.is_empty() {
+        let lines: Vec<&str> = census.invalid.iter().map(|(origin, _)| origin.as_str()).collect();
+        println!(
+            "needs attention: {} invalid line(s), not backfilled (see above): {}",
+            lines.len(),
+            lines.join(", ")
+        );
+    }
+    Ok(Exit::attention_if(!census.invalid.is_empty()).into())
 }
 
 /// A `sent` row for a notice delivered before enforcement began. It carries the content digest so

@@ -529,7 +529,7 @@ pub(crate) fn run(args: CapacityArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", render(&p));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(crate::exit::Exit::Ok.into())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use chrono::Utc;
 use notice_ledger::job::{Message, Withdrawal};
 use notice_ledger::park::{ParkRequest, Parked, Parker};
@@ -12,6 +12,8 @@ use notice_ledger::{Job, Outcome, QueueAction, QueuePolicy, Receive, WindowDecis
 use notice_scheduler::SchedulerParker;
 
 use super::scheduler::{self, SchedulerArgs};
+
+use crate::exit::Exit;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct EnqueueArgs {
@@ -63,15 +65,11 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let sqs = crate::queue::client().await;
-    let out = sqs
-        .send_message()
-        .queue_url(&args.queue_url)
-        .message_body(body)
-        .send()
-        .await
-        .map_err(|e| anyhow!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+    let out = sqs.send_message().queue_url(&args.queue_url).message_body(body).send().await.map_err(|e| {
+        anyhow::Error::new(e).context(format!("not enqueued (SQS SendMessage to {})", args.queue_url))
+    })?;
     println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 async fn enqueue_withdraw(queue_url: &str, withdrawal: &Withdrawal) -> anyhow::Result<ExitCode> {
@@ -82,13 +80,15 @@ async fn enqueue_withdraw(queue_url: &str, withdrawal: &Withdrawal) -> anyhow::R
         .message_body(withdrawal.to_value().to_string())
         .send()
         .await
-        .map_err(|e| anyhow!("not enqueued: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+        .map_err(|e| {
+            anyhow::Error::new(e).context(format!("not enqueued (SQS SendMessage to {queue_url})"))
+        })?;
     println!(
         "enqueued withdraw of {} (message {})",
         withdrawal.identity.key_material(),
         out.message_id().unwrap_or("?")
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 /// When a parked job wakes: the sender's park time for the same key (spread included).
@@ -123,7 +123,7 @@ async fn park(
         .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| anyhow!("cannot read the queue's ARN: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?
+        .map_err(|e| anyhow::Error::new(e).context("cannot read the queue's ARN (SQS GetQueueAttributes)"))?
         .attributes()
         .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn).cloned())
         .context("the queue did not report its ARN")?;
@@ -134,5 +134,5 @@ async fn park(
         Parked::Scheduled => println!("parked {key} until {at} (schedule group {group})"),
         Parked::AlreadyParked { .. } => println!("already parked: {key} (schedule group {group})"),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

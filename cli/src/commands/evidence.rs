@@ -17,6 +17,7 @@ use notice_ledger::{Identity, NoticeKey, WindowPolicy};
 use serde::Serialize;
 
 use super::windows::{PolicyArg, WindowView};
+use crate::exit::Exit;
 use crate::ledger_target::LedgerArg;
 use crate::local::StateDir;
 use crate::terminal::{escape, table};
@@ -449,7 +450,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
             revisions_text(&revisions),
             target.describe()
         );
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Attention.into());
     }
     let report = Report {
         subscription_id: args.subscription_id,
@@ -468,7 +469,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
     } else {
         print!("{}", render_blocks(&report));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::exit::Exit;
 use crate::local::StateDir;
 
 #[derive(clap::Args, Debug)]
@@ -24,5 +25,5 @@ pub(crate) async fn run(state_dir: PathBuf, args: KeyArgs) -> anyhow::Result<Exi
     let identity =
         notice_ledger::Identity::new(&args.subscription_id, &args.period_start, &args.kind, args.revision)?;
     println!("{}", identity.derive_key(&secret));
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use notice_postgres::{PostgresLedger, MIGRATION};
 
+use crate::exit::Exit;
+
 #[derive(Args, Debug)]
 pub(crate) struct LedgerArgs {
     #[command(subcommand)]
@@ -56,7 +58,7 @@ pub(crate) async fn run(args: LedgerArgs) -> anyhow::Result<ExitCode> {
 async fn init_postgres(args: InitArgs) -> anyhow::Result<ExitCode> {
     if args.print_sql {
         println!("{}", MIGRATION.trim());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
     let Some(url) = args.postgres else {
         anyhow::bail!("ledger init needs --postgres URL (or NOTICE_LEDGER_URL)");
@@ -70,5 +72,5 @@ async fn init_postgres(args: InitArgs) -> anyhow::Result<ExitCode> {
         "ledger schema ready at {} (tables notices and rate_buckets, index notices_open_claims); use --ledger with the same URL",
         ledger.target()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }

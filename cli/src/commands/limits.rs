@@ -553,7 +553,7 @@ pub(crate) fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", render(&r));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(crate::exit::Exit::Ok.into())
 }
 
 #[cfg(test)]

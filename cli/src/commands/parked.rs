@@ -7,6 +7,7 @@ use notice_ledger::Job;
 use notice_scheduler::{ParkedSchedule, SchedulerParker};
 
 use super::scheduler::{self, SchedulerArgs};
+use crate::exit::Exit;
 use crate::key_arg::KeyArg;
 use crate::terminal::confirm;
 
@@ -63,7 +64,7 @@ async fn list(parker: &SchedulerParker, limit: usize) -> anyhow::Result<ExitCode
     if names.len() > limit {
         println!("… and {} more (raise --limit to see them)", names.len() - limit);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 fn describe(s: &ParkedSchedule) -> String {
@@ -97,23 +98,23 @@ async fn cancel(
     };
     let Some(schedule) = parker.get(key.as_str()).await? else {
         println!("{key}: nothing parked under this key in {}", parker.group());
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::Attention.into());
     };
     println!("would delete: {}", describe(&schedule));
     println!("this notice then never comes back to the queue, and is not sent unless enqueued again");
     if dry_run {
         println!("dry run: nothing deleted");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
     if !yes && !confirm("Delete this parked job?")? {
         println!("not deleted");
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::SafetyStop.into());
     }
     if parker.cancel(key.as_str()).await? {
         println!("cancelled {key}");
-        Ok(ExitCode::SUCCESS)
+        Ok(Exit::Ok.into())
     } else {
         println!("{key}: already gone (fired or cancelled meanwhile)");
-        Ok(ExitCode::from(1))
+        Ok(Exit::Attention.into())
     }
 }

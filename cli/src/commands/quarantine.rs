@@ -14,6 +14,7 @@ use chrono::Utc;
 use notice_ledger::ledger::{Ledger, LedgerRow, RowState};
 use notice_ledger::NoticeKey;
 
+use crate::exit::{Exit, SafetyStop};
 use crate::key_arg::KeyArg;
 use crate::ledger_target::LedgerArg;
 use crate::terminal::ask;
@@ -158,7 +159,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
                 human_age(age.as_secs() as i64),
                 target.describe()
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok.into())
         }
         QuarantineCommand::Resolve { key, sent: _, message_id, by } => {
             let key = open_claim(ledger.as_ref(), &key, &target.describe()).await?;
@@ -168,7 +169,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
                 .await
                 .context("not resolved")?;
             println!("resolved {key} as sent (message {message_id}) by {who}");
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok.into())
         }
         QuarantineCommand::Release {
             key,
@@ -196,26 +197,33 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
             match queues.pending(target.is_local()).await {
                 Ok(status) => println!("{status}"),
                 Err(why) if force => println!("--force: releasing although {why:#}"),
-                Err(why) => {
-                    anyhow::bail!(
+                // Events pending: a safety stop (3). Queues not given or unreadable: 2.
+                Err(why) if why.is::<SafetyStop>() => {
+                    return Err(SafetyStop(format!(
                         "refusing to release {key}: {why:#} — an event there may prove the notice was sent. \
                          Let the reconciler drain the queue (and redrive or inspect the DLQ), then retry; \
                          --force overrides"
-                    )
+                    ))
+                    .into())
+                }
+                Err(why) => {
+                    return Err(why.context(format!(
+                        "refusing to release {key} (--force overrides; an event on the SES queues may prove the notice was sent)"
+                    )))
                 }
             }
             if dry_run {
                 println!("dry run: would release {key}; nothing changed");
-                return Ok(ExitCode::SUCCESS);
+                return Ok(Exit::Ok.into());
             }
             if !yes && !confirm(&key)? {
                 println!("not released");
-                return Ok(ExitCode::from(1));
+                return Ok(Exit::SafetyStop.into());
             }
             let who = operator(by);
             ledger.operator_release(&key, &who, &reason, Utc::now()).await.context("not released")?;
             println!("released {key} by {who}: {reason}\nThe next delivery of this notice will send it.");
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok.into())
         }
     }
 }
@@ -262,10 +270,10 @@ impl EventQueues {
         let events = queue_depth(&sqs, queue).await?;
         let dead = queue_depth(&sqs, dlq).await?;
         if events.total() > 0 {
-            anyhow::bail!("the SES event queue still holds {events}");
+            return Err(SafetyStop(format!("the SES event queue still holds {events}")).into());
         }
         if dead.total() > 0 {
-            anyhow::bail!("the SES event dead-letter queue holds {dead}");
+            return Err(SafetyStop(format!("the SES event dead-letter queue holds {dead}")).into());
         }
         Ok("SES event queue and its DLQ are empty".into())
     }
@@ -304,7 +312,7 @@ async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<Dep
         .attribute_names(A::ApproximateNumberOfMessagesDelayed)
         .send()
         .await
-        .map_err(|e| anyhow!("cannot read {url}: {}", aws_sdk_sqs::error::DisplayErrorContext(&e)))?;
+        .map_err(|e| anyhow::Error::new(e).context(format!("cannot read {url} (SQS GetQueueAttributes)")))?;
     let attrs = out.attributes();
     let count = |name: A| -> anyhow::Result<u64> {
         match attrs.and_then(|a| a.get(&name)) {

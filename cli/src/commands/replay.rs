@@ -7,8 +7,10 @@
 //! A "stop" verdict (nothing new, or fewer new jobs than `--stop-below` percent of the backlog)
 //! refuses to enqueue unless `--force`: the few unknown keys of a delivered backlog are more
 //! often a wrong file, secret or ledger than notices owed. `--yes` only skips the prompt. Exit
-//! code [`EXIT_STOPPED`] says the stop rule refused.
+//! code 3 ([`Exit::SafetyStop`]) says the stop rule refused (a dry run exits as the real run
+//! would), or the confirmation was refused.
 
+use crate::exit::Exit;
 use crate::ledger_target::LedgerArg;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,10 +21,6 @@ use chrono::Utc;
 use super::census::census;
 use crate::queue::{self, Outgoing};
 use crate::terminal::{confirm, progress};
-
-/// Exit code of a replay the census verdict stopped (nothing enqueued); 1 is "declined at the
-/// prompt or some jobs not enqueued", 2 "could not run".
-pub(crate) const EXIT_STOPPED: u8 = 3;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ReplayArgs {
@@ -75,20 +73,22 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
     census.print_summary(&target);
     let verdict = census.verdict(args.stop_below);
     println!("{}", verdict.text);
-    let nothing = census.new.is_empty() && census.withdraws.is_empty();
-    if args.dry_run || nothing {
-        if args.dry_run {
-            println!("dry run: nothing enqueued");
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
+    let jobs = census.new.len();
+    let withdraws = withdraws_text(census.withdraws.len());
+    // A dry run exits as the real run would: a stop is a stop, invalid lines need attention.
     if verdict.stop && !args.force {
-        println!(
-            "refusing to enqueue: the verdict is stop (pass --force to enqueue these {} job(s){} anyway)",
-            census.new.len(),
-            withdraws_text(census.withdraws.len())
-        );
-        return Ok(ExitCode::from(EXIT_STOPPED));
+        if args.dry_run {
+            println!(
+                "dry run: nothing enqueued; the real run would refuse: the verdict is stop (--force enqueues these {jobs} job(s){withdraws})"
+            );
+        } else {
+            println!("refusing to enqueue: the verdict is stop (pass --force to enqueue these {jobs} job(s){withdraws} anyway)");
+        }
+        return Ok(Exit::SafetyStop.into());
+    }
+    if args.dry_run || (census.new.is_empty() && census.withdraws.is_empty()) {
+        println!("{}", if args.dry_run { "dry run: nothing enqueued" } else { "nothing to enqueue" });
+        return Ok(finish(&census.invalid, &[]).into());
     }
     if verdict.stop {
         println!("--force: enqueueing despite the stop verdict");
@@ -96,14 +96,10 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
     let queue_url = args.queue_url.context("--queue-url (or NOTICE_QUEUE_URL) is required to enqueue")?;
     let batch_id = args.batch_id.unwrap_or_else(|| format!("replay-{}", Utc::now().format("%Y%m%dT%H%M%SZ")));
     if !args.yes
-        && !confirm(&format!(
-            "Enqueue {} job(s){} to {queue_url} as replay batch {batch_id}?",
-            census.new.len(),
-            withdraws_text(census.withdraws.len())
-        ))?
+        && !confirm(&format!("Enqueue {jobs} job(s){withdraws} to {queue_url} as replay batch {batch_id}?"))?
     {
         println!("nothing enqueued");
-        return Ok(ExitCode::from(1));
+        return Ok(Exit::SafetyStop.into());
     }
     // Withdraws first: a tombstone written before a copy of its notice arrives suppresses it.
     let withdraws = census
@@ -117,11 +113,31 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
     let jobs: Vec<Outgoing> = withdraws.chain(sends).collect();
     let sqs = queue::client().await;
     let bar = progress(jobs.len(), "enqueueing");
+    // A failure of SQS itself (unreachable, no credentials, denied) stops the replay here, as one
+    // line naming how many were enqueued before it (exit 2).
     let report = queue::enqueue(&sqs, &queue_url, &jobs, Some(&batch_id), args.rate, &bar).await;
     bar.finish_and_clear();
+    let report = report?;
     println!("enqueued {} of {} as replay batch {batch_id}", report.sent, jobs.len());
-    for (origin, error) in &report.failed {
-        println!("  NOT enqueued {origin}: {error}");
+    Ok(finish(&census.invalid, &report.failed).into())
+}
+
+/// The end of a replay: what needs attention, listed last (invalid lines, messages SQS refused);
+/// exit 1 when there is any, else 0.
+fn finish(invalid: &[(String, String)], failed: &[(String, String)]) -> Exit {
+    if !invalid.is_empty() {
+        let lines: Vec<&str> = invalid.iter().map(|(origin, _)| origin.as_str()).collect();
+        println!(
+            "needs attention: {} invalid line(s), not enqueued (see above): {}",
+            invalid.len(),
+            lines.join(", ")
+        );
     }
-    Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    if !failed.is_empty() {
+        println!("needs attention: {} message(s) NOT enqueued (SQS refused them):", failed.len());
+        for (origin, error) in failed {
+            println!("  {origin}: {}", crate::terminal::escape(error));
+        }
+    }
+    Exit::attention_if(!invalid.is_empty() || !failed.is_empty())
 }

@@ -16,6 +16,7 @@ use notice_ledger::{Mode, Outcome, QueueAction, QueuePolicy, Receive};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
 
+use crate::exit::Exit;
 use crate::input::{read_items, InputItem};
 use crate::ledger_target::LedgerArg;
 use crate::local::StateDir;
@@ -124,57 +125,80 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         };
         tally.report(&item, &delivery);
     }
-    let Tally { counts, failed } = tally;
+    let Tally { counts, attention } = tally;
     let total: usize = counts.values().sum();
     let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    println!("{total} job(s): {}", if parts.is_empty() { "nothing to do".into() } else { parts.join(", ") });
-    if failed > 0 {
-        eprintln!("noticectl: {failed} job(s) need attention (invalid input, conflicts or ledger errors): see above");
-        return Ok(ExitCode::from(1));
+    // What needs attention is listed last, just above the summary line.
+    if !attention.is_empty() {
+        println!("needs attention ({}):", attention.len());
+        for line in &attention {
+            println!("  {line}");
+        }
     }
+    println!("{total} job(s): {}", if parts.is_empty() { "nothing to do".into() } else { parts.join(", ") });
+    if attention.is_empty() {
+        return Ok(Exit::Ok.into());
+    }
+    eprintln!(
+        "noticectl: {} job(s) need attention (invalid, missed, quarantined, too late, rate-limited, \
+         conflicts or ledger errors): listed at the end of the output",
+        attention.len()
+    );
     // Held by another process's claim that may still be running: neither sent nor decided.
     if let Some(held) = counts.get("in_flight") {
         eprintln!(
             "noticectl: {held} job(s) held by another process's claim still in flight — neither sent nor \
              decided here; run them again after the claim lifetime (NOTICE_CLAIM_LIFETIME_SECS)"
         );
-        return Ok(ExitCode::from(1));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Attention.into())
 }
 
-/// The run's outcomes so far; each job's line is printed as it is counted.
+/// The run's outcomes so far; each job's line is printed as it is counted, and again at the end
+/// when it needs attention.
 #[derive(Default)]
 struct Tally {
     counts: BTreeMap<&'static str, usize>,
-    failed: usize,
+    attention: Vec<String>,
 }
 
 impl Tally {
     fn report(&mut self, item: &InputItem, delivery: &notice_ledger::Delivery) {
         let prefix = delivery.key.as_ref().map_or("-", |k| k.prefix()).to_owned();
-        println!(
+        let line = format!(
             "{:<16} {prefix:<12}  {:<18} {}",
             item.origin,
             delivery.outcome.label(),
             crate::terminal::escape(&detail(item, &delivery.outcome))
         );
+        println!("{line}");
         *self.counts.entry(delivery.outcome.label()).or_default() += 1;
         if needs_attention(&delivery.outcome) {
-            self.failed += 1;
+            self.attention.push(line);
         }
     }
 }
 
-/// Outcomes a queue would dead-letter or retry for a reason other than time.
+/// Outcomes that leave a notice not done, or done wrong: invalid, conflicting or unrenderable
+/// input, ledger errors, a missed window, a quarantined or stale claim, a withdraw too late, a
+/// rate limit or provider refusal left over, a claim still held. A deferred job (its window
+/// opens later) is not: the next run sends it.
 fn needs_attention(outcome: &Outcome) -> bool {
-    let receive = Receive { key: None, count: 1, now: chrono::Utc::now(), jitter: 0.0 };
-    match QueuePolicy::parking().action(outcome, &receive) {
-        QueueAction::DeadLetter => true,
-        QueueAction::Backoff(_) => !matches!(outcome, Outcome::Released { .. }),
-        // A requeue only comes from the tenth receive on, never from this first one.
-        QueueAction::Delete | QueueAction::Hide(_) | QueueAction::Park { .. } | QueueAction::Requeue(_) => {
-            false
+    match outcome {
+        Outcome::Missed { .. }
+        | Outcome::Quarantined { .. }
+        | Outcome::WithdrawTooLate { .. }
+        | Outcome::RateLimited { .. }
+        | Outcome::Released { .. }
+        | Outcome::Rejected { .. }
+        | Outcome::InFlight { .. } => true,
+        Outcome::Suppressed { state } => *state == notice_ledger::ledger::RowState::Claimed,
+        other => {
+            let receive = Receive { key: None, count: 1, now: chrono::Utc::now(), jitter: 0.0 };
+            matches!(
+                QueuePolicy::parking().action(other, &receive),
+                QueueAction::DeadLetter | QueueAction::Backoff(_)
+            )
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::exit::Exit;
 use crate::key_arg::KeyArg;
 use crate::ledger_target::LedgerArg;
 
@@ -29,7 +30,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<Ex
     match ledger.get(&key).await? {
         None => {
             println!("{key}: no ledger row in {}", target.describe());
-            Ok(ExitCode::from(1))
+            Ok(Exit::Attention.into())
         }
         Some(row) => {
             let doc = serde_json::json!({
@@ -42,7 +43,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<Ex
                 "charge_at": row.charge_at.map(|t| t.to_rfc3339()), "jurisdiction": row.jurisdiction,
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok.into())
         }
     }
 }

@@ -239,7 +239,11 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         );
         print!("{}", render(&report));
     }
-    Ok(if report.summary.invalid > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if report.summary.invalid > 0 {
+        crate::exit::Exit::Attention.into()
+    } else {
+        crate::exit::Exit::Ok.into()
+    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use notice_ledger::policy::{Effective, OtherKinds, Side};
 use notice_ledger::{Kind, WindowPolicy};
 use serde::Serialize;
 
+use crate::exit::Exit;
 use crate::terminal::{escape, table};
 
 #[derive(clap::Args, Debug)]
@@ -235,7 +236,7 @@ pub(crate) fn run(args: WindowsArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", render(&report));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Ok.into())
 }
 
 #[cfg(test)]

@@ -22,14 +22,11 @@ use notice_ledger::ledger::{ClaimLedger, Ledger, LedgerRow, Origin, RowReader, R
 use notice_ledger::{InvalidJob, NoticeKey, NoticeSecret};
 use serde_json::Value;
 
+use crate::exit::Exit;
 use crate::input::{read_items, InputItem};
 use crate::ledger_target::{LedgerArg, LedgerTarget};
 use crate::local::StateDir;
 use crate::terminal::{confirm, escape, progress};
-
-/// Exit code when a notice could not be withdrawn because it is already claimed or sent (or a
-/// line of `--from` is invalid, or the prompt was declined).
-const EXIT_ATTENTION: u8 = 1;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -37,9 +34,10 @@ Exit status:
   0  every notice is withdrawn, was already withdrawn, or needs no withdraw (missed or rejected:
      never sent)
   1  too late for at least one notice: it is claimed or sent, so it went out or may have — tell
-     its producer; also an invalid line in --from, or the confirmation declined
+     its producer; also an invalid line in --from
   2  could not run (bad arguments, secret or ledger unreachable, a write failed: run it again,
      a withdraw is safe to repeat)
+  3  the confirmation was declined, or refused (no terminal and no --yes): nothing written
 A dry run exits as the real run would (1 when a notice is already too late).")]
 pub(crate) struct WithdrawArgs {
     /// The notice's subscription (with --period-start and --kind; or use --from).
@@ -191,13 +189,13 @@ async fn single(
         WithdrawAnswer::Withdraw => {}
         WithdrawAnswer::AlreadyWithdrawn | WithdrawAnswer::NeverSent => {
             println!("nothing to write");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Exit::Ok.into());
         }
-        WithdrawAnswer::TooLate => return Ok(ExitCode::from(EXIT_ATTENTION)),
+        WithdrawAnswer::TooLate => return Ok(Exit::Attention.into()),
     }
     if args.dry_run {
         println!("dry run: nothing written");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Exit::Ok.into());
     }
     if !args.yes
         && !confirm(&format!(
@@ -207,7 +205,7 @@ async fn single(
         ))?
     {
         println!("nothing withdrawn");
-        return Ok(ExitCode::from(EXIT_ATTENTION));
+        return Ok(Exit::SafetyStop.into());
     }
     let req = WithdrawRequest::new(&withdrawal, key.clone(), Origin::Operator, who, Utc::now());
     let written = ledger.withdraw(&req).await.context("not withdrawn (a withdraw is safe to repeat)")?;
@@ -268,8 +266,8 @@ impl Answer {
 
     fn exit_code(self) -> ExitCode {
         match self {
-            Answer::TooLate { .. } => ExitCode::from(EXIT_ATTENTION),
-            _ => ExitCode::SUCCESS,
+            Answer::TooLate { .. } => Exit::Attention.into(),
+            _ => Exit::Ok.into(),
         }
     }
 }
@@ -423,11 +421,8 @@ async fn bulk(
     }
     planned.print_too_late();
     let bad_input = !invalid.is_empty();
-    let census_code = if bad_input || !planned.too_late.is_empty() {
-        ExitCode::from(EXIT_ATTENTION)
-    } else {
-        ExitCode::SUCCESS
-    };
+    let census_code =
+        if bad_input || !planned.too_late.is_empty() { Exit::Attention.into() } else { Exit::Ok.into() };
     if args.dry_run {
         println!("dry run: nothing written");
         return Ok(census_code);
@@ -448,7 +443,7 @@ async fn bulk(
         ))?
     {
         println!("nothing withdrawn");
-        return Ok(ExitCode::from(EXIT_ATTENTION));
+        return Ok(Exit::SafetyStop.into());
     }
 
     let now = Utc::now();
@@ -460,15 +455,29 @@ async fn bulk(
     }))
     .buffer_unordered(usize::from(args.concurrency));
     let mut answers: BTreeMap<NoticeKey, anyhow::Result<Answer>> = BTreeMap::new();
+    // The ledger itself failing (unreachable, no credentials, denied) stops the run: every write
+    // after it would fail the same way.
+    let mut stopped = None;
     while let Some((t, result)) = results.next().await {
         bar.inc(1);
-        answers.insert(
-            t.key.clone(),
-            result.map_err(anyhow::Error::from).and_then(|row| Answer::of(row.as_ref())),
-        );
+        let answer = result.map_err(anyhow::Error::from).and_then(|row| Answer::of(row.as_ref()));
+        match answer {
+            Err(e) if crate::failure::classify(&e).is_some() => {
+                stopped = Some(e);
+                break;
+            }
+            answer => answers.insert(t.key.clone(), answer),
+        };
     }
     bar.finish_and_clear();
     drop(results);
+    if let Some(e) = stopped {
+        let withdrawn = answers.values().filter(|a| matches!(a, Ok(Answer::Withdrawn))).count();
+        return Err(e.context(crate::failure::Done(format!(
+            "{withdrawn} of {} withdrawn before it stopped; run the same command again, a withdraw is safe to repeat",
+            to_write.len()
+        ))));
+    }
 
     // Reported in file order: the census's answers for the keys not written, the writes' for the rest.
     let mut done = Counts::default();
@@ -505,13 +514,9 @@ async fn bulk(
         if failed.len() > 20 {
             println!("  … and {} more", failed.len() - 20);
         }
-        return Ok(ExitCode::from(2));
+        return Ok(Exit::Unusable.into());
     }
-    Ok(if bad_input || !done.too_late.is_empty() {
-        ExitCode::from(EXIT_ATTENTION)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if bad_input || !done.too_late.is_empty() { Exit::Attention.into() } else { Exit::Ok.into() })
 }
 
 #[cfg(test)]
