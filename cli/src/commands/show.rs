@@ -10,7 +10,8 @@ use crate::ledger_target::LedgerArg;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ShowArgs {
-    /// The notice key (64 hex characters; a prefix is refused with the reason).
+    /// The notice key: 64 hex characters, or a unique prefix of at least 12 (as every output line
+    /// shows it); an ambiguous prefix lists its candidates. On DynamoDB a prefix scans the table.
     #[arg(value_parser = KeyArg::parse)]
     key: KeyArg,
     #[command(flatten)]
@@ -18,15 +19,17 @@ pub(crate) struct ShowArgs {
 }
 
 pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let Some(key) = args.key.full().cloned() else {
-        // No ledger port can find rows by key prefix (only by whole key, or the open claims).
-        anyhow::bail!(
-            "show needs the whole 64-character key: the ledger has no lookup by key prefix \
-             (`quarantine resolve|release` and `parked cancel` take a prefix)"
-        );
-    };
     let target = args.ledger.target(&state_dir)?;
     let ledger = target.open().await?.ledger;
+    let key = match &args.key {
+        KeyArg::Full(key) => key.clone(),
+        KeyArg::Prefix(prefix) => {
+            // Six are enough to tell "one" from "ambiguous" and to list five candidates.
+            let found = ledger.keys_with_prefix(prefix, 6).await?;
+            let names: Vec<&str> = found.iter().map(|k| k.as_str()).collect();
+            args.key.resolve(names, "ledger row")?
+        }
+    };
     match ledger.get(&key).await? {
         None => {
             println!("{key}: no ledger row in {}", target.describe());
