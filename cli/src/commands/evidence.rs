@@ -192,22 +192,24 @@ fn state_text(n: &NoticeEvidence) -> String {
     }
 }
 
+/// The first line of both renderings: whose notices, where, and which keys were looked up.
+fn headline(r: &Report) -> String {
+    format!(
+        "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})",
+        escape(&r.subscription_id),
+        r.period_start,
+        r.notices.len(),
+        r.ledger,
+        r.keys_looked_up,
+        r.kinds.join(","),
+        revisions_text(&r.revisions),
+    )
+}
+
 /// The report as one block per notice, every line within [`COLUMNS`]: the default.
 fn render_blocks(r: &Report) -> String {
     let dash = || "-".to_owned();
-    let mut lines = vec![
-        format!(
-            "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})",
-            escape(&r.subscription_id),
-            r.period_start,
-            r.notices.len(),
-            r.ledger,
-            r.keys_looked_up,
-            r.kinds.join(","),
-            revisions_text(&r.revisions),
-        ),
-        String::new(),
-    ];
+    let mut lines = vec![headline(r), String::new()];
     for n in &r.notices {
         let prefix = n.notice_key.get(..crate::key_arg::MIN_PREFIX).unwrap_or(&n.notice_key);
         lines.push(format!("{} revision {} · key {prefix} · {}", n.kind, n.revision, state_text(n)));
@@ -307,16 +309,7 @@ fn wrap(line: &str, width: usize) -> Vec<String> {
 
 /// The report as one wide table row per notice (`--wide`).
 fn render(r: &Report) -> String {
-    let mut out = format!(
-        "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})\n\n",
-        escape(&r.subscription_id),
-        r.period_start,
-        r.notices.len(),
-        r.ledger,
-        r.keys_looked_up,
-        r.kinds.join(","),
-        revisions_text(&r.revisions),
-    );
+    let mut out = format!("{}\n\n", headline(r));
     let dash = || "-".to_owned();
     let rows: Vec<Vec<String>> = r
         .notices
