@@ -1,57 +1,11 @@
-//! The one exit-code contract of `noticectl` (and, in its own copy, `notice-proof`): the table in
-//! docs/operations.md (*Exit codes*). Every code a command returns goes through [`Exit`].
+//! The exit-code contract of `noticectl` ([`Exit`], shared with `notice-proof` in
+//! `notice_setup::exit`; the table is docs/operations.md, *Exit codes*), and the error that ends a
+//! command as a safety stop.
 
-use std::process::ExitCode;
-
-/// How a command ended. The numbers are the contract: scripts and runbooks test them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Exit {
-    /// 0: everything asked was done.
-    Ok = 0,
-    /// 1: done, but something needs attention (invalid lines, missed, quarantined, too late,
-    /// rate-limited or not enqueued): each is listed at the end of the output.
-    Attention = 1,
-    /// 2: usage, configuration, or a dependency unreachable: nothing or only part was done (the
-    /// message says which).
-    Unusable = 2,
-    /// 3: a safety stop: a census "stop" verdict, a confirmation refused or declined, a release
-    /// refused while SES events are pending. Nothing was changed.
-    SafetyStop = 3,
-}
-
-impl Exit {
-    /// 0 when `attention` is false, else 1.
-    pub(crate) fn attention_if(attention: bool) -> Self {
-        if attention {
-            Exit::Attention
-        } else {
-            Exit::Ok
-        }
-    }
-}
-
-impl From<Exit> for ExitCode {
-    fn from(exit: Exit) -> Self {
-        ExitCode::from(exit as u8)
-    }
-}
+pub(crate) use notice_setup::exit::Exit;
 
 /// An error that is a safety stop ([`Exit::SafetyStop`]), not a failure: the command refused to
 /// change anything. `main` prints it as it is and exits 3.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct SafetyStop(pub(crate) String);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_codes_are_the_documented_ones() {
-        let codes = [Exit::Ok, Exit::Attention, Exit::Unusable, Exit::SafetyStop].map(|e| e as u8);
-        assert_eq!(codes, [0, 1, 2, 3]);
-        assert_eq!(Exit::attention_if(true), Exit::Attention);
-        assert_eq!(Exit::attention_if(false), Exit::Ok);
-    }
-}

@@ -19,7 +19,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod capacity;
-mod exit;
 mod simulate;
 mod verify;
 
@@ -71,7 +70,7 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(message) => {
             eprintln!("notice-proof: {message}");
-            exit::Exit::Unusable.into()
+            notice_setup::exit::Exit::Unusable.into()
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod assemble;
 pub mod aws;
 pub mod config;
+pub mod exit;
 #[cfg(feature = "dynamodb")]
 pub mod ledger_url;
 pub mod secret;
