@@ -32,7 +32,8 @@ readonly MAX_BYTES=10000000          # "under 10 MB"
 readonly MAX_GLIBC=2.34              # Amazon Linux 2023 (provided.al2023)
 readonly ARM64_SYSROOT=/usr/aarch64-linux-gnu
 # Parameters without a default, as an operator would answer them (only the start check uses them).
-readonly START_PARAMS=(--param FromAddress=billing@example.com --param SenderIdentityName=example.com)
+readonly START_PARAMS=(--param FromAddress=billing@example.com --param SenderIdentityName=example.com
+    --param ManageUrl=https://billing.notice-ledger.dev/manage --param NoticeConfigBucket=notice-config-start-check)
 
 started=$SECONDS
 step() { printf '\n==> %s\n' "$*"; }

@@ -13,8 +13,10 @@ gives the function (Globals + the function's own variables, intrinsic functions 
 values CloudFormation would produce for a stack named `notice-ledger` in us-east-1) plus the
 variables the Lambda service sets (AWS_LAMBDA_RUNTIME_API, AWS_LAMBDA_FUNCTION_NAME, credentials,
 …). AWS_LAMBDA_RUNTIME_API points at a Runtime API stub served here; AWS_ENDPOINT_URL points at the
-same stub, which answers Secrets Manager GetSecretValue for the secret the template names and SES
-v2 GetAccount (the sender's account rate), so nothing reaches AWS. The check passes when the binary's first GET
+same stub, which answers Secrets Manager GetSecretValue for the secret the template names, SES
+v2 GetAccount (the sender's account rate), SSM GetParameter for the notice configuration's pointer
+and S3 GetObject for the configuration it points at (examples/notices-de, packed as
+`noticectl config publish` packs it), so nothing reaches AWS. The check passes when the binary's first GET
 /2018-06-01/runtime/invocation/next arrives, with no init error, no WARN or ERROR log line before it
 and the process still running. With --refuse-without VAR it then starts the binary again without
 VAR and requires the opposite: no poll, a non-zero exit, and its output naming the variable
@@ -265,9 +267,28 @@ def service_environment(template, resolver, logical_id, runtime_api):
 # --------------------------------------------------------------------------- the Runtime API stub
 
 
+def published_bundle(directory):
+    """A notice configuration directory as `noticectl config publish` uploads it: canonical JSON
+    (keys sorted, no spaces, non-ASCII as is), named by its SHA-256."""
+    import hashlib
+
+    files = {}
+    for name in ("manifest.json", "windows.json"):
+        with open(os.path.join(directory, name), encoding="utf-8") as f:
+            files[name] = f.read()
+    for name in sorted(os.listdir(os.path.join(directory, "templates"))):
+        with open(os.path.join(directory, "templates", name), encoding="utf-8") as f:
+            files[f"templates/{name}"] = f.read()
+    doc = {"files": files, "format": "notice-config/1"}
+    data = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return data, hashlib.sha256(data).hexdigest()
+
+
 class Stub:
-    def __init__(self, secret_arn):
+    def __init__(self, secret_arn, config=None):
+        """`config`: (SSM parameter name, bucket, published bytes, their hex digest) or None."""
         self.secret_arn = secret_arn
+        self.config = config
         self.secret_value = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(64))
         self.events = queue.Queue()
         self.closing = threading.Event()
@@ -305,6 +326,13 @@ class Stub:
                            "SendingEnabled": True, "ProductionAccessEnabled": True}
                     self.reply(200, json.dumps(out).encode())
                     return
+                if stub.config:
+                    parameter, bucket, data, digest = stub.config
+                    if self.path == f"/{bucket}/notice-config/{digest}.json":
+                        # S3 GetObject (path-style: an endpoint override is set).
+                        stub.events.put(("aws", "s3.GetObject(notice-config)"))
+                        self.reply(200, data, "application/json")
+                        return
                 stub.events.put(("unexpected", f"GET {self.path}"))
                 self.reply(404)
 
@@ -331,6 +359,19 @@ class Stub:
                     else:
                         err = {"__type": "ResourceNotFoundException",
                                "Message": f"start-check stub: the template names no secret {asked}"}
+                        self.reply(400, json.dumps(err).encode(), "application/x-amz-json-1.1")
+                    return
+                if target == "AmazonSSM.GetParameter" and stub.config:
+                    parameter, bucket, _published, digest = stub.config
+                    asked = json.loads(data or b"{}").get("Name")
+                    stub.events.put(("aws", f"ssm.GetParameter({asked})"))
+                    if asked == parameter:
+                        value = f"s3://{bucket}/notice-config/{digest}.json"
+                        out = {"Parameter": {"Name": asked, "Type": "String", "Value": value, "Version": 1,
+                                             "DataType": "text", "ARN": f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter{asked}"}}
+                        self.reply(200, json.dumps(out).encode(), "application/x-amz-json-1.1")
+                    else:
+                        err = {"__type": "ParameterNotFound", "message": f"start-check stub: no parameter {asked}"}
                         self.reply(400, json.dumps(err).encode(), "application/x-amz-json-1.1")
                     return
                 stub.events.put(("aws", f"unexpected AWS call {target or self.path}"))
@@ -370,8 +411,8 @@ def bad_log_lines(lines):
     return bad
 
 
-def run_once(cmd, env, secret_arn, timeout):
-    stub = Stub(secret_arn)
+def run_once(cmd, env, secret_arn, timeout, config=None):
+    stub = Stub(secret_arn, config)
     env = dict(env)
     env["AWS_LAMBDA_RUNTIME_API"] = stub.address
     # Not part of Lambda's environment: keeps every AWS call of the start on the stub.
@@ -447,7 +488,13 @@ def start(args):
     if qemu:
         print(f"    running under {args.qemu}")
 
-    r = run_once(cmd, env, fn_env.get("NOTICE_KEY_SECRET_ARN"), args.timeout)
+    config = None
+    if fn_env.get("NOTICE_CONFIG", "").startswith("ssm:"):
+        # The notice configuration `noticectl config publish` would have put in place.
+        data, digest = published_bundle(os.path.join(os.path.dirname(os.path.abspath(args.template)),
+                                                     "examples", "notices-de"))
+        config = (fn_env["NOTICE_CONFIG"][len("ssm:"):], params.get("NoticeConfigBucket", ""), data, digest)
+    r = run_once(cmd, env, fn_env.get("NOTICE_KEY_SECRET_ARN"), args.timeout, config)
     problems = []
     if not r["polled"]:
         if r["exit"] is not None:
@@ -480,7 +527,7 @@ def start(args):
             print(f"    FAILED: --refuse-without {var}: the template does not give {name} that variable")
             return 1
         without = {k: v for k, v in env.items() if k != var}
-        r = run_once(cmd, without, fn_env.get("NOTICE_KEY_SECRET_ARN"), args.timeout)
+        r = run_once(cmd, without, fn_env.get("NOTICE_KEY_SECRET_ARN"), args.timeout, config)
         text = "\n".join(r["lines"])
         if r["polled"] or r["exit"] in (None, 0) or mention not in text:
             print(f"    FAILED: without {var}, {name} "

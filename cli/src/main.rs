@@ -19,8 +19,8 @@ mod queue;
 mod terminal;
 
 use commands::{
-    backfill, capacity, enqueue, evidence, key, ledger, parked, quarantine, replay, send, show, validate,
-    windows, withdraw,
+    backfill, capacity, config, enqueue, evidence, key, ledger, parked, quarantine, replay, send, show,
+    validate, windows, withdraw,
 };
 
 #[derive(Parser, Debug)]
@@ -78,6 +78,8 @@ enum Command {
     Ledger(ledger::LedgerArgs),
     /// Check every job and withdraw in a file against the schema, the windows policy and the templates, and print the window each job gets: no ledger, no outbox, no AWS calls; exit 1 when a line is invalid.
     Validate(validate::ValidateArgs),
+    /// Check, preview and publish a notice configuration (texts per kind and locale, windows policy, manifest): docs/notices.md.
+    Config(config::ConfigArgs),
     /// Print the effective send window of every kind in every jurisdiction of a policy, and where each bound comes from: no AWS calls.
     Windows(windows::WindowsArgs),
 }
@@ -95,6 +97,7 @@ async fn main() -> ExitCode {
     init_tracing(cli.verbose);
     let result = match cli.command {
         Command::Send(args) => send::run(cli.state_dir, args).await,
+        Command::Config(args) => config::run(args).await,
         Command::Quarantine(args) => quarantine::run(cli.state_dir, args).await,
         Command::Key(args) => key::run(cli.state_dir, args).await,
         Command::Show(args) => show::run(cli.state_dir, args).await,

@@ -8,7 +8,9 @@ use std::process::{Command, Output};
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use notice_dynamodb::ledger::DynamoLedger;
-use notice_ledger::ledger::{ClaimOutcome, ClaimRequest, DeliveryStatus, Ledger, ProviderEvidence};
+use notice_ledger::ledger::{
+    ClaimOutcome, ClaimRequest, DeliveryStatus, Ledger, ProviderEvidence, RenderedNotice,
+};
 use notice_ledger::{Job, NoticeSecret};
 use notice_sqlite::SqliteLedger;
 use serde_json::Value;
@@ -305,4 +307,87 @@ async fn evidence_from_a_dynamodb_ledger() {
     seed(&ledger, charge).await;
     let dir = tempfile::tempdir().unwrap();
     check(dir.path(), &moto.env_vars(), "dynamodb:notices", charge);
+}
+
+/// A row that stores what rendered its message shows it: the template, the configuration version
+/// and the first 12 hex of the rendered digest in the block (within 100 columns), all of it whole
+/// in `--json`, `--wide` and `noticectl show`; a row without it shows none of it.
+#[tokio::test]
+async fn evidence_and_show_name_the_configuration_and_template_that_rendered_the_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let sqlite = SqliteLedger::open(&path).unwrap();
+    let ledger: &dyn Ledger = &sqlite;
+    let charge = charge();
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let config = format!("sha256:{}", "ab12".repeat(16));
+    let digest = "9c0ffee1".repeat(8);
+    let rendered = RenderedNotice {
+        config_version: config.clone(),
+        template: "annual_renewal/de".into(),
+        rendered_digest: digest.clone(),
+    };
+    let sent = job("annual_renewal", 0, charge);
+    let req = ClaimRequest::for_job(&sent, sent.key(&secret), charge - Duration::hours(720))
+        .with_rendered(rendered.clone());
+    let ClaimOutcome::Minted(claim) = ledger.claim(&req).await.unwrap() else { panic!("seed claim") };
+    ledger.commit_sent(&claim, "ses-rendered", charge - Duration::hours(719)).await.unwrap();
+    let older = job("annual_renewal", 1, charge);
+    let req = ClaimRequest::for_job(&older, older.key(&secret), charge - Duration::hours(700));
+    assert!(matches!(ledger.claim(&req).await.unwrap(), ClaimOutcome::Minted(_)));
+    drop(sqlite);
+
+    let db = format!("sqlite:{}", path.display());
+    let base = [
+        "evidence",
+        "--subscription-id",
+        SUB,
+        "--period-start",
+        PERIOD,
+        "--kinds",
+        "annual_renewal",
+        "--revisions",
+        "0-1",
+        "--ledger",
+        &db,
+    ];
+    let json_args: Vec<&str> = base.iter().copied().chain(["--json"]).collect();
+    let doc: Value = serde_json::from_str(&ok(&noticectl(dir.path(), &[], &json_args))).unwrap();
+    let with = notice(&doc, "annual_renewal", 0);
+    assert_eq!(
+        (&with["config_version"], &with["template"], &with["rendered_digest"]),
+        (&Value::from(config.as_str()), &Value::from("annual_renewal/de"), &Value::from(digest.as_str()))
+    );
+    let without = notice(&doc, "annual_renewal", 1);
+    assert_eq!((&without["config_version"], &without["rendered_digest"]), (&Value::Null, &Value::Null));
+
+    let blocks = ok(&noticectl(dir.path(), &[], &base));
+    let wide: Vec<&str> = blocks.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(wide.is_empty(), "lines over 100 columns: {wide:#?}\n{blocks}");
+    let (first, second) =
+        blocks.split_once("annual_renewal revision 1 ·").unwrap_or_else(|| panic!("{blocks}"));
+    assert!(
+        first.contains("  template   annual_renewal/de · rendered digest 9c0ffee19c0f\n")
+            && first.contains(&format!("  config     version {config}\n")),
+        "{blocks}"
+    );
+    assert!(!first.contains(&digest), "the block shows the digest short: {blocks}");
+    assert!(!second.lines().take_while(|l| !l.is_empty()).any(|l| l.contains("template")), "{blocks}");
+
+    let wide_args: Vec<&str> = base.iter().copied().chain(["--wide"]).collect();
+    let table = ok(&noticectl(dir.path(), &[], &wide_args));
+    let cells = row(&table, "annual_renewal", "0");
+    for want in ["annual_renewal/de", config.as_str(), digest.as_str()] {
+        assert!(cells.iter().any(|c| c == want), "{want} not in {cells:?}");
+    }
+
+    let show = ok(&noticectl(dir.path(), &[], &["show", sent.key(&secret).as_str(), "--ledger", &db]));
+    let shown: Value = serde_json::from_str(&show).unwrap();
+    assert_eq!(
+        (&shown["config_version"], &shown["template"], &shown["rendered_digest"]),
+        (&Value::from(config.as_str()), &Value::from("annual_renewal/de"), &Value::from(digest.as_str()))
+    );
+    let show = ok(&noticectl(dir.path(), &[], &["show", older.key(&secret).as_str(), "--ledger", &db]));
+    let shown: Value = serde_json::from_str(&show).unwrap();
+    assert_eq!((&shown["template"], &shown["rendered_digest"]), (&Value::Null, &Value::Null));
 }

@@ -14,7 +14,7 @@
 //! the core's one definition of the transition rules), `withdraws` (tombstones: what they hold
 //! off, evidence over them, racing a claim), `buckets` (the per-domain rate buckets each store
 //! keeps beside its rows: compare-and-set, burst and refill, racing senders) and `evidence` (the
-//! charge time and jurisdiction a row keeps for an audit).
+//! charge time, jurisdiction and rendered-notice evidence a row keeps for an audit).
 
 mod buckets;
 mod claims;
@@ -33,7 +33,9 @@ pub use claims::{
     concurrent_claims_mint_exactly_once, get_many_answers_in_the_callers_order,
     missed_windows_are_recorded_once, released_keys_can_be_claimed_again, revisions_are_distinct_keys,
 };
-pub use evidence::charge_time_and_jurisdiction_are_kept_as_evidence;
+pub use evidence::{
+    charge_time_and_jurisdiction_are_kept_as_evidence, the_rendered_notice_is_kept_as_evidence,
+};
 pub use resolution::{
     backfill_never_overwrites, concurrent_evidence_loses_nothing, keys_are_found_by_prefix,
     open_claims_lists_old_claims_oldest_first_within_the_limit, operator_actions_only_touch_open_claims,
@@ -77,6 +79,7 @@ macro_rules! ledger_suite_tests {
             get_many_answers_in_the_callers_order,
             every_write_obeys_the_transition_rules,
             charge_time_and_jurisdiction_are_kept_as_evidence,
+            the_rendered_notice_is_kept_as_evidence,
             a_tombstone_holds_off_every_claim_and_only_a_send_event_moves_it,
             a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other,
         );
@@ -180,6 +183,7 @@ pub fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         at,
         charge_at: Some(at + chrono::Duration::hours(72)),
         jurisdiction: Some("US-CA".into()),
+        rendered: None,
     }
 }
 

@@ -52,6 +52,8 @@ async fn main() -> std::process::ExitCode {
         println!("export {k}={v}");
     }
     println!("export NOTICE_TABLE={TABLE}");
+    // A function on this machine: the example manage link and the built-in texts are allowed.
+    println!("export NOTICE_ENVIRONMENT=local");
     println!("export NOTICE_FROM={FROM}");
     println!("export NOTICE_CONFIGURATION_SET=notice-events");
     println!("export NOTICE_KEY_SECRET=local-demo-secret");

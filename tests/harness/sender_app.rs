@@ -48,7 +48,7 @@ pub fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
     SenderSettings {
         ledger: LedgerUrl::DynamoDb(TABLE.into()),
         send: SendConfig {
-            renderer: Arc::new(Renderer::new(ManageLinks::new(
+            renderer: Arc::new(Renderer::builtin(ManageLinks::new(
                 "https://billing.example.com/manage",
                 secret.derive_subkey("l"),
             ))),
@@ -69,6 +69,9 @@ pub fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
         queue_url: Some(env.queue_url.clone()),
         dead_letter_queue_url: dead_letter.then(|| env.dlq_url.clone()),
         parking: None,
+        config_spec: notice_setup::notices::ConfigSpec::Builtin,
+        config_refresh: Duration::from_secs(300),
+        config_location: None,
     }
 }
 

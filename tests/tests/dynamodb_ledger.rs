@@ -18,7 +18,7 @@ use notice_ledger::ledger::QuarantineView;
 use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, EvidenceEffect, LedgerRow,
-    ProviderEvidence, RowState,
+    ProviderEvidence, RenderedNotice, RowState,
 };
 use notice_ledger::{LedgerError, NoticeKey};
 
@@ -94,6 +94,7 @@ fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         at,
         charge_at: Some(at + chrono::Duration::hours(72)),
         jurisdiction: Some("US-CA".into()),
+        rendered: None,
     }
 }
 
@@ -398,4 +399,62 @@ async fn evidence_attributes_are_written_by_the_lean_client_and_the_sdk_alike() 
     let item = f.item(&old).await;
     assert!(!item.contains_key("charge_at") && !item.contains_key("jurisdiction"), "{item:?}");
     assert_eq!((f.row(&old).await.charge_at, f.row(&old).await.jurisdiction), (None, None));
+}
+
+/// What rendered the message (configuration version, template, digest of the rendering) reaches
+/// the item through both write paths, on claims and missed rows, and stays through a commit; an
+/// item holding only part of it — someone removed an attribute by hand — reads as corrupt.
+#[tokio::test]
+async fn rendered_notice_attributes_are_written_by_both_paths_and_partial_ones_are_corrupt() {
+    let f = fixture().await;
+    let sdk_only = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&f.moto.sdk_config().await), TABLE);
+    let rendered = RenderedNotice {
+        config_version: "builtin:0a1b2c".into(),
+        template: "annual_renewal/default".into(),
+        rendered_digest: "5e".repeat(32),
+    };
+    let expected = |item: &HashMap<String, AttributeValue>, what: &str| {
+        let text = |name: &str| match item.get(name) {
+            Some(AttributeValue::S(v)) => v.clone(),
+            other => panic!("{what}: {name} is {other:?}"),
+        };
+        let stored = (text("config_version"), text("template"), text("rendered_digest"));
+        assert_eq!(stored, (rendered.config_version.clone(), rendered.template.clone(), "5e".repeat(32)));
+    };
+    for (ledger, path) in [(&*f.ledger, "lean client"), (&sdk_only, "SDK")] {
+        let claimed = key();
+        let req = request(&claimed, t(0)).with_rendered(rendered.clone());
+        let ClaimOutcome::Minted(claim) = ledger.claim(&req).await.expect("claim") else {
+            panic!("{path}: expected a fresh claim")
+        };
+        expected(&f.item(&claimed).await, &format!("{path}: claim"));
+        ledger.commit_sent(&claim, "ses-1", t(1)).await.expect("commit");
+        expected(&f.item(&claimed).await, &format!("{path}: after the commit"));
+        assert_eq!(f.row(&claimed).await.rendered.as_ref(), Some(&rendered), "{path}: read back");
+        let missed = key();
+        let late = request(&missed, t(0)).with_rendered(rendered.clone());
+        assert_eq!(ledger.record_missed(&late, "closed").await.expect("missed"), None);
+        expected(&f.item(&missed).await, &format!("{path}: missed"));
+    }
+    let bare = key();
+    f.mint(&request(&bare, t(0))).await;
+    let item = f.item(&bare).await;
+    assert!(!item.contains_key("config_version") && !item.contains_key("template"), "{item:?}");
+    assert_eq!(f.row(&bare).await.rendered, None);
+
+    let partial = key();
+    f.mint(&request(&partial, t(0)).with_rendered(rendered.clone())).await;
+    f.raw
+        .update_item()
+        .table_name(TABLE)
+        .key("notice_key", AttributeValue::S(partial.as_str().to_owned()))
+        .update_expression("REMOVE #d")
+        .expression_attribute_names("#d", "rendered_digest")
+        .send()
+        .await
+        .expect("raw update");
+    match f.ledger.get(&partial).await {
+        Err(LedgerError::Corrupt(msg)) => assert!(msg.contains("rendered_digest"), "{msg}"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
 }

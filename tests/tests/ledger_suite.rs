@@ -17,7 +17,7 @@ use notice_ledger::faults::RecordingMailer;
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::ledger::RowReader;
-use notice_ledger::ledger::{ClaimRequest, Ledger, RowState};
+use notice_ledger::ledger::{ClaimRequest, Ledger, RenderedNotice, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketStore, MemoryBuckets};
 use notice_ledger::render::Renderer;
@@ -254,6 +254,51 @@ async fn postgres_ledger_init_again_adds_the_evidence_columns_to_an_older_table(
     assert_eq!((stored.charge_at, stored.jurisdiction.as_deref()), (Some(t(72 * 3600)), Some("US-CA")));
 }
 
+/// A table made before the rendered-notice columns: re-running `ledger init` adds them (and the
+/// check that keeps the three together) without touching older rows; the database refuses a
+/// partial write, and a row made partial behind its back reads as corrupt.
+#[tokio::test]
+async fn postgres_ledger_init_again_adds_the_rendered_notice_columns() {
+    let server = postgres_server().await;
+    let db = server.create_database("upgrade_rendered").await;
+    let ledger = migrated(&server.url(&db)).await;
+    let before = fresh_key();
+    mint(&ledger, &request(&before, t(0))).await;
+    server
+        .psql(&db, "ALTER TABLE notices DROP COLUMN config_version, DROP COLUMN template, DROP COLUMN rendered_digest")
+        .await
+        .unwrap_or_else(|e| panic!("make the old table: {e}"));
+    let old = PostgresLedger::connect(&server.url(&db)).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    match old.get(&before).await {
+        Err(LedgerError::Unavailable(msg)) => assert!(msg.contains("noticectl ledger init"), "{msg}"),
+        other => panic!("expected Unavailable naming ledger init, got {other:?}"),
+    }
+    old.migrate().await.unwrap_or_else(|e| panic!("migrate again: {e}"));
+    old.migrate().await.unwrap_or_else(|e| panic!("and again: {e}"));
+    assert_eq!(row(&old, &before).await.rendered, None, "older rows read without it");
+
+    let rendered = RenderedNotice {
+        config_version: "builtin:0a1b2c3d".into(),
+        template: "annual_renewal/de".into(),
+        rendered_digest: "e4".repeat(32),
+    };
+    let after = fresh_key();
+    mint(&old, &request(&after, t(0)).with_rendered(rendered.clone())).await;
+    assert_eq!(row(&old, &after).await.rendered, Some(rendered));
+
+    let partial = format!("UPDATE notices SET template = NULL WHERE notice_key = '{}'", after.as_str());
+    let refused = server.psql(&db, &partial).await;
+    assert!(refused.as_ref().is_err_and(|e| e.contains("notices_rendered_check")), "{refused:?}");
+    server
+        .psql(&db, &format!("ALTER TABLE notices DROP CONSTRAINT notices_rendered_check; {partial}"))
+        .await
+        .unwrap_or_else(|e| panic!("make a partial row: {e}"));
+    match old.get(&after).await {
+        Err(LedgerError::Corrupt(msg)) => assert!(msg.contains("template"), "{msg}"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn postgres_tls_verifies_the_server_and_is_never_dropped_silently() {
     let server = postgres_server().await;
@@ -310,7 +355,7 @@ fn sender(ledger: PostgresLedger, mailer: Arc<RecordingMailer>) -> NoticeSender 
     NoticeSender::new(
         Arc::new(ledger),
         mailer,
-        Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::builtin(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap_or_else(|e| panic!("{e}")),
         ))),

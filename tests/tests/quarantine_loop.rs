@@ -85,7 +85,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
     let settings = SenderSettings {
         ledger: LedgerUrl::DynamoDb(TABLE.into()),
         send: SendConfig {
-            renderer: Arc::new(Renderer::new(ManageLinks::new(
+            renderer: Arc::new(Renderer::builtin(ManageLinks::new(
                 "https://b.example/m",
                 secret.derive_subkey("l"),
             ))),
@@ -106,6 +106,9 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
         queue_url: None,
         dead_letter_queue_url: None,
         parking: None,
+        config_spec: notice_setup::notices::ConfigSpec::Builtin,
+        config_refresh: Duration::from_secs(300),
+        config_location: None,
     };
     let ses_sdk = sdk.to_builder().endpoint_url(stub.endpoint()).build();
     let sender = SenderApp::new(

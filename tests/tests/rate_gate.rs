@@ -60,7 +60,7 @@ async fn sender(moto: &Moto, mailer: Arc<dyn Mailer>) -> NoticeSender {
     NoticeSender::new(
         Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
         mailer,
-        Arc::new(Renderer::new(ManageLinks::new("https://b.example/m", secret.derive_subkey("l")))),
+        Arc::new(Renderer::builtin(ManageLinks::new("https://b.example/m", secret.derive_subkey("l")))),
         WindowPolicy::default(),
         secret,
     )

@@ -475,6 +475,8 @@ async fn every_sample_event_is_accepted_by_its_function() {
         // The secret the samples' notice keys were made with (events/README.md).
         ("NOTICE_KEY_SECRET", "local-demo-secret"),
         ("NOTICE_FROM", "billing@example.com"),
+        // A deployed sender needs a manage page of its own (never a reserved example domain).
+        ("NOTICE_MANAGE_URL", "https://billing.notice-ledger.dev/manage"),
         ("NOTICE_CONFIGURATION_SET", "notice-events"),
         ("NOTICE_QUEUE_URL", queue.as_str()),
         ("NOTICE_DEAD_LETTER_QUEUE_URL", dlq.as_str()),

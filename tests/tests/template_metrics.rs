@@ -309,7 +309,7 @@ fn a_late_withdraw_warns_without_paging_and_a_send_after_withdraw_pages() {
 #[test]
 fn an_unknown_kind_and_missing_required_content_page_on_the_first_one() {
     let template = template();
-    for metric in ["UnknownKind", "MissingRequiredContent"] {
+    for metric in ["UnknownKind", "MissingRequiredContent", "ConfigRefreshFailed", "RenderFailed"] {
         let on: Vec<(String, &Value)> = alarms(&template)
             .into_iter()
             .filter(|(_, p)| alarm_metrics(p).iter().any(|(ns, m, _)| *ns == NAMESPACE && *m == metric))
@@ -372,4 +372,53 @@ fn only_a_staging_stack_may_redirect_its_mail() {
     let staging = samconfig.split("[staging.global.parameters]").nth(1).expect("a staging environment");
     assert!(staging.contains("stack_name = \"notice-ledger-staging\""), "{staging}");
     assert!(staging.contains("StackEnvironment=staging RedirectAllMailTo=success@simulator.amazonses.com"));
+}
+
+/// A deployed stack always sends a published notice configuration and links a manage page of its
+/// own: both parameters are required (no default), the sender is pointed at its own SSM
+/// parameter, and it may read only that parameter and only the bucket's `notice-config/*`.
+#[test]
+fn the_sender_reads_only_its_own_published_configuration() {
+    let template = template();
+    let params = template.get("Parameters").unwrap_or_else(|| panic!("no Parameters"));
+    for name in ["ManageUrl", "NoticeConfigBucket"] {
+        let p = params.get(name).unwrap_or_else(|| panic!("no parameter {name}"));
+        assert!(p.get("Default").is_none(), "{name} must be required: {p:?}");
+    }
+    assert!(params.get("WindowPolicy").is_none(), "the policy comes from the configuration's windows.json");
+    let (_, sender) = resources(&template)
+        .into_iter()
+        .find(|(id, _)| id == "SenderFunction")
+        .unwrap_or_else(|| panic!("no SenderFunction"));
+    let props = sender.get("Properties").unwrap_or_else(|| panic!("no Properties"));
+    let vars =
+        props.get("Environment").and_then(|e| e.get("Variables")).unwrap_or_else(|| panic!("no variables"));
+    let config =
+        serde_yaml::to_string(vars.get("NOTICE_CONFIG").unwrap_or_else(|| panic!("no NOTICE_CONFIG")))
+            .unwrap_or_default();
+    assert!(config.contains("ssm:/${AWS::StackName}/notice-config"), "{config}");
+    assert!(vars.get("NOTICE_WINDOWS").is_none() && vars.get("NOTICE_TEMPLATE_DIR").is_none());
+    assert!(
+        ref_target(vars.get("NOTICE_MANAGE_URL").unwrap_or_else(|| panic!("no NOTICE_MANAGE_URL")))
+            == Some("ManageUrl")
+    );
+    let policies = serde_yaml::to_string(props.get("Policies").unwrap_or_else(|| panic!("no Policies")))
+        .unwrap_or_default();
+    let statements: Vec<&str> = policies.split("- Sid:").collect();
+    let s3: Vec<&&str> = statements.iter().filter(|s| s.contains("s3:")).collect();
+    assert_eq!(s3.len(), 1, "one S3 statement: {s3:?}");
+    assert!(
+        s3[0].contains("s3:GetObject") && !s3[0].contains("s3:PutObject") && !s3[0].contains("s3:*"),
+        "{}",
+        s3[0]
+    );
+    assert!(s3[0].contains("${NoticeConfigBucket}/notice-config/*"), "{}", s3[0]);
+    let ssm: Vec<&&str> = statements.iter().filter(|s| s.contains("ssm:")).collect();
+    assert_eq!(ssm.len(), 1, "{ssm:?}");
+    assert!(
+        ssm[0].contains("ssm:GetParameter") && ssm[0].contains("parameter/${AWS::StackName}/notice-config"),
+        "{}",
+        ssm[0]
+    );
+    assert!(!ssm[0].contains("ssm:PutParameter"));
 }

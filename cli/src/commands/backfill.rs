@@ -94,5 +94,6 @@ fn backfill_row(job: &Job, key: &NoticeKey, now: chrono::DateTime<Utc>) -> Ledge
         duplicate_message_ids: Vec::new(),
         charge_at: Some(job.charge_at),
         jurisdiction: job.jurisdiction.clone(),
+        rendered: None,
     }
 }

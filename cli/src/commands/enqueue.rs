@@ -44,7 +44,7 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         Message::Withdraw(withdrawal) => return enqueue_withdraw(&args.queue_url, &withdrawal).await,
     };
     let body = job.to_value().to_string();
-    let policy = notice_setup::config::windows_from_env()?;
+    let policy = notice_setup::notices::windows_from_env()?;
     let now = Utc::now();
     if let WindowDecision::Defer { until, closes_at } = policy.decide(&job, now) {
         let queue = QueuePolicy { parking: true, park_spread: notice_setup::config::park_spread_from_env()? };

@@ -3,6 +3,7 @@
 
 pub(crate) mod backfill;
 pub(crate) mod capacity;
+pub(crate) mod config;
 pub(crate) mod enqueue;
 pub(crate) mod evidence;
 pub(crate) mod key;

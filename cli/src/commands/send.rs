@@ -15,6 +15,7 @@ use notice_ledger::DeliverContext;
 use notice_ledger::{Mode, Outcome, QueueAction, QueuePolicy, Receive};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
+use notice_setup::notices::ConfigSpec;
 
 use crate::exit::Exit;
 use crate::input::{read_items, InputItem};
@@ -41,6 +42,10 @@ pub(crate) struct SendArgs {
     /// for the send windows and every time the run writes to the ledger: rehearsals and demos.
     #[arg(long, value_parser = crate::clock::parse_now)]
     now: Option<DateTime<Utc>>,
+    /// A notice configuration directory (templates/, windows.json, manifest.json) used as is;
+    /// default: NOTICE_CONFIG, else the built-in English texts.
+    #[arg(long, value_name = "DIR")]
+    config: Option<PathBuf>,
     /// `enforce` (default) or `shadow`.
     #[arg(long, env = "NOTICE_MODE", default_value = "enforce")]
     mode: Mode,
@@ -61,11 +66,17 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     };
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
+    let spec = match &args.config {
+        Some(dir) => ConfigSpec::Dir(dir.clone()),
+        None => ConfigSpec::from_env()?,
+    };
+    let (renderer, policy) = notice_setup::notices::notices_from(&spec, &secret)?;
+    let texts = format!("{} {}", renderer.config().manifest().name, renderer.config().version().short());
     let config = SendConfig {
-        renderer: Arc::new(config::renderer_from_env(&secret)?),
+        renderer,
         secret,
         mode: args.mode,
-        policy: config::windows_from_env()?,
+        policy,
         send_timeout: SEND_TIMEOUT,
         claim_lifetime: notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?,
         // The ledger's own buckets (the SQLite file locally), shared with every process on it; on
@@ -80,11 +91,12 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     let sender = Arc::new(assemble(config, ports).sender);
     let now = args.now.unwrap_or_else(Utc::now);
     eprintln!(
-        "noticectl: {} job(s) from {} · ledger {} · outbox {} · mode {} · rate {}",
+        "noticectl: {} job(s) from {} · ledger {} · outbox {} · texts {} · mode {} · rate {}",
         items.len(),
         args.file.display(),
         target.describe(),
         state.outbox_dir().display(),
+        texts,
         if args.mode == Mode::Shadow { "shadow" } else { "enforce" },
         limits.as_ref().map_or("off".to_owned(), |l| l.describe())
     );

@@ -44,6 +44,9 @@ pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<Ex
                 "delivery_status": row.delivery_status.map(|d| d.as_str()),
                 "duplicate_message_ids": row.duplicate_message_ids,
                 "charge_at": row.charge_at.map(|t| t.to_rfc3339()), "jurisdiction": row.jurisdiction,
+                "config_version": row.rendered.as_ref().map(|r| &r.config_version),
+                "template": row.rendered.as_ref().map(|r| &r.template),
+                "rendered_digest": row.rendered.as_ref().map(|r| &r.rendered_digest),
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
             Ok(Exit::Ok.into())

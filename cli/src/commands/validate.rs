@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use notice_ledger::job::Message;
@@ -85,7 +86,7 @@ struct Report {
 /// Checks each item as the sender would, short of the ledger: parse, policy, render.
 struct Checker {
     policy: WindowPolicy,
-    renderer: Renderer,
+    renderer: Arc<Renderer>,
     /// Keys only feed the render (the manage link); validation needs no real secret.
     secret: NoticeSecret,
 }
@@ -220,7 +221,7 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let (policy, policy_source) = args.policy.load()?;
     let items = read_items(&args.input)?;
     let secret = NoticeSecret::new("noticectl validate: keys are not shown")?;
-    let renderer = notice_setup::config::renderer_from_env(&secret)?;
+    let (renderer, _) = notice_setup::notices::notices_from_env(&secret)?;
     let checker = Checker { policy, renderer, secret };
     let messages: Vec<Verdict> = items.iter().map(|item| checker.verdict(item)).collect();
     let summary = summarise(&messages);

@@ -56,7 +56,7 @@ impl PolicyArg {
         } else {
             "the built-in default (NOTICE_WINDOWS unset)".to_owned()
         };
-        Ok((notice_setup::config::windows_from_env()?, source))
+        Ok((notice_setup::notices::windows_from_env()?, source))
     }
 }
 

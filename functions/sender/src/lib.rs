@@ -32,6 +32,7 @@ use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::assemble::{self, Assembled, SenderPorts};
 use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
+use notice_setup::notices::{ConfigSpec, ConfigWatch};
 pub use notice_setup::settings::{ParkingSettings, SenderSettings};
 use notice_sqs::{Attribute, ReceivedMessage, REPLAY_BATCH_ATTRIBUTE};
 use rand::Rng;
@@ -62,6 +63,9 @@ pub struct SenderApp {
     /// The EMF `Function` dimension: the deployed function's own name, so two stacks in one
     /// account never share metrics or alarms.
     function_name: String,
+    /// The published notice configuration's pointer, looked up again between batches
+    /// (`None`: built-in texts, a directory, or one pinned version).
+    config_watch: Option<tokio::sync::Mutex<ConfigWatch>>,
 }
 
 impl SenderApp {
@@ -69,6 +73,16 @@ impl SenderApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
         let sdk = aws::load_sdk_config().await;
         let mut settings = SenderSettings::load(&sdk).await?;
+        {
+            let config = settings.send.renderer.config();
+            info!(
+                config = %config.manifest().name,
+                version = %config.version(),
+                source = %settings.config_location.clone().unwrap_or_else(|| settings.config_spec.describe()),
+                builtin = config.is_builtin(),
+                "notice configuration loaded and checked"
+            );
+        }
         if let Some(limits) = settings.send.rate_limits.take() {
             settings.send.rate_limits = Some(limits.with_account_rate(account_rate(&sdk).await));
         }
@@ -83,7 +97,46 @@ impl SenderApp {
             warn!("NOTICE_SCHEDULE_GROUP is not set: waits over 15 minutes hide on the queue (up to 12 h a hop), every one of them counted in flight against SQS's ~120 000");
         }
         let sqs = aws_sdk_sqs::Client::new(&sdk);
-        Ok(Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, sqs).with_parker(parker))
+        let watch = match (&settings.config_spec, &settings.config_location) {
+            (spec @ ConfigSpec::Parameter(_), Some(location)) => {
+                let location = location.parse().map_err(|e: notice_configstore::LocationError| {
+                    ConfigError::Invalid { name: "NOTICE_CONFIG", reason: e.to_string() }
+                })?;
+                Some(ConfigWatch::new(&sdk, spec.clone(), location, settings.config_refresh)?)
+            }
+            _ => None,
+        };
+        let app = Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, sqs).with_parker(parker);
+        Ok(app.with_config_watch(watch))
+    }
+
+    /// Looks the published configuration's pointer up again between batches through `watch`.
+    pub fn with_config_watch(mut self, watch: Option<ConfigWatch>) -> Self {
+        self.config_watch = watch.map(tokio::sync::Mutex::new);
+        self
+    }
+
+    /// Switches to a newly published configuration version when the pointer moved (at most once
+    /// per `NOTICE_CONFIG_REFRESH_SECS`). A version that cannot be loaded or fails its check
+    /// leaves the current one in force: logged and counted (`ConfigRefreshFailed`, paging).
+    pub async fn refresh_config(&self) {
+        let Some(watch) = &self.config_watch else { return };
+        let mut watch = watch.lock().await;
+        match watch.poll().await {
+            Ok(None) => {}
+            Ok(Some((config, location))) => {
+                let current = self.sender.notices();
+                let (name, version) = (config.manifest().name.clone(), config.version().to_string());
+                let policy = config.policy().clone();
+                let renderer = Arc::new(current.renderer.with_config(Arc::new(config)));
+                self.sender.switch(renderer, policy);
+                info!(config = %name, version = %version, location = %location, "notice configuration switched: every notice from now on uses this version");
+            }
+            Err(e) => {
+                notice_ledger::metrics::Metrics::incr(&self.sender.metrics().config_refresh_failed);
+                tracing::error!(error = %e, current = %watch.current(), "could not load the newly published notice configuration: the current version stays in force");
+            }
+        }
     }
 
     /// Parks waits longer than 15 minutes with `parker` (see [`notice_ledger::queue`]).
@@ -148,6 +201,7 @@ impl SenderApp {
             queue_policy,
             refusals: Mutex::default(),
             function_name: notice_setup::config::function_name("notice-sender"),
+            config_watch: None,
         }
     }
 }
@@ -182,6 +236,7 @@ pub async fn handle(
 /// [`handle`] without printing: the response and the EMF documents the invocation publishes
 /// (see [`emf_documents`]).
 pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (SqsBatchResponse, Vec<Value>) {
+    app.refresh_config().await;
     let replays = ReplayBatches::default();
     // The receive happened no later than now: hides are clamped against it (and a margin).
     let batch = Batch {

@@ -157,7 +157,8 @@ impl Run {
         let domains = Domains::new(&named, p.tail_domains);
         let secret = NoticeSecret::new("capacity-model-key-secret").map_err(|e| e.to_string())?;
         let links = NoticeSecret::new("capacity-model-links").map_err(|e| e.to_string())?;
-        let renderer = Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links)));
+        let renderer =
+            Arc::new(Renderer::builtin(ManageLinks::new("https://billing.example.com/manage", links)));
         // As the sender Lambda's: parking exactly when there is a parker (there always is here).
         let parker: Arc<dyn Parker> = svc.scheduler.clone();
         let policy = queue_policy(Some(&parker), Duration::from_secs(p.park_spread_secs));

@@ -115,7 +115,7 @@ impl Durable {
         let sender = NoticeSender::new(
             ledger.clone(),
             Arc::new(SimMailer { gate: gate.clone() }),
-            Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links))),
+            Arc::new(Renderer::builtin(ManageLinks::new("https://billing.example.com/manage", links))),
             trace.policy.clone(),
             secret,
         )

@@ -119,6 +119,7 @@ impl ScriptedLedger {
             duplicate_message_ids: Vec::new(),
             charge_at: None,
             jurisdiction: None,
+            rendered: None,
         }
     }
 

@@ -94,7 +94,8 @@ impl Core {
         let script: Shared = Arc::default();
         let facts = Facts { digests: Arc::new(list.iter().map(|n| n.digest.clone()).collect()) };
         let policy = WindowPolicy::default();
-        let renderer = Arc::new(Renderer::new(ManageLinks::new("https://billing.example.com/manage", links)));
+        let renderer =
+            Arc::new(Renderer::builtin(ManageLinks::new("https://billing.example.com/manage", links)));
         let scripted_gate: Arc<dyn RateGate> = Arc::new(ScriptedGate { script: script.clone() });
         let senders = (0..variants.max(1))
             .map(|v| {

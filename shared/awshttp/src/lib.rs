@@ -1,5 +1,6 @@
 //! A lean SigV4-signed HTTP client for the sender's three hot AWS calls (DynamoDB `PutItem` and
-//! `UpdateItem`, SES v2 `SendEmail`).
+//! `UpdateItem`, SES v2 `SendEmail`), and its few cold ones (the notice configuration's SSM
+//! pointer and S3 object, read at cold start and every few minutes).
 //!
 //! Why: per notice the AWS SDK's per-call machinery (orchestrator, config bag, interceptors, retry
 //! bookkeeping, its HTTP layers) cost several times the notice path itself (BENCHMARKS.md, "Side
@@ -17,13 +18,16 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
-use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::http_request::{
+    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
+    UriPathNormalizationMode,
+};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, USER_AGENT};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, Method, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -61,6 +65,30 @@ impl CallError {
     pub fn nothing_sent(&self) -> bool {
         matches!(self, Self::Credentials(_) | Self::Build(_))
     }
+}
+
+/// Why a `GET` brought back no usable response: no response at all, or one longer than the
+/// caller's bound (not read past the bound).
+#[derive(Debug, thiserror::Error)]
+pub enum GetError {
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("the response body is larger than {limit} bytes (HTTP {status})")]
+    TooLarge { status: StatusCode, limit: usize },
+}
+
+/// How a service expects requests to be signed. The JSON services take the defaults; S3 differs
+/// in three ways, and a request signed the default way is refused by it: the payload hash goes
+/// in an `x-amz-content-sha256` header (which S3 requires), and the path is signed as sent —
+/// neither normalised (`a/../b` is a legal key) nor encoded a second time.
+fn signing_settings(signing_name: &str) -> SigningSettings {
+    let mut settings = SigningSettings::default();
+    if signing_name == "s3" {
+        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+        settings.percent_encoding_mode = PercentEncodingMode::Single;
+    }
+    settings
 }
 
 /// An endpoint that cannot be used for signed calls.
@@ -165,7 +193,35 @@ impl AwsHttp {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Response, CallError> {
-        let request = self.signed(target, content_type, extra_headers, body).await?;
+        let request = self.signed(target, Method::POST, Some(content_type), extra_headers, body).await?;
+        self.send(request, None, timeout).await.map_err(|e| match e {
+            GetError::Call(e) => e,
+            // Unreachable without a limit; reported as what it would be, a broken answer.
+            GetError::TooLarge { limit, .. } => CallError::Transport(format!("body over {limit} bytes")),
+        })
+    }
+
+    /// One signed `GET` of `target` (S3 `GetObject`: signed as S3 expects, see
+    /// [`signing_settings`]), bounded as a whole by `timeout`. A body longer than `max_body` is
+    /// refused without being held in memory: the object read at cold start must not be able to
+    /// exhaust a small Lambda. Any HTTP status is a `Response`. Never retried here.
+    pub async fn get(
+        &self,
+        target: &Target,
+        max_body: usize,
+        timeout: Duration,
+    ) -> Result<Response, GetError> {
+        let request = self.signed(target, Method::GET, None, &[], Vec::new()).await?;
+        self.send(request, Some(max_body), timeout).await
+    }
+
+    /// Sends `request` and reads the whole answer (at most `max_body` bytes when given).
+    async fn send(
+        &self,
+        request: http::Request<Full<Bytes>>,
+        max_body: Option<usize>,
+        timeout: Duration,
+    ) -> Result<Response, GetError> {
         let client = self.client()?;
         let call = async {
             let response = client.request(request).await.map_err(|e| {
@@ -177,7 +233,25 @@ impl AwsHttp {
                 }
             })?;
             let (parts, body) = response.into_parts();
-            let body = body.collect().await.map_err(|e| CallError::Transport(error_chain(&e)))?.to_bytes();
+            let body = match max_body {
+                None => body.collect().await.map_err(|e| CallError::Transport(error_chain(&e)))?.to_bytes(),
+                Some(limit) => {
+                    let too_large = GetError::TooLarge { status: parts.status, limit };
+                    let announced = parts
+                        .headers
+                        .get(CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok());
+                    if announced.is_some_and(|n| n > limit as u64) {
+                        return Err(too_large);
+                    }
+                    match Limited::new(body, limit).collect().await {
+                        Ok(collected) => collected.to_bytes(),
+                        Err(e) if e.is::<LengthLimitError>() => return Err(too_large),
+                        Err(e) => return Err(CallError::Transport(error_chain(e.as_ref())).into()),
+                    }
+                }
+            };
             Ok(Response { status: parts.status, headers: parts.headers, body })
         };
         tokio::time::timeout(timeout, call).await.map_err(|_| CallError::Timeout(timeout))?
@@ -186,25 +260,28 @@ impl AwsHttp {
     async fn signed(
         &self,
         target: &Target,
-        content_type: &'static str,
+        method: Method,
+        content_type: Option<&'static str>,
         extra_headers: &[(HeaderName, &'static str)],
         body: Vec<u8>,
     ) -> Result<http::Request<Full<Bytes>>, CallError> {
         let identity = self.identity().await?;
         let mut headers = Vec::with_capacity(extra_headers.len() + 1);
-        headers.push((CONTENT_TYPE.as_str(), content_type));
+        if let Some(content_type) = content_type {
+            headers.push((CONTENT_TYPE.as_str(), content_type));
+        }
         headers.extend(extra_headers.iter().map(|(name, value)| (name.as_str(), *value)));
         let params = v4::SigningParams::builder()
             .identity(&identity)
             .region(&target.region)
             .name(target.signing_name)
             .time(SystemTime::now())
-            .settings(SigningSettings::default())
+            .settings(signing_settings(target.signing_name))
             .build()
             .map_err(|e| CallError::Build(e.to_string()))?
             .into();
         let signable = SignableRequest::new(
-            "POST",
+            method.as_str(),
             Cow::Borrowed(target.uri_text.as_str()),
             headers.iter().copied(),
             SignableBody::Bytes(&body),
@@ -213,10 +290,12 @@ impl AwsHttp {
         let (instructions, _signature) =
             sign(signable, &params).map_err(|e| CallError::Build(e.to_string()))?.into_parts();
         let mut request = http::Request::new(Full::new(Bytes::from(body)));
-        *request.method_mut() = Method::POST;
+        *request.method_mut() = method;
         *request.uri_mut() = target.uri.clone();
         let map = request.headers_mut();
-        map.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        if let Some(content_type) = content_type {
+            map.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        }
         for (name, value) in extra_headers {
             map.insert(name.clone(), HeaderValue::from_static(value));
         }
@@ -419,6 +498,80 @@ mod tests {
         assert!(seen.contains("authorization: aws4-hmac-sha256 credential=akidexample/"), "{seen}");
         assert!(seen.contains("/eu-west-1/dynamodb/aws4_request"), "{seen}");
         assert!(seen.contains("x-amz-target: dynamodb_20120810.putitem"), "{seen}");
+    }
+
+    /// A server answering one bodiless request (a `GET`) with `reply`, handing back what it read.
+    async fn one_get(reply: String) -> (SocketAddr, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
+        let task = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap_or_else(|e| panic!("accept: {e}"));
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !String::from_utf8_lossy(&seen).contains("\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let _ = socket.write_all(reply.as_bytes()).await;
+            String::from_utf8_lossy(&seen).into_owned()
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn a_get_is_signed_as_s3_expects() {
+        let (addr, server) =
+            one_get("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".into()).await;
+        let http = AwsHttp::new(creds(None), Duration::from_secs(3));
+        let target =
+            Target::new(&format!("http://{addr}"), "/bucket/notice-config/ab.json", "eu-west-1", "s3")
+                .unwrap_or_else(|e| panic!("{e}"));
+        let response = http.get(&target, 16, Duration::from_secs(5)).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((response.status, &response.body[..]), (StatusCode::OK, &b"hello"[..]));
+        let seen = server.await.unwrap_or_else(|e| panic!("{e}")).to_ascii_lowercase();
+        assert!(seen.starts_with("get /bucket/notice-config/ab.json http/1.1"), "{seen}");
+        // The SHA-256 of the empty payload, which S3 requires as a header.
+        let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        assert!(seen.contains(&format!("x-amz-content-sha256: {empty}")), "{seen}");
+        assert!(seen.contains("/eu-west-1/s3/aws4_request"), "{seen}");
+        assert!(!seen.contains("content-type"), "{seen}");
+    }
+
+    #[tokio::test]
+    async fn a_get_longer_than_its_bound_is_refused() {
+        for announced in [true, false] {
+            let reply = if announced {
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: 64\r\nConnection: close\r\n\r\n{}",
+                    "x".repeat(64)
+                )
+            } else {
+                format!("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{}", "x".repeat(64))
+            };
+            let (addr, _server) = one_get(reply).await;
+            let http = AwsHttp::new(creds(None), Duration::from_secs(3));
+            let target = Target::new(&format!("http://{addr}"), "/b/k", "us-east-1", "s3")
+                .unwrap_or_else(|e| panic!("{e}"));
+            let err = http.get(&target, 16, Duration::from_secs(5)).await.err();
+            assert!(
+                matches!(err, Some(GetError::TooLarge { limit: 16, status: StatusCode::OK })),
+                "announced={announced}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_s3_is_signed_the_s3_way() {
+        let s3 = signing_settings("s3");
+        assert_eq!(s3.payload_checksum_kind, PayloadChecksumKind::XAmzSha256);
+        assert_eq!(s3.percent_encoding_mode, PercentEncodingMode::Single);
+        assert_eq!(s3.uri_path_normalization_mode, UriPathNormalizationMode::Disabled);
+        let ssm = signing_settings("ssm");
+        assert_eq!(ssm.payload_checksum_kind, PayloadChecksumKind::NoHeader);
+        assert_eq!(ssm.percent_encoding_mode, PercentEncodingMode::Double);
     }
 
     #[tokio::test]

@@ -87,7 +87,7 @@ fn main() {
     let sender = NoticeSender::new(
         ledger.clone(),
         mailer.clone(),
-        Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::builtin(ManageLinks::new(
             "https://billing.example.com/manage",
             secret("footprint-links"),
         ))),

@@ -67,7 +67,7 @@ fn secret(s: &str) -> NoticeSecret {
 }
 
 fn renderer() -> Renderer {
-    Renderer::new(ManageLinks::new("https://billing.example.com/manage", secret("bench-links")))
+    Renderer::builtin(ManageLinks::new("https://billing.example.com/manage", secret("bench-links")))
 }
 
 fn sender(latency: Duration) -> NoticeSender {

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::InvalidJob;
 use crate::identity::{Identity, NoticeKey, NoticeSecret};
+use crate::locale::{Locale, TimeZone};
 
 /// Longest accepted e-mail address (RFC 5321 path limit).
 pub const MAX_EMAIL_LEN: usize = crate::address::MAX_ADDRESS_LEN;
@@ -18,7 +19,7 @@ pub const MAX_EMAIL_LEN: usize = crate::address::MAX_ADDRESS_LEN;
 /// renderer and the ledger's digest.
 pub const MAX_TEMPLATE_DATA_BYTES: usize = 16 * 1024;
 /// Longest accepted locale code.
-pub const MAX_CODE_LEN: usize = 32;
+pub const MAX_CODE_LEN: usize = crate::locale::MAX_LOCALE_LEN;
 
 /// A validated reminder job.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,7 +28,11 @@ pub struct Job {
     pub email: String,
     pub charge_at: DateTime<Utc>,
     pub jurisdiction: Option<String>,
-    pub locale: Option<String>,
+    /// The customer's language (BCP 47, canonical case): picks the texts and how dates and
+    /// amounts are written.
+    pub locale: Option<Locale>,
+    /// The customer's IANA time zone: the day `charge_at` falls on for them. None: UTC.
+    pub time_zone: Option<TimeZone>,
     pub template_data: Map<String, Value>,
 }
 
@@ -54,7 +59,8 @@ impl Job {
             .with_timezone(&Utc);
 
         let jurisdiction = jurisdiction(obj)?;
-        let locale = optional_code(obj, "locale")?;
+        let locale = optional_parsed(obj, "locale", Locale::parse)?;
+        let time_zone = optional_parsed(obj, "time_zone", TimeZone::parse)?;
         let template_data = match obj.get("template_data") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(map)) => {
@@ -69,7 +75,7 @@ impl Job {
             }
             Some(_) => return Err(InvalidJob::new("template_data", "must be a JSON object")),
         };
-        Ok(Self { identity, email, charge_at, jurisdiction, locale, template_data })
+        Ok(Self { identity, email, charge_at, jurisdiction, locale, time_zone, template_data })
     }
 
     pub fn key(&self, secret: &NoticeSecret) -> NoticeKey {
@@ -78,15 +84,22 @@ impl Job {
 
     /// Digest of everything that shapes the rendered message. The same key arriving with another
     /// digest means the producer changed the content without bumping `revision`.
+    ///
+    /// `time_zone` joins the canonical JSON only when present, so every job without one keeps the
+    /// digest it had before the field existed (rows written then still match their redeliveries).
+    /// The locale is digested in canonical form: a job that spells it `de_at` digests as `de-AT`.
     pub fn content_digest(&self) -> String {
         // serde_json maps are ordered (BTreeMap) without `preserve_order`, so this is canonical.
-        let canonical = serde_json::json!({
+        let mut canonical = serde_json::json!({
             "email": self.email,
             "charge_at": self.charge_at.to_rfc3339(),
             "jurisdiction": self.jurisdiction,
-            "locale": self.locale,
+            "locale": self.locale.as_ref().map(Locale::as_str),
             "template_data": self.template_data,
         });
+        if let (Some(obj), Some(zone)) = (canonical.as_object_mut(), &self.time_zone) {
+            obj.insert("time_zone".into(), Value::String(zone.as_str().into()));
+        }
         hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
     }
 
@@ -106,7 +119,10 @@ impl Job {
                 obj.insert("jurisdiction".into(), Value::String(j.clone()));
             }
             if let Some(l) = &self.locale {
-                obj.insert("locale".into(), Value::String(l.clone()));
+                obj.insert("locale".into(), Value::String(l.as_str().into()));
+            }
+            if let Some(z) = &self.time_zone {
+                obj.insert("time_zone".into(), Value::String(z.as_str().into()));
             }
         }
         v
@@ -257,18 +273,15 @@ fn jurisdiction(obj: &Map<String, Value>) -> Result<Option<String>, InvalidJob> 
     }
 }
 
-fn optional_code(obj: &Map<String, Value>, field: &'static str) -> Result<Option<String>, InvalidJob> {
+/// An optional string field that must parse as `T` (`locale`, `time_zone`); the error names it.
+fn optional_parsed<T>(
+    obj: &Map<String, Value>,
+    field: &'static str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<Option<T>, InvalidJob> {
     match obj.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
-            if s.is_empty() || s.len() > MAX_CODE_LEN {
-                return Err(InvalidJob::new(field, format!("must be 1 to {MAX_CODE_LEN} characters")));
-            }
-            if !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-                return Err(InvalidJob::new(field, "must contain only [A-Za-z0-9_-]"));
-            }
-            Ok(Some(s.clone()))
-        }
+        Some(Value::String(s)) => parse(s).map(Some).map_err(|reason| InvalidJob::new(field, reason)),
         Some(_) => Err(InvalidJob::new(field, "must be a string")),
     }
 }
@@ -330,6 +343,12 @@ mod tests {
             (with("template_data", serde_json::json!([1])), "template_data"),
             (with("jurisdiction", serde_json::json!("US CA")), "jurisdiction"),
             (with("kind", serde_json::json!(7)), "kind"),
+            (with("locale", serde_json::json!("en US")), "locale"),
+            (with("locale", serde_json::json!("und")), "locale"),
+            (with("locale", serde_json::json!(7)), "locale"),
+            (with("time_zone", serde_json::json!("Europe/Atlantis")), "time_zone"),
+            (with("time_zone", serde_json::json!("+02:00")), "time_zone"),
+            (with("time_zone", serde_json::json!(2)), "time_zone"),
             (with("email", serde_json::json!("victim@example.com,attacker@evil.example")), "email"),
             (with("email", serde_json::json!("Victim <victim@example.com>")), "email"),
             (with("email", serde_json::json!("a@-b.com")), "email"),
@@ -412,5 +431,40 @@ mod tests {
         assert_eq!(a.content_digest(), b.content_digest());
         let c = Job::parse(&with("template_data", serde_json::json!({"amount":"39.00 USD"}))).unwrap();
         assert_ne!(a.content_digest(), c.content_digest());
+    }
+
+    #[test]
+    fn locale_and_time_zone_are_validated_canonicalised_and_round_tripped() {
+        let job = Job::parse(&with("locale", serde_json::json!("pt_br"))).unwrap();
+        assert_eq!(job.locale.as_ref().map(Locale::as_str), Some("pt-BR"));
+        assert_eq!(job.time_zone, None);
+        let mut body: Value = serde_json::from_str(GOOD).unwrap();
+        body["locale"] = "de-AT".into();
+        body["time_zone"] = "Europe/Vienna".into();
+        let job = Job::from_value(&body).unwrap();
+        assert_eq!(job.time_zone.as_ref().map(TimeZone::as_str), Some("Europe/Vienna"));
+        let again = job.to_value();
+        assert_eq!(again["locale"], "de-AT");
+        assert_eq!(again["time_zone"], "Europe/Vienna");
+        assert_eq!(Job::from_value(&again).unwrap(), job);
+        assert!(Job::parse(GOOD).unwrap().to_value().get("time_zone").is_none());
+    }
+
+    /// Ledger rows written before `time_zone` existed hold these digests; a redelivery of the
+    /// same job must still match them (else it dead-letters as a payload conflict). The values
+    /// were computed with `content_digest` as it was before the field was added.
+    #[test]
+    fn digest_of_a_job_without_time_zone_is_unchanged() {
+        assert_eq!(
+            Job::parse(GOOD).unwrap().content_digest(),
+            "9f5795aa670e1dc9b042d93d3a753088b2321be09d39a7c4710e440749cba67d"
+        );
+        let pt_br = Job::parse(&with("locale", serde_json::json!("pt-BR"))).unwrap();
+        assert_eq!(
+            pt_br.content_digest(),
+            "de0f9858a55ea810373ae4f60bc4a4352374306cbfc47b8df28918ebc8e8b3ee"
+        );
+        let zoned = Job::parse(&with("time_zone", serde_json::json!("UTC"))).unwrap();
+        assert_ne!(zoned.content_digest(), Job::parse(GOOD).unwrap().content_digest());
     }
 }

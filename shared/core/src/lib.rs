@@ -14,7 +14,9 @@
 //! ```
 //!
 //! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
-//! windows), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
+//! windows), [`notices`] (the notice configuration: texts per kind and locale with their policy,
+//! one checked, content-addressed version), [`locale`] (the customer's language, zone, dates and
+//! money), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
 //! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`], [`text`] (numbers for people); ports
 //! with their local adapters: [`ledger`] (+ `ledger::memory`, feature `testing`), [`mailer`] (+ `mailer::outbox`),
 //! [`park`], [`rate`] (+ the in-process gate); `faults` (feature `testing`): fault-injecting
@@ -30,8 +32,10 @@ pub mod job;
 pub mod jurisdiction;
 pub mod ledger;
 pub mod links;
+pub mod locale;
 pub mod mailer;
 pub mod metrics;
+pub mod notices;
 pub mod park;
 pub mod policy;
 pub mod queue;

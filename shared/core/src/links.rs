@@ -9,6 +9,7 @@ use crate::identity::{hmac_hex, Identity, NoticeSecret};
 /// Hex characters of the HMAC kept in the link (128 bits).
 const TOKEN_HEX_LEN: usize = 32;
 
+#[derive(Clone)]
 pub struct ManageLinks {
     base_url: String,
     secret: NoticeSecret,

@@ -72,6 +72,8 @@ counters! {
     withdraw_too_late => "WithdrawTooLate",
     unknown_kind => "UnknownKind",
     missing_content => "MissingRequiredContent",
+    config_refresh_failed => "ConfigRefreshFailed",
+    render_failed => "RenderFailed",
 }
 
 impl Metrics {

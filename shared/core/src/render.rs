@@ -1,26 +1,32 @@
-//! Rendering a job into a message: subject, plain text and HTML.
+//! Rendering a job into a message: subject, plain text and HTML, from the notice configuration
+//! in force ([`crate::notices`]), in the customer's language and time zone.
 //!
-//! Templates are minijinja (Jinja2 syntax). The defaults are compiled in; a directory can override
-//! any of `subject.txt`, `body.txt`, `body.html`, and per kind `<kind>.subject.txt` and so on.
-//! HTML output is auto-escaped. Variables: everything in `template_data`, plus `charge_at`
-//! (RFC 3339), `charge_date` (e.g. `1 October 2026`), `manage_url`, `subscription_id`, `kind`,
-//! `revision`, `period_start`.
+//! Strict on purpose: a template that prints a variable the job did not supply is an error (the
+//! notice is rejected before anything is claimed, naming the template and the variable) — never
+//! a blank in a customer's inbox. Testing a variable (`{% if amount %}`) is allowed, so optional
+//! content stays optional. Variables: the job's `template_data` (an `amount` of the form
+//! `{"minor": 2900, "currency": "EUR"}` is formatted for the locale), plus `charge_at` (RFC 3339),
+//! `charge_date` (the long date in the customer's language and zone), `manage_url`,
+//! `subscription_id`, `kind`, `revision`, `period_start`, `locale` (of the texts used) and
+//! `time_zone`.
 
-use std::path::Path;
+use std::collections::HashSet;
 
-use minijinja::Environment;
+use minijinja::ErrorKind;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
-use crate::error::ConfigError;
 use crate::identity::NoticeKey;
 use crate::job::Job;
+use crate::ledger::RenderedNotice;
 use crate::links::ManageLinks;
+use crate::locale::{format_date, format_money, Locale, Money, TimeZone};
 use crate::mailer::OutgoingMail;
+use crate::notices::config::{template_error, NoticeConfig, SharedConfig, TemplateSet};
 
-const PARTS: [&str; 3] = ["subject.txt", "body.txt", "body.html"];
-
+/// Renders jobs with one notice configuration and one manage-link secret.
 pub struct Renderer {
-    env: Environment<'static>,
+    config: SharedConfig,
     links: ManageLinks,
 }
 
@@ -31,98 +37,164 @@ pub struct RenderError {
     pub reason: String,
 }
 
+/// A rendered notice and what produced it (recorded on its ledger row as evidence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    pub mail: OutgoingMail,
+    pub template: TemplateSet,
+    pub record: RenderedNotice,
+}
+
 impl Renderer {
-    /// The compiled-in templates.
-    pub fn new(links: ManageLinks) -> Self {
-        let mut env = Environment::new();
-        for (name, source) in [
-            ("subject.txt", include_str!("../templates/subject.txt")),
-            ("body.txt", include_str!("../templates/body.txt")),
-            ("body.html", include_str!("../templates/body.html")),
-        ] {
-            // The defaults are compile-time constants covered by tests; a syntax error is a bug here.
-            if let Err(e) = env.add_template(name, source) {
-                unreachable!("built-in template {name} is invalid: {e}");
-            }
-        }
-        Self { env, links }
+    pub fn new(config: SharedConfig, links: ManageLinks) -> Self {
+        Self { config, links }
     }
 
-    /// Defaults overridden by every template file found in `dir`. Syntax errors surface here, at
-    /// start-up, not on the first message.
-    pub fn with_dir(links: ManageLinks, dir: &Path) -> Result<Self, ConfigError> {
-        let mut renderer = Self::new(links);
-        let entries = std::fs::read_dir(dir).map_err(|e| ConfigError::Invalid {
-            name: "NOTICE_TEMPLATE_DIR",
-            reason: format!("{}: {e}", dir.display()),
-        })?;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !PARTS.iter().any(|p| name.ends_with(p)) {
-                continue;
-            }
-            let source = std::fs::read_to_string(entry.path()).map_err(|e| ConfigError::Invalid {
-                name: "NOTICE_TEMPLATE_DIR",
-                reason: format!("{name}: {e}"),
-            })?;
-            renderer.env.add_template_owned(name.clone(), source).map_err(|e| ConfigError::Invalid {
-                name: "NOTICE_TEMPLATE_DIR",
-                reason: format!("{name}: {e}"),
-            })?;
-        }
-        Ok(renderer)
+    pub fn config(&self) -> &SharedConfig {
+        &self.config
     }
 
-    pub fn render(&self, job: &Job, key: &NoticeKey) -> Result<OutgoingMail, RenderError> {
-        let ctx = self.context(job);
-        let kind = job.identity.kind().as_str();
-        let part = |name: &str| -> Result<String, RenderError> {
-            let specific = format!("{kind}.{name}");
-            let template = self
-                .env
-                .get_template(&specific)
-                .or_else(|_| self.env.get_template(name))
-                .map_err(|e| RenderError { template: name.to_owned(), reason: e.to_string() })?;
-            template
-                .render(&ctx)
-                .map_err(|e| RenderError { template: template.name().to_owned(), reason: e.to_string() })
-        };
-        let subject = clean_subject(&part("subject.txt")?);
-        Ok(OutgoingMail {
-            key: key.clone(),
-            kind: kind.to_owned(),
-            to: job.email.clone(),
-            subject,
-            text: part("body.txt")?,
-            html: part("body.html")?,
-        })
+    /// A renderer over another configuration with the same manage links (a new version loaded
+    /// by a running sender).
+    pub fn with_config(&self, config: SharedConfig) -> Self {
+        Self { config, links: self.links.clone() }
     }
 
-    fn context(&self, job: &Job) -> Value {
-        let mut ctx = self.variables(job);
-        ctx.entry("plan_name").or_insert_with(|| Value::String("subscription".into()));
-        Value::Object(ctx)
+    pub fn render(&self, job: &Job, key: &NoticeKey) -> Result<Rendered, RenderError> {
+        render(&self.config, &self.links, job, key)
     }
 
     /// The template variables as the job supplies them (its `template_data` and the values derived
-    /// from it), before any built-in default: what a policy's `requires` is checked against, so a
-    /// default text never stands in for content a law requires.
+    /// from it), before any formatting: what a policy's `requires` is checked against.
     pub fn variables(&self, job: &Job) -> Map<String, Value> {
-        let mut ctx: Map<String, Value> = job.template_data.clone();
-        let id = &job.identity;
-        for (k, v) in [
-            ("charge_at", Value::String(job.charge_at.to_rfc3339())),
-            ("charge_date", Value::String(job.charge_at.format("%-d %B %Y").to_string())),
-            ("subscription_id", Value::String(id.subscription_id().to_owned())),
-            ("kind", Value::String(id.kind().as_str().to_owned())),
-            ("revision", Value::from(id.revision())),
-            ("period_start", Value::String(id.period_start().format("%Y-%m-%d").to_string())),
-            ("manage_url", Value::String(self.links.url_for(&job.identity))),
-        ] {
-            ctx.insert(k.to_owned(), v);
-        }
-        ctx
+        variables(&self.links, job)
     }
+}
+
+/// Renders `job` with `config`'s texts (the [`Renderer`]'s work, and the configuration check's).
+pub(crate) fn render(
+    config: &NoticeConfig,
+    links: &ManageLinks,
+    job: &Job,
+    key: &NoticeKey,
+) -> Result<Rendered, RenderError> {
+    let kind = job.identity.kind().as_str();
+    let set = config.resolve(kind, job.locale.as_ref()).ok_or_else(|| RenderError {
+        template: format!("{kind}/{}", job.locale.as_ref().map_or("-", Locale::as_str)),
+        reason: "the configuration has no texts for this kind in this locale or its default".into(),
+    })?;
+    let ctx = context(links, job, &set)?;
+    let env = config.env();
+    let part = |name: &str| -> Result<String, RenderError> {
+        let file = set.file(name);
+        let template = env
+            .get_template(&file)
+            .map_err(|e| RenderError { template: file.clone(), reason: template_error(&e) })?;
+        template.render(&ctx).map_err(|e| {
+            let reason = if e.kind() == ErrorKind::UndefinedError {
+                let have: HashSet<&str> =
+                    ctx.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+                let mut missing: Vec<String> = template
+                    .undeclared_variables(false)
+                    .into_iter()
+                    .filter(|v| !have.contains(v.as_str()))
+                    .collect();
+                missing.sort();
+                format!(
+                    "prints {} , which the job does not supply (line {})",
+                    if missing.is_empty() { "an undefined value".to_owned() } else { missing.join(", ") },
+                    e.line().map_or_else(|| "?".to_owned(), |l| l.to_string())
+                )
+                .replace(" ,", ",")
+            } else {
+                template_error(&e)
+            };
+            RenderError { template: format!("templates/{file}"), reason }
+        })
+    };
+    let subject = clean_subject(&part("subject.txt")?);
+    let text = part("body.txt")?;
+    let html = part("body.html")?;
+    let digest = rendered_digest(&subject, &text, &html);
+    let mail = OutgoingMail {
+        key: key.clone(),
+        kind: kind.to_owned(),
+        to: job.email.clone(),
+        subject,
+        text,
+        html,
+        language: set.locale.clone(),
+    };
+    let record = RenderedNotice {
+        config_version: config.version().to_string(),
+        template: set.label(),
+        rendered_digest: digest,
+    };
+    Ok(Rendered { mail, template: set, record })
+}
+
+/// The template context: the job's variables, `amount` formatted, and the texts' locale.
+fn context(links: &ManageLinks, job: &Job, set: &TemplateSet) -> Result<Value, RenderError> {
+    let format_locale = formatting_locale(job.locale.as_ref(), &set.locale);
+    let zone = match &job.time_zone {
+        Some(zone) => zone.clone(),
+        None => TimeZone::utc(),
+    };
+    let mut ctx = variables(links, job);
+    ctx.insert("charge_date".into(), Value::String(format_date(job.charge_at, &zone, &format_locale)));
+    ctx.insert("locale".into(), Value::String(set.locale.clone()));
+    ctx.insert("time_zone".into(), Value::String(zone.as_str().to_owned()));
+    if let Some(amount @ Value::Object(_)) = ctx.get("amount") {
+        let money = Money::from_value(amount).map_err(|reason| RenderError {
+            template: "template_data.amount".into(),
+            reason: format!("{reason} (expected {{\"minor\": 2900, \"currency\": \"EUR\"}})"),
+        })?;
+        ctx.insert("amount".into(), Value::String(format_money(&money, &format_locale)));
+    }
+    Ok(Value::Object(ctx))
+}
+
+/// The template variables as the job supplies them (its `template_data` and the values derived
+/// from it), before any formatting: what a policy's `requires` is checked against.
+pub(crate) fn variables(links: &ManageLinks, job: &Job) -> Map<String, Value> {
+    let mut ctx: Map<String, Value> = job.template_data.clone();
+    let id = &job.identity;
+    for (k, v) in [
+        ("charge_at", Value::String(job.charge_at.to_rfc3339())),
+        ("charge_date", Value::String(job.charge_at.format("%Y-%m-%d").to_string())),
+        ("subscription_id", Value::String(id.subscription_id().to_owned())),
+        ("kind", Value::String(id.kind().as_str().to_owned())),
+        ("revision", Value::from(id.revision())),
+        ("period_start", Value::String(id.period_start().format("%Y-%m-%d").to_string())),
+        ("manage_url", Value::String(links.url_for(&job.identity))),
+    ] {
+        ctx.insert(k.to_owned(), v);
+    }
+    ctx
+}
+
+/// Dates and amounts follow the customer's own locale when the texts are in its language
+/// (`de-AT` reading the `de` texts gets Austrian month names), else the texts' locale, so a
+/// notice never mixes two languages.
+fn formatting_locale(job: Option<&Locale>, texts: &str) -> Locale {
+    let texts = Locale::parse(texts).ok();
+    match (job, texts) {
+        (Some(j), Some(t)) if j.language() == t.language() => j.clone(),
+        (_, Some(t)) => t,
+        (Some(j), None) => j.clone(),
+        (None, None) => Locale::parse("en").unwrap_or_else(|_| unreachable!("`en` is a locale")),
+    }
+}
+
+/// SHA-256 over the rendered subject, text and HTML, each length-prefixed so no two renderings
+/// share a digest by moving text between parts.
+pub fn rendered_digest(subject: &str, text: &str, html: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [subject, text, html] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    hex::encode(h.finalize())
 }
 
 /// Longest subject sent, in characters. Mail clients show ~60–80; beyond a few hundred a subject is
@@ -162,41 +234,62 @@ mod tests {
     }
 
     fn renderer() -> Renderer {
-        Renderer::new(ManageLinks::new("https://billing.example.com/manage", NoticeSecret::new("l").unwrap()))
+        Renderer::builtin(ManageLinks::new(
+            "https://billing.example.com/manage",
+            NoticeSecret::new("l").unwrap(),
+        ))
+    }
+
+    fn render(j: &Job) -> Rendered {
+        renderer().render(j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap()
     }
 
     #[test]
     fn default_templates_render_data_and_link() {
         let j = job(serde_json::json!({"plan_name":"Coffee Box","amount":"29.00 USD"}));
-        let key = j.key(&NoticeSecret::new("s").unwrap());
-        let mail = renderer().render(&j, &key).unwrap();
-        assert_eq!(mail.subject, "Your Coffee Box renews on 1 October 2026");
-        assert!(mail.text.contains("29.00 USD"));
-        assert!(mail.text.contains("https://billing.example.com/manage?"));
-        assert!(mail.html.contains("<strong>Coffee Box</strong>"));
+        let r = render(&j);
+        assert_eq!(r.mail.subject, "Your Coffee Box subscription renews on October 1, 2026");
+        assert!(r.mail.text.contains("29.00 USD"));
+        assert!(r.mail.text.contains("https://billing.example.com/manage?"));
+        assert!(r.mail.html.contains("<strong>Coffee Box</strong>"));
+        assert!(
+            r.mail.html.contains("href=\"https://billing.example.com/manage?"),
+            "links are plain URLs: {}",
+            r.mail.html
+        );
+        assert_eq!(r.mail.language, "en");
+        assert_eq!(r.record.template, "*/en");
+        assert_eq!(r.record.config_version, renderer().config().version().to_string());
+        assert_eq!(r.record.rendered_digest, rendered_digest(&r.mail.subject, &r.mail.text, &r.mail.html));
+    }
+
+    #[test]
+    fn built_in_texts_read_well_with_only_the_required_fields() {
+        let r = render(&job(serde_json::json!({})));
+        assert_eq!(r.mail.subject, "Your subscription renews on October 1, 2026");
+        assert!(!r.mail.text.contains("subscription subscription"));
+        assert!(!r.mail.text.contains("charge"), "no amount line without an amount: {}", r.mail.text);
+    }
+
+    #[test]
+    fn amounts_are_formatted_and_a_bad_amount_names_the_field() {
+        let r = render(&job(serde_json::json!({"amount":{"minor":2900,"currency":"USD"}})));
+        assert!(r.mail.text.contains("$29.00"), "{}", r.mail.text);
+        let j = job(serde_json::json!({"amount":{"minor":"x","currency":"USD"}}));
+        let e = renderer().render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap_err();
+        assert_eq!(e.template, "template_data.amount");
     }
 
     #[test]
     fn html_is_escaped() {
-        let j = job(serde_json::json!({"plan_name":"<script>x</script>"}));
-        let mail = renderer().render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap();
-        assert!(!mail.html.contains("<script>"));
-        assert!(mail.html.contains("&lt;script&gt;"));
+        let r = render(&job(serde_json::json!({"plan_name":"<script>x</script>"})));
+        assert!(!r.mail.html.contains("<script>"));
+        assert!(r.mail.html.contains("&lt;script&gt;x&lt;/script&gt;"));
     }
 
     #[test]
-    fn directory_overrides_per_kind() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("renewal_notice_t72.subject.txt"), "Heads up: {{ plan_name }}\n")
-            .unwrap();
-        let links = ManageLinks::new("https://x.example", NoticeSecret::new("l").unwrap());
-        let r = Renderer::with_dir(links, dir.path()).unwrap();
-        let j = job(serde_json::json!({"plan_name":"Tea"}));
-        let mail = r.render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap();
-        assert_eq!(mail.subject, "Heads up: Tea");
-        std::fs::write(dir.path().join("body.txt"), "{% if %}").unwrap();
-        let links = ManageLinks::new("https://x.example", NoticeSecret::new("l").unwrap());
-        assert!(Renderer::with_dir(links, dir.path()).is_err());
+    fn rendered_digest_separates_parts() {
+        assert_ne!(rendered_digest("ab", "c", ""), rendered_digest("a", "bc", ""));
     }
 
     #[test]
@@ -206,9 +299,8 @@ mod tests {
         let long = clean_subject(&"Überraschung ".repeat(100));
         assert_eq!(long.chars().count(), MAX_SUBJECT_CHARS);
         assert!(long.ends_with('…'));
-        let j = job(serde_json::json!({"plan_name": format!("Tea\u{1b}\u{0}{}", "x".repeat(400))}));
-        let mail = renderer().render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap();
-        assert!(mail.subject.chars().count() <= MAX_SUBJECT_CHARS);
-        assert!(!mail.subject.chars().any(char::is_control));
+        let r = render(&job(serde_json::json!({"plan_name": format!("Tea\u{1b}\u{0}{}", "x".repeat(400))})));
+        assert!(r.mail.subject.chars().count() <= MAX_SUBJECT_CHARS);
+        assert!(!r.mail.subject.chars().any(char::is_control));
     }
 }

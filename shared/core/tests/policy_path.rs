@@ -57,7 +57,7 @@ fn world() -> World {
     let sender = NoticeSender::new(
         ledger.clone(),
         mailer.clone(),
-        Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::builtin(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap(),
         ))),

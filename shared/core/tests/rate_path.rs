@@ -51,7 +51,7 @@ fn world(mode: Mode) -> World {
     let sender = NoticeSender::new(
         ledger.clone(),
         mailer.clone(),
-        Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::builtin(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap(),
         ))),

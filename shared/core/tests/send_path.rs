@@ -93,7 +93,7 @@ fn sender_over(ledger: Arc<dyn Ledger>, mailer: Arc<dyn Mailer>, mode: Mode) -> 
     NoticeSender::new(
         ledger,
         mailer,
-        Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::builtin(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap(),
         ))),

@@ -58,7 +58,7 @@ fn world_with_claim_lifetime(script: Vec<MailFault>, claim_lifetime: Duration) -
     let sender = NoticeSender::new(
         ledger.clone(),
         mailer.clone(),
-        Arc::new(Renderer::new(ManageLinks::new(
+        Arc::new(Renderer::builtin(ManageLinks::new(
             "https://billing.example.com/manage",
             NoticeSecret::new("links").unwrap(),
         ))),

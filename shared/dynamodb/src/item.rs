@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, TimeZone, Utc};
 use notice_ledger::ledger::rules::expires;
-use notice_ledger::ledger::{ClaimToken, LedgerRow};
+use notice_ledger::ledger::{ClaimToken, LedgerRow, RenderedNotice};
 use notice_ledger::{LedgerError, NoticeKey};
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -34,6 +34,12 @@ pub(crate) mod attr {
     /// ms) and the jurisdiction the notice was judged in.
     pub const CHARGE_AT: &str = "charge_at";
     pub const JURISDICTION: &str = "jurisdiction";
+    /// Evidence of what was sent, optional and written together or not at all (an item with some
+    /// but not all of them is corrupt): the notice configuration's version, the template used
+    /// (`<kind>/<locale>`) and the hex SHA-256 of the rendered message.
+    pub const CONFIG_VERSION: &str = "config_version";
+    pub const TEMPLATE: &str = "template";
+    pub const RENDERED_DIGEST: &str = "rendered_digest";
 }
 
 pub(crate) fn s(value: &str) -> AttributeValue {
@@ -70,6 +76,9 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
         (attr::DELIVERY_STATUS, row.delivery_status.map(|d| s(d.as_str()))),
         (attr::CHARGE_AT, row.charge_at.map(|t| n(t.timestamp_millis()))),
         (attr::JURISDICTION, row.jurisdiction.as_deref().map(s)),
+        (attr::CONFIG_VERSION, row.rendered.as_ref().map(|r| s(&r.config_version))),
+        (attr::TEMPLATE, row.rendered.as_ref().map(|r| s(&r.template))),
+        (attr::RENDERED_DIGEST, row.rendered.as_ref().map(|r| s(&r.rendered_digest))),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -120,7 +129,18 @@ pub fn item_to_row(item: &Item) -> Result<LedgerRow, LedgerError> {
         duplicate_message_ids: duplicates,
         charge_at: opt_time(item, attr::CHARGE_AT)?,
         jurisdiction: opt_s(item, attr::JURISDICTION)?.map(str::to_owned),
+        rendered: opt_rendered(item)?,
     })
+}
+
+/// The rendered-notice evidence: all three attributes, or none.
+fn opt_rendered(item: &Item) -> Result<Option<RenderedNotice>, LedgerError> {
+    let text = |name| Ok::<_, LedgerError>(opt_s(item, name)?.map(str::to_owned));
+    RenderedNotice::from_stored(
+        text(attr::CONFIG_VERSION)?,
+        text(attr::TEMPLATE)?,
+        text(attr::RENDERED_DIGEST)?,
+    )
 }
 
 /// `at` at the millisecond precision items store.

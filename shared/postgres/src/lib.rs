@@ -231,7 +231,8 @@ impl PostgresLedger {
         let claimed_at = (state == RowState::Claimed).then_some(at);
         let revision = req.revision.to_string();
         let charge_at = req.charge_at.map(to_micros);
-        let params: [&(dyn ToSql + Sync); 13] = [
+        let rendered = req.rendered.as_ref();
+        let params: [&(dyn ToSql + Sync); 16] = [
             &req.key.as_str(),
             &state.as_str(),
             &req.token.as_str(),
@@ -245,6 +246,9 @@ impl PostgresLedger {
             &detail,
             &charge_at,
             &req.jurisdiction,
+            &rendered.map(|r| r.config_version.as_str()),
+            &rendered.map(|r| r.template.as_str()),
+            &rendered.map(|r| r.rendered_digest.as_str()),
         ];
         self.insert_or_held(&req.key, CLAIM, &params).await
     }
@@ -352,7 +356,8 @@ impl PostgresLedger {
         let updated_at = to_micros(row.updated_at);
         let charge_at = row.charge_at.map(to_micros);
         let stmt = client.prepare_cached(INSERT_ROW).await.map_err(|e| self.pg("insert", e))?;
-        let params: [&(dyn ToSql + Sync); 17] = [
+        let rendered = row.rendered.as_ref();
+        let params: [&(dyn ToSql + Sync); 20] = [
             &row.key.as_str(),
             &row.state.as_str(),
             &row.origin.as_str(),
@@ -370,6 +375,9 @@ impl PostgresLedger {
             &row.duplicate_message_ids,
             &charge_at,
             &row.jurisdiction,
+            &rendered.map(|r| r.config_version.as_str()),
+            &rendered.map(|r| r.template.as_str()),
+            &rendered.map(|r| r.rendered_digest.as_str()),
         ];
         let n = client.execute(&stmt, &params).await.map_err(|e| self.pg("insert", e))?;
         Ok(n == 1)

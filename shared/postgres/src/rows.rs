@@ -1,7 +1,7 @@
 //! Rows ↔ ledger rows, and error text.
 
 use chrono::{DateTime, Timelike, Utc};
-use notice_ledger::ledger::{ClaimToken, LedgerRow};
+use notice_ledger::ledger::{ClaimToken, LedgerRow, RenderedNotice};
 use notice_ledger::{LedgerError, NoticeKey};
 use tokio_postgres::Row;
 
@@ -37,6 +37,7 @@ pub(crate) fn read_row(row: &Row) -> Result<LedgerRow, LedgerError> {
         duplicate_message_ids: col(row, 14)?,
         charge_at: col(row, 15)?,
         jurisdiction: col(row, 16)?,
+        rendered: RenderedNotice::from_stored(col(row, 17)?, col(row, 18)?, col(row, 19)?)?,
     })
 }
 

@@ -50,6 +50,21 @@ CREATE TABLE IF NOT EXISTS rate_buckets (
 -- rows written before stay NULL.
 ALTER TABLE notices ADD COLUMN IF NOT EXISTS charge_at timestamptz;
 ALTER TABLE notices ADD COLUMN IF NOT EXISTS jurisdiction text;
+-- Evidence of what was sent: the notice configuration's version, the template used
+-- (`<kind>/<locale>`) and the hex SHA-256 of the rendered message. Written together or not at
+-- all (the CHECK keeps other-language workers to that; the adapter reads a partial row as
+-- corrupt); rows written before, or without them, stay NULL.
+ALTER TABLE notices ADD COLUMN IF NOT EXISTS config_version text;
+ALTER TABLE notices ADD COLUMN IF NOT EXISTS template text;
+ALTER TABLE notices ADD COLUMN IF NOT EXISTS rendered_digest text;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                   WHERE conrelid = 'notices'::regclass AND conname = 'notices_rendered_check') THEN
+        ALTER TABLE notices ADD CONSTRAINT notices_rendered_check CHECK (
+            (config_version IS NULL) = (template IS NULL) AND (template IS NULL) = (rendered_digest IS NULL));
+    END IF;
+END $$;
 ";
 
 /// Advisory lock key that serialises concurrent [`PostgresLedger::migrate`] runs
@@ -59,18 +74,21 @@ pub(crate) const MIGRATION_LOCK: i64 = 0x6e6f_7469_6365_0001;
 pub(crate) const COLUMNS: &str =
     "notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
                        revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
-                       delivery_status, duplicate_message_ids, charge_at, jurisdiction";
+                       delivery_status, duplicate_message_ids, charge_at, jurisdiction, \
+                       config_version, template, rendered_digest";
 
 pub(crate) const SELECT_ONE: &str =
     "SELECT notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
                           revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
-                          delivery_status, duplicate_message_ids, charge_at, jurisdiction FROM notices WHERE notice_key = $1";
+                          delivery_status, duplicate_message_ids, charge_at, jurisdiction, \
+                          config_version, template, rendered_digest FROM notices WHERE notice_key = $1";
 
 /// The quarantine view: open claims claimed before `$1` (timestamptz), oldest first, at most `$2`
 /// (bigint). Served by the partial index `notices_open_claims`, so it never reads decided rows.
 pub const QUARANTINE_QUERY: &str = "SELECT notice_key, state, origin, claim_token, subscription_id, \
      period_start, kind, revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
-     delivery_status, duplicate_message_ids, charge_at, jurisdiction FROM notices WHERE state = 'claimed' \
+     delivery_status, duplicate_message_ids, charge_at, jurisdiction, config_version, template, \
+     rendered_digest FROM notices WHERE state = 'claimed' \
      AND claimed_at < $1 \
      ORDER BY claimed_at, notice_key LIMIT $2";
 
@@ -79,13 +97,16 @@ pub const QUARANTINE_QUERY: &str = "SELECT notice_key, state, origin, claim_toke
 pub(crate) const CLAIM: &str = "
 INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
                      revision, content_digest, claimed_at, updated_at, message_id, detail,
-                     charge_at, jurisdiction)
-VALUES ($1, $2, 'worker', $3, $4, $5, $6, $7::text::numeric, $8, $9, $10, NULL, $11, $12, $13)
+                     charge_at, jurisdiction, config_version, template, rendered_digest)
+VALUES ($1, $2, 'worker', $3, $4, $5, $6, $7::text::numeric, $8, $9, $10, NULL, $11, $12, $13, $14, $15,
+        $16)
 ON CONFLICT (notice_key) DO UPDATE SET
     state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
     content_digest = excluded.content_digest, claimed_at = excluded.claimed_at,
     updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
-    charge_at = excluded.charge_at, jurisdiction = excluded.jurisdiction
+    charge_at = excluded.charge_at, jurisdiction = excluded.jurisdiction,
+    config_version = excluded.config_version, template = excluded.template,
+    rendered_digest = excluded.rendered_digest
 WHERE notices.state = 'released'
 RETURNING claim_token";
 
@@ -98,7 +119,7 @@ VALUES ($1, 'withdrawn', $2, NULL, $3, $4, $5, $6::text::numeric, NULL, NULL, $7
 ON CONFLICT (notice_key) DO UPDATE SET
     state = excluded.state, origin = excluded.origin, claim_token = NULL, content_digest = NULL,
     claimed_at = NULL, updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
-    charge_at = NULL, jurisdiction = NULL
+    charge_at = NULL, jurisdiction = NULL, config_version = NULL, template = NULL, rendered_digest = NULL
 WHERE notices.state = 'released'
 RETURNING notice_key";
 
@@ -106,8 +127,10 @@ RETURNING notice_key";
 pub(crate) const INSERT_ROW: &str = "
 INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
                      revision, content_digest, claimed_at, updated_at, message_id, detail,
-                     delivery_status, duplicate_message_ids, charge_at, jurisdiction)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::numeric, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                     delivery_status, duplicate_message_ids, charge_at, jurisdiction, config_version,
+                     template, rendered_digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::numeric, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+        $18, $19, $20)
 ON CONFLICT (notice_key) DO NOTHING";
 
 /// Rewrites the fields provider evidence may change (inside the transaction that locked the row).

@@ -120,7 +120,10 @@ impl SesMailer {
                 simple: Message {
                     subject: text(&mail.subject),
                     body: Body { text: text(&mail.text), html: text(&mail.html) },
-                    headers: [NameValue { name: NOTICE_KEY_HEADER, value: mail.key.as_str() }],
+                    headers: [
+                        NameValue { name: NOTICE_KEY_HEADER, value: mail.key.as_str() },
+                        NameValue { name: "Content-Language", value: &mail.language },
+                    ],
                 },
             },
             email_tags: [
@@ -161,7 +164,7 @@ struct EmailContent<'a> {
 struct Message<'a> {
     subject: Text<'a>,
     body: Body<'a>,
-    headers: [NameValue<'a>; 1],
+    headers: [NameValue<'a>; 2],
 }
 
 #[derive(Serialize)]
@@ -463,6 +466,7 @@ mod tests {
             text: "plain".into(),
             html: "<p>html</p>".into(),
             kind: "renewal_notice_t72".into(),
+            language: "de-AT".into(),
         };
         let body: Value = serde_json::from_slice(&mailer.body(&mail).unwrap_or_else(|e| panic!("{e}")))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -475,7 +479,7 @@ mod tests {
                 "Content": {"Simple": {
                     "Subject": {"Data": "Renewal", "Charset": "UTF-8"},
                     "Body": {"Text": {"Data": "plain", "Charset": "UTF-8"}, "Html": {"Data": "<p>html</p>", "Charset": "UTF-8"}},
-                    "Headers": [{"Name": "X-Notice-Key", "Value": key}]}},
+                    "Headers": [{"Name": "X-Notice-Key", "Value": key}, {"Name": "Content-Language", "Value": "de-AT"}]}},
                 "EmailTags": [{"Name": "notice_key", "Value": key}, {"Name": "kind", "Value": "renewal_notice_t72"}],
                 "ConfigurationSetName": "cs"
             })

@@ -4,17 +4,17 @@
 //! `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SESV2`, profiles, …) and are
 //! never overridden here: that is how the emulator and real AWS are reached with the same binary.
 
-#[cfg(any(feature = "dynamodb", feature = "ses"))]
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
 use std::time::Duration;
 
 #[cfg(feature = "dynamodb")]
 use aws_config::retry::RetryConfig;
 use aws_config::BehaviorVersion;
 pub use aws_config::SdkConfig;
-#[cfg(any(feature = "dynamodb", feature = "ses"))]
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
 use notice_awshttp::AwsHttp;
 
-#[cfg(any(feature = "dynamodb", feature = "ses"))]
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
 /// Longest a connection attempt of the lean client (SES, and the ledger's hot writes) may take.
 /// Short: connecting sends nothing, and a stuck connect would otherwise eat the whole send
 /// budget. (The SDK's DynamoDB client defaults to 3.1 s.)
@@ -86,7 +86,24 @@ pub async fn ses_max_send_rate(cfg: &SdkConfig) -> Result<f64, String> {
     }
 }
 
-#[cfg(any(feature = "dynamodb", feature = "ses"))]
+#[cfg(feature = "configstore")]
+/// The reader of the published notice configuration (SSM pointer, S3 object), over the lean
+/// client: the SDK's S3 and SSM crates would add megabytes to the sender for two GETs.
+pub fn config_store(
+    cfg: &SdkConfig,
+) -> Result<notice_configstore::ConfigStore, notice_awshttp::EndpointError> {
+    notice_configstore::ConfigStore::new(
+        AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT),
+        cfg.region().map(|r| r.as_ref()),
+        cfg.use_fips().unwrap_or(false),
+        cfg.use_dual_stack().unwrap_or(false),
+        endpoint_override(cfg, "S3").as_deref(),
+        endpoint_override(cfg, "SSM").as_deref(),
+        notice_configstore::DEFAULT_TIMEOUT,
+    )
+}
+
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
 /// The endpoint override an SDK client for `service_id` would use (its generated
 /// `From<&SdkConfig>`): one set in code wins; else `AWS_ENDPOINT_URL_<SERVICE>` (or the
 /// profile's service section), else `AWS_ENDPOINT_URL`.

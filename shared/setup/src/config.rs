@@ -1,15 +1,13 @@
 //! Settings read from the environment, shared by the Lambdas and `noticectl` so every entry point
 //! interprets a variable the same way. Everything is read and checked once, at start-up.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{RateLimits, RATE_LIMITS_VAR};
-use notice_ledger::render::Renderer;
 use notice_ledger::ConfigError;
 use notice_ledger::Mode;
-use notice_ledger::{NoticeSecret, WindowPolicy};
+use notice_ledger::NoticeSecret;
 
 /// Default manage link base; deployments set `NOTICE_MANAGE_URL`.
 pub const DEFAULT_MANAGE_URL: &str = "https://billing.example.com/manage";
@@ -52,21 +50,6 @@ pub fn secret_from_env(var: &'static str) -> Result<NoticeSecret, ConfigError> {
     crate::secret::checked(var, value.into_encoded_bytes())
 }
 
-/// `NOTICE_WINDOWS` (inline JSON) or `NOTICE_WINDOWS_FILE` (path); the default window otherwise.
-pub fn windows_from_env() -> Result<WindowPolicy, ConfigError> {
-    if let Ok(text) = std::env::var("NOTICE_WINDOWS") {
-        return WindowPolicy::from_json(&text);
-    }
-    if let Ok(path) = std::env::var("NOTICE_WINDOWS_FILE") {
-        let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::Invalid {
-            name: "NOTICE_WINDOWS_FILE",
-            reason: format!("{path}: {e}"),
-        })?;
-        return WindowPolicy::from_json(&text);
-    }
-    Ok(WindowPolicy::default())
-}
-
 /// `NOTICE_RATE_LIMITS`: unset (or empty) means the built-in default ([`RateLimits::builtin`]),
 /// so a deployment is paced unless it says otherwise; `off` or `{}` is `None` (no limit); anything
 /// invalid is a start-up error naming the variable.
@@ -103,8 +86,27 @@ pub fn optional(name: &str) -> Option<String> {
 
 /// Manage links: base from `NOTICE_MANAGE_URL`, secret from `NOTICE_LINK_SECRET`, or — when that is
 /// unset — derived from the notice key secret under its own label, so the two never coincide.
+///
+/// On Lambda (outside `sam local`) the base is required and must not be on a reserved example
+/// domain: a customer must never get a cancel link to `example.com`. Local runs and tests keep
+/// the example default.
 pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigError> {
-    let base = optional("NOTICE_MANAGE_URL").unwrap_or_else(|| DEFAULT_MANAGE_URL.to_owned());
+    let base = match optional("NOTICE_MANAGE_URL") {
+        Some(base) => base,
+        None if runs_deployed() => return Err(ConfigError::Missing("NOTICE_MANAGE_URL")),
+        None => DEFAULT_MANAGE_URL.to_owned(),
+    };
+    if runs_deployed() {
+        if let Some(host) = reserved_example_host(&base) {
+            return Err(ConfigError::Invalid {
+                name: "NOTICE_MANAGE_URL",
+                reason: format!(
+                    "{base:?} is on {host}, a reserved example domain: customers would get a cancel link \
+                     that goes nowhere (set the stack parameter ManageUrl to your own page)"
+                ),
+            });
+        }
+    }
     let secret = match optional("NOTICE_LINK_SECRET") {
         Some(v) => crate::secret::checked("NOTICE_LINK_SECRET", v)?,
         None => key_secret.derive_subkey("notice-ledger/manage-link/v1"),
@@ -112,23 +114,37 @@ pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigEr
     Ok(ManageLinks::new(base, secret))
 }
 
-/// Renderer with templates from `NOTICE_TEMPLATE_DIR` when set.
-pub fn renderer_from_env(key_secret: &NoticeSecret) -> Result<Renderer, ConfigError> {
-    let links = links_from_env(key_secret)?;
-    match optional("NOTICE_TEMPLATE_DIR") {
-        Some(dir) => Renderer::with_dir(links, &PathBuf::from(dir)),
-        None => Ok(Renderer::new(links)),
-    }
+/// Whether this process is a deployed Lambda function: not `sam local`, not a function run with
+/// `NOTICE_ENVIRONMENT=local` (`notice-local-stack`), not a test or noticectl.
+pub fn runs_deployed() -> bool {
+    optional("AWS_LAMBDA_FUNCTION_NAME").is_some()
+        && optional("AWS_SAM_LOCAL").is_none()
+        && optional("NOTICE_ENVIRONMENT").as_deref().map(str::trim) != Some("local")
 }
 
-/// `NOTICE_ENVIRONMENT`: `production` (the default, and what an unset variable means) or `staging`.
+/// The host of `url` when it is a reserved example or test name (RFC 2606, RFC 6761).
+pub fn reserved_example_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = host_port.split(':').next().unwrap_or_default().trim_end_matches('.').to_ascii_lowercase();
+    let reserved_domain = ["example.com", "example.net", "example.org"]
+        .iter()
+        .any(|d| host == *d || host.ends_with(&format!(".{d}")));
+    let tld = host.rsplit('.').next().unwrap_or_default();
+    let reserved_tld = ["example", "test", "invalid", "localhost"].contains(&tld);
+    (reserved_domain || reserved_tld).then_some(host)
+}
+
+/// `NOTICE_ENVIRONMENT`: `production` (the default, and what an unset variable means), `staging`,
+/// or `local` (a function run on a developer's machine against the emulator: `notice-local-stack`).
 pub fn is_production() -> Result<bool, ConfigError> {
     match optional("NOTICE_ENVIRONMENT").as_deref().map(str::trim) {
         None | Some("production") => Ok(true),
-        Some("staging") => Ok(false),
+        Some("staging" | "local") => Ok(false),
         Some(other) => Err(ConfigError::Invalid {
             name: "NOTICE_ENVIRONMENT",
-            reason: format!("must be `production` or `staging`, not {other:?}"),
+            reason: format!("must be `production`, `staging` or `local`, not {other:?}"),
         }),
     }
 }
@@ -153,6 +169,27 @@ pub fn redirect_from_env() -> Result<Option<String>, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_example_and_test_hosts_are_recognised() {
+        for url in [
+            "https://billing.example.com/manage",
+            "https://example.org",
+            "http://EXAMPLE.net:8080/x",
+            "https://shop.example/manage",
+            "https://billing.test/m?x=1",
+            "https://a.invalid",
+            "http://localhost:3000/manage",
+            "https://user@billing.example.com./m",
+        ] {
+            assert!(reserved_example_host(url).is_some(), "{url}");
+        }
+        for url in
+            ["https://billing.acme.com/manage", "https://example.company.de/x", "https://notexample.com"]
+        {
+            assert_eq!(reserved_example_host(url), None, "{url}");
+        }
+    }
 
     #[test]
     fn a_blank_or_missing_secret_is_refused_by_name() {

@@ -4,11 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use notice_ledger::notices::NoticeConfig;
+use notice_ledger::render::Renderer;
 use notice_ledger::{ConfigError, NoticeSecret, SendBudget};
 
 use crate::assemble::{GateClock, SendConfig};
 use crate::config;
 use crate::ledger_url::{self, LedgerUrl};
+use crate::notices::{self, ConfigSpec};
 use crate::secret;
 
 /// EventBridge Scheduler parking (`NOTICE_SCHEDULE_GROUP`, `NOTICE_SCHEDULER_ROLE_ARN`).
@@ -57,6 +60,12 @@ pub struct SenderSettings {
     pub dead_letter_queue_url: Option<String>,
     /// Parking for long waits; `None` only where no job waits longer than the queue keeps it.
     pub parking: Option<ParkingSettings>,
+    /// Where the notice configuration came from (`NOTICE_CONFIG`): a published one is looked up
+    /// again every `config_refresh`.
+    pub config_spec: ConfigSpec,
+    pub config_refresh: Duration,
+    /// The published version's `s3://…` location, when one was loaded.
+    pub config_location: Option<String>,
 }
 
 impl SenderSettings {
@@ -71,18 +80,38 @@ impl SenderSettings {
     #[cfg(feature = "secretsmanager")]
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
         let secret = secret::resolve(sdk).await?.ok_or(ConfigError::Missing(secret::EITHER_VAR))?;
-        Self::from_env_with_secret(secret)
+        let spec = ConfigSpec::from_env()?;
+        let config = match &spec {
+            ConfigSpec::Builtin | ConfigSpec::Dir(_) => notices::load_local(&spec)?,
+            #[cfg(feature = "configstore")]
+            ConfigSpec::Parameter(_) | ConfigSpec::Object(_) => {
+                let (config, location) = notices::load_published(sdk, &spec).await?;
+                let mut settings = Self::from_parts(secret, spec, config)?;
+                settings.config_location = Some(location.to_string());
+                return Ok(settings);
+            }
+            #[cfg(not(feature = "configstore"))]
+            ConfigSpec::Parameter(_) | ConfigSpec::Object(_) => notices::load_local(&spec)?,
+        };
+        Self::from_parts(secret, spec, config)
     }
 
-    /// Every other setting from the environment, with the secret already resolved.
+    /// Every other setting from the environment, with the secret already resolved; the notice
+    /// configuration must be the built-in one or a directory.
     pub fn from_env_with_secret(secret: NoticeSecret) -> Result<Self, ConfigError> {
-        let renderer = config::renderer_from_env(&secret)?;
+        let spec = ConfigSpec::from_env()?;
+        let config = notices::load_local(&spec)?;
+        Self::from_parts(secret, spec, config)
+    }
+
+    fn from_parts(secret: NoticeSecret, spec: ConfigSpec, config: NoticeConfig) -> Result<Self, ConfigError> {
+        let policy = config.policy().clone();
+        let renderer = Renderer::new(Arc::new(config), config::links_from_env(&secret)?);
         // The table is required unless NOTICE_LEDGER_URL names the ledger.
         let ledger = match config::optional(ledger_url::LEDGER_URL_VAR) {
             Some(url) => LedgerUrl::parse(&url)?,
             None => LedgerUrl::DynamoDb(config::required(ledger_url::TABLE_VAR)?),
         };
-        let policy = config::windows_from_env()?;
         let retention_days = ledger_url::retention_days_from_env()?;
         if matches!(ledger, LedgerUrl::DynamoDb(_)) {
             ledger_url::check_retention(retention_days, &policy)?;
@@ -111,6 +140,9 @@ impl SenderSettings {
             queue_url: config::optional("NOTICE_QUEUE_URL"),
             dead_letter_queue_url: config::optional("NOTICE_DEAD_LETTER_QUEUE_URL"),
             parking: ParkingSettings::from_env()?,
+            config_spec: spec,
+            config_refresh: notices::refresh_from_env()?,
+            config_location: None,
         })
     }
 }

@@ -16,7 +16,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, ClaimToken, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin,
-    ProviderEvidence, QuarantineView, RowReader, RowState, WithdrawRequest,
+    ProviderEvidence, QuarantineView, RenderedNotice, RowReader, RowState, WithdrawRequest,
 };
 use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
@@ -50,13 +50,20 @@ CREATE INDEX IF NOT EXISTS notices_open_claims ON notices (claimed_at_ms) WHERE 
 
 /// Columns added after the first schema, with their types: [`add_missing_columns`] adds any a
 /// file lacks when it is opened, so an older ledger file needs no migration step. Evidence: the
-/// charge a notice announced (epoch ms) and the jurisdiction it was judged in.
-const ADDED_COLUMNS: &[(&str, &str)] = &[("charge_at_ms", "INTEGER"), ("jurisdiction", "TEXT")];
+/// charge a notice announced (epoch ms) and the jurisdiction it was judged in; what rendered the
+/// message ([`RenderedNotice`]: configuration version, template, digest — all three or none).
+const ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("charge_at_ms", "INTEGER"),
+    ("jurisdiction", "TEXT"),
+    ("config_version", "TEXT"),
+    ("template", "TEXT"),
+    ("rendered_digest", "TEXT"),
+];
 
 const COLUMNS: &str =
     "notice_key, state, origin, claim_token, subscription_id, period_start, kind, revision, \
                        content_digest, claimed_at_ms, updated_at_ms, message_id, detail, delivery_status, duplicate_message_ids, \
-                       charge_at_ms, jurisdiction";
+                       charge_at_ms, jurisdiction, config_version, template, rendered_digest";
 
 /// Creates `path` (if missing) and sets it to 0600 exactly: a creation mode alone is filtered by the
 /// umask. An in-memory or special path (`:memory:`) is left alone.
@@ -208,6 +215,11 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerRow, LedgerError>> {
                 .map_err(|e| LedgerError::Corrupt(format!("duplicate_message_ids: {e}")))?,
             charge_at: charge_at.map(ts).transpose()?,
             jurisdiction: row.get(16).map_err(sql)?,
+            rendered: RenderedNotice::from_stored(
+                row.get(17).map_err(sql)?,
+                row.get(18).map_err(sql)?,
+                row.get(19).map_err(sql)?,
+            )?,
         })
     };
     Ok(build())
@@ -223,7 +235,7 @@ fn select_row(conn: &Connection, key: &str) -> Result<Option<LedgerRow>, LedgerE
 /// Writes a whole row (insert or replace): only for read-modify-write inside a transaction.
 fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), LedgerError> {
     conn.execute(
-        &format!("INSERT OR REPLACE INTO notices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
+        &format!("INSERT OR REPLACE INTO notices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
         params![
             row.key.as_str(),
             row.state.as_str(),
@@ -242,6 +254,9 @@ fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), LedgerError> {
             serde_json::to_string(&row.duplicate_message_ids).map_err(|e| LedgerError::Corrupt(e.to_string()))?,
             row.charge_at.map(|t| t.timestamp_millis()),
             row.jurisdiction,
+            row.rendered.as_ref().map(|r| &r.config_version),
+            row.rendered.as_ref().map(|r| &r.template),
+            row.rendered.as_ref().map(|r| &r.rendered_digest),
         ],
     )
     .map_err(sql)?;
@@ -288,13 +303,15 @@ fn insert_or_take_released(
         .query_row(
             "INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
                                   revision, content_digest, claimed_at_ms, updated_at_ms, message_id, detail,
-                                  charge_at_ms, jurisdiction)
-             VALUES (?1, ?2, 'worker', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13)
+                                  charge_at_ms, jurisdiction, config_version, template, rendered_digest)
+             VALUES (?1, ?2, 'worker', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13, ?14, ?15, ?16)
              ON CONFLICT (notice_key) DO UPDATE SET
                  state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
                  content_digest = excluded.content_digest, claimed_at_ms = excluded.claimed_at_ms,
                  updated_at_ms = excluded.updated_at_ms, message_id = NULL, detail = excluded.detail,
-                 charge_at_ms = excluded.charge_at_ms, jurisdiction = excluded.jurisdiction
+                 charge_at_ms = excluded.charge_at_ms, jurisdiction = excluded.jurisdiction,
+                 config_version = excluded.config_version, template = excluded.template,
+                 rendered_digest = excluded.rendered_digest
              WHERE notices.state = 'released'
              RETURNING claim_token",
             params![
@@ -311,6 +328,9 @@ fn insert_or_take_released(
                 detail,
                 req.charge_at.map(|t| t.timestamp_millis()),
                 req.jurisdiction,
+                req.rendered.as_ref().map(|r| &r.config_version),
+                req.rendered.as_ref().map(|r| &r.template),
+                req.rendered.as_ref().map(|r| &r.rendered_digest),
             ],
             |r| r.get(0),
         )
@@ -330,7 +350,8 @@ fn insert_tombstone(conn: &Connection, req: &WithdrawRequest) -> Result<bool, Le
              ON CONFLICT (notice_key) DO UPDATE SET
                  state = excluded.state, origin = excluded.origin, claim_token = NULL,
                  content_digest = NULL, claimed_at_ms = NULL, updated_at_ms = excluded.updated_at_ms,
-                 message_id = NULL, detail = excluded.detail, charge_at_ms = NULL, jurisdiction = NULL
+                 message_id = NULL, detail = excluded.detail, charge_at_ms = NULL, jurisdiction = NULL,
+                 config_version = NULL, template = NULL, rendered_digest = NULL
              WHERE notices.state = 'released'
              RETURNING notice_key",
             params![

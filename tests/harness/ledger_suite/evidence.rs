@@ -1,9 +1,10 @@
 //! The evidence a row keeps for an audit: the charge a notice announced and the jurisdiction it
-//! was judged in, written with the claim or the missed record and kept by every later write.
+//! was judged in, and what rendered the message, written with the claim or the missed record and
+//! kept by every later write.
 
 use std::sync::Arc;
 
-use notice_ledger::ledger::{ClaimRequest, DeliveryStatus, Ledger, RowState};
+use notice_ledger::ledger::{ClaimRequest, DeliveryStatus, Ledger, LedgerRow, RenderedNotice, RowState};
 
 use super::{evidence, fresh_key, mint, request, row, t};
 
@@ -60,4 +61,71 @@ pub async fn charge_time_and_jurisdiction_are_kept_as_evidence(ledger: Arc<dyn L
     let many = l.get_many(&[sent.clone(), missed.clone()]).await.unwrap_or_else(|e| panic!("get_many: {e}"));
     let charges: Vec<_> = many.iter().map(|r| r.charge_at).collect();
     assert_eq!(charges, [Some(charge), Some(t(3600))], "batch reads carry them too");
+}
+
+/// What rendered the message — configuration version, template, digest of the rendering — goes
+/// onto the claimed (or missed) row whole and stays through commit and provider evidence; a
+/// claim without it stores none; a released row taken over gets the new claim's (or none); every
+/// read (one row, a batch, the quarantine view) and a backfilled row carry it.
+pub async fn the_rendered_notice_is_kept_as_evidence(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+    let rendered = |template: &str| RenderedNotice {
+        config_version: "sha256:ab12cd34ef56".into(),
+        template: template.into(),
+        rendered_digest: "3a".repeat(32),
+    };
+    let sent = fresh_key();
+    let claim = mint(l, &request(&sent, t(0)).with_rendered(rendered("annual_renewal/de"))).await;
+    assert_eq!(row(l, &sent).await.rendered, Some(rendered("annual_renewal/de")), "on the claim");
+    let open = l.open_claims(t(10), 100).await.unwrap_or_else(|e| panic!("open claims: {e}"));
+    let listed = open.iter().find(|r| r.key == sent).unwrap_or_else(|| panic!("the open claim is listed"));
+    assert_eq!(listed.rendered, Some(rendered("annual_renewal/de")), "the quarantine view carries it");
+    l.commit_sent(&claim, "ses-1", t(1)).await.unwrap_or_else(|e| panic!("commit: {e}"));
+    l.apply_evidence(&evidence(&sent, "ses-1", DeliveryStatus::Delivered, t(2)))
+        .await
+        .unwrap_or_else(|e| panic!("evidence: {e}"));
+    let stored = row(l, &sent).await;
+    assert_eq!(
+        (stored.state, stored.rendered),
+        (RowState::Sent, Some(rendered("annual_renewal/de"))),
+        "kept"
+    );
+
+    let missed = fresh_key();
+    let late = request(&missed, t(0)).with_rendered(rendered("annual_renewal/default"));
+    assert_eq!(
+        l.record_missed(&late, "send window closed").await.unwrap_or_else(|e| panic!("missed: {e}")),
+        None
+    );
+    let stored = row(l, &missed).await;
+    assert_eq!((stored.state, stored.rendered), (RowState::Missed, Some(rendered("annual_renewal/default"))));
+
+    let bare = fresh_key();
+    mint(l, &request(&bare, t(0))).await;
+    assert_eq!(row(l, &bare).await.rendered, None, "absent stays absent");
+
+    let released = fresh_key();
+    let first = mint(l, &request(&released, t(0)).with_rendered(rendered("annual_renewal/de"))).await;
+    l.release(&first, "throttled", t(1)).await.unwrap_or_else(|e| panic!("release: {e}"));
+    mint(l, &request(&released, t(2))).await;
+    assert_eq!(row(l, &released).await.rendered, None, "the new claim's evidence, here none");
+
+    let backfilled = fresh_key();
+    let restored = LedgerRow {
+        rendered: Some(rendered("annual_renewal/fr")),
+        ..request(&backfilled, t(0)).to_row(RowState::Sent, None)
+    };
+    assert!(l.backfill(&restored).await.unwrap_or_else(|e| panic!("backfill: {e}")));
+    assert_eq!(row(l, &backfilled).await.rendered, Some(rendered("annual_renewal/fr")), "whole rows too");
+
+    let many = l
+        .get_many(&[sent.clone(), bare.clone(), missed.clone()])
+        .await
+        .unwrap_or_else(|e| panic!("get_many: {e}"));
+    let templates: Vec<_> = many.iter().map(|r| r.rendered.as_ref().map(|r| r.template.as_str())).collect();
+    assert_eq!(
+        templates,
+        [Some("annual_renewal/de"), None, Some("annual_renewal/default")],
+        "batch reads carry it too"
+    );
 }

@@ -246,6 +246,7 @@ pub async fn backfill_never_overwrites(ledger: Arc<dyn Ledger>) {
         duplicate_message_ids: Vec::new(),
         charge_at: Some(t(-500)),
         jurisdiction: Some("US-NY".into()),
+        rendered: None,
     };
     assert!(l.backfill(&backfilled).await.unwrap_or_else(|e| panic!("backfill: {e}")));
     assert_eq!(row(l, &key).await, backfilled, "written exactly");

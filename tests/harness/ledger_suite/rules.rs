@@ -47,6 +47,7 @@ async fn seed(
         duplicate_message_ids: Vec::new(),
         charge_at: None,
         jurisdiction: None,
+        rendered: None,
     };
     assert!(l.backfill(&row).await.unwrap_or_else(|e| panic!("seed {state}: {e}")), "seed {state}");
     row
@@ -127,6 +128,7 @@ pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
                         duplicate_message_ids: Vec::new(),
                         charge_at: None,
                         jurisdiction: None,
+                        rendered: None,
                     });
                     let wrote = l.backfill(&LedgerRow { detail: Some("again".into()), ..row }).await;
                     if wrote.unwrap_or_else(|e| panic!("{name}/backfill: {e}")) {

@@ -156,6 +156,7 @@ impl Model {
                 .collect(),
             charge_at: None,
             jurisdiction: None,
+            rendered: None,
         };
         if let Some(n) = row.notice {
             let notice = self.core.notice(n)?;

@@ -69,6 +69,7 @@ impl NoticeSender {
     /// own token, and reports a failure as usual.
     pub async fn prefetch(&self, bodies: &[&str], now: DateTime<Utc>) -> Option<Prefetched> {
         let gate = self.rate_gate.as_ref()?;
+        let notices = self.notices();
         let mut jobs: Vec<(NoticeKey, Job)> = bodies
             .iter()
             .filter_map(|body| match Message::parse(body) {
@@ -76,8 +77,8 @@ impl NoticeSender {
                 _ => None, // withdraws take no token; invalid bodies are reported per record
             })
             // A job the policy refuses takes no token: it is reported per record as invalid.
-            .filter(|job| self.refusal(job).is_none())
-            .filter(|job| matches!(self.policy.decide(job, now), WindowDecision::Send { .. }))
+            .filter(|job| notices.refusal(job).is_none())
+            .filter(|job| matches!(notices.policy.decide(job, now), WindowDecision::Send { .. }))
             .map(|job| (job.key(&self.secret), job))
             .collect();
         jobs.sort_unstable_by(|a, b| a.0.cmp(&b.0));

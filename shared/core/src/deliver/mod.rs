@@ -42,7 +42,7 @@ mod outcome;
 pub use batch::Prefetched;
 pub use outcome::{Delivery, Mode, Outcome, SendBudget};
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -66,8 +66,10 @@ pub struct NoticeSender {
     /// Only the claim → commit port: the send path cannot resolve or release claims it does not hold.
     ledger: Arc<dyn ClaimLedger>,
     mailer: Arc<dyn Mailer>,
-    renderer: Arc<Renderer>,
-    policy: WindowPolicy,
+    /// The texts and the policy in force, swapped whole when a new configuration version is loaded
+    /// ([`NoticeSender::switch`]); each delivery takes one snapshot, so a notice is judged and
+    /// rendered under one version.
+    notices: RwLock<Arc<Notices>>,
     secret: NoticeSecret,
     mode: Mode,
     budget: SendBudget,
@@ -89,8 +91,7 @@ impl NoticeSender {
         Self {
             ledger,
             mailer,
-            renderer,
-            policy,
+            notices: RwLock::new(Arc::new(Notices { renderer, policy })),
             secret,
             mode: Mode::Enforce,
             budget: SendBudget::default(),
@@ -109,9 +110,28 @@ impl NoticeSender {
         self
     }
 
-    pub fn with_policy(mut self, policy: WindowPolicy) -> Self {
-        self.policy = policy;
+    pub fn with_policy(self, policy: WindowPolicy) -> Self {
+        let renderer = Arc::clone(&self.notices().renderer);
+        self.switch(renderer, policy);
         self
+    }
+
+    /// Puts another configuration in force for every delivery that starts from now on (one in
+    /// flight finishes under the one it started with).
+    pub fn switch(&self, renderer: Arc<Renderer>, policy: WindowPolicy) {
+        let next = Arc::new(Notices { renderer, policy });
+        match self.notices.write() {
+            Ok(mut current) => *current = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+    }
+
+    /// The configuration in force now.
+    pub fn notices(&self) -> Arc<Notices> {
+        match self.notices.read() {
+            Ok(current) => Arc::clone(&current),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
     }
 
     /// Counts into `metrics` (shared with whoever publishes them).
@@ -134,6 +154,20 @@ impl NoticeSender {
     /// The notice key of `job` under this sender's secret (which never leaves it otherwise).
     pub fn key(&self, job: &Job) -> NoticeKey {
         job.key(&self.secret)
+    }
+}
+
+/// The texts and the policy a delivery runs under: one configuration version.
+pub struct Notices {
+    pub renderer: Arc<Renderer>,
+    pub policy: WindowPolicy,
+}
+
+impl Notices {
+    /// Why the policy refuses `job` before any window: an unknown kind, or required content
+    /// missing from the job's own variables. `None`: admitted.
+    pub(crate) fn refusal(&self, job: &Job) -> Option<Refusal> {
+        self.policy.admit(job, || self.renderer.variables(job)).err()
     }
 }
 
@@ -242,7 +276,7 @@ impl NoticeSender {
         now: DateTime<Utc>,
         m: &Metrics,
     ) -> Outcome {
-        if let Err(unknown) = self.policy.check_kind(withdrawal.identity.kind().as_str()) {
+        if let Err(unknown) = self.notices().policy.check_kind(withdrawal.identity.kind().as_str()) {
             return invalid_by_policy(Refusal::UnknownKind(unknown), m);
         }
         let req = WithdrawRequest::new(withdrawal, key.clone(), Origin::Worker, "producer", now);
@@ -299,16 +333,17 @@ impl NoticeSender {
         // ── POLICY ── a kind the policy does not know, or content its law requires missing: invalid
         // input, refused before any window is worked out (a misspelled kind must not get the
         // default window), so nothing is claimed and the message is dead-lettered with the reason.
-        if let Some(refusal) = self.refusal(job) {
+        let notices = self.notices();
+        if let Some(refusal) = notices.refusal(job) {
             return invalid_by_policy(refusal, m);
         }
-        let decision = self.policy.decide(job, now);
+        let decision = notices.policy.decide(job, now);
         if let WindowDecision::Defer { until, closes_at } = decision {
             // Early jobs are turned away before any ledger work (or digest) is spent on them.
             Metrics::incr(&m.deferred);
             return Outcome::Deferred { until, closes_at };
         }
-        if let Some(j) = job.jurisdiction.as_deref().filter(|j| !self.policy.names_jurisdiction(j)) {
+        if let Some(j) = job.jurisdiction.as_deref().filter(|j| !notices.policy.names_jurisdiction(j)) {
             m.count_unlisted_jurisdiction(j);
             info!(
                 jurisdiction = j,
@@ -320,10 +355,14 @@ impl NoticeSender {
             return self.record_missed(&req, closed_at, m).await;
         }
 
-        // Render before claiming: a template error must not leave a claim behind.
-        let mail = match self.renderer.render(job, key) {
-            Ok(mail) => mail,
+        // Render before claiming: a template error must not leave a claim behind. The claim
+        // records which configuration, texts and rendering went out.
+        let (mail, req) = match notices.renderer.render(job, key) {
+            Ok(rendered) => (rendered.mail, req.with_rendered(rendered.record)),
             Err(e) => {
+                // Nothing claimed, nothing sent: dead-lettered with the reason, and it pages — a
+                // notice that cannot be rendered is a notice the customer will not get.
+                Metrics::incr(&m.render_failed);
                 error!(error = %e, "render failed");
                 return Outcome::RenderFailed(e.to_string());
             }
@@ -414,12 +453,6 @@ impl NoticeSender {
             m.observe_claim_to_commit(claim_started.elapsed().as_secs_f64() * 1000.0);
         }
         outcome
-    }
-
-    /// Why the policy refuses `job` before any window: an unknown kind, or required content
-    /// missing from the job's own variables. `None`: admitted.
-    pub(crate) fn refusal(&self, job: &Job) -> Option<Refusal> {
-        self.policy.admit(job, || self.renderer.variables(job)).err()
     }
 
     /// Takes a token for the recipient's domain (the batch's, when it took one for this key);

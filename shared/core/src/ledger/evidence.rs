@@ -92,6 +92,7 @@ pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
         duplicate_message_ids: Vec::new(),
         charge_at: None,
         jurisdiction: None,
+        rendered: None,
     }
 }
 

@@ -26,8 +26,8 @@ pub use evidence::{
 };
 pub use ports::{prefix_end, ClaimLedger, EvidenceLedger, Ledger, OperatorLedger, QuarantineView, RowReader};
 pub use row::{
-    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, LedgerRow, Origin, RowState,
-    WithdrawRequest,
+    Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, LedgerRow, Origin, RenderedNotice,
+    RowState, WithdrawRequest,
 };
 
 /// Lets tests keep a handle on an adapter they also hand to the sender.

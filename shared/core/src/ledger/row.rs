@@ -131,6 +131,56 @@ impl ClaimToken {
     }
 }
 
+/// What produced the message a claim sends: the evidence, kept on the row, of which notice
+/// configuration and template rendered it and of what was rendered — so an audit can say which
+/// words a customer was sent without keeping the message itself. Stored as a whole or not at all:
+/// an adapter reads a row with some but not all of the three as corrupt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedNotice {
+    /// The content-addressed id of the notice configuration bundle that was loaded
+    /// (`sha256:ab12…`, or `builtin:<hex>` for the configuration compiled in): names exactly
+    /// which kinds, windows and templates were in force, across redeploys.
+    pub config_version: String,
+    /// The template actually used, as `<kind>/<locale>` (`annual_renewal/de`), or
+    /// `<kind>/default` when the customer's locale had none and the default one was used.
+    pub template: String,
+    /// Hex SHA-256 of the rendered subject, text and HTML: the message itself is not stored,
+    /// but a re-rendering (or a copy the customer shows) can be checked against it.
+    pub rendered_digest: String,
+}
+
+impl RenderedNotice {
+    /// The names every adapter stores the three under (columns, item attributes).
+    pub const STORED_AS: [&'static str; 3] = ["config_version", "template", "rendered_digest"];
+
+    /// Reads the three values back as a row stored them: all three make the evidence, none means a
+    /// row written without it (or before it was stored), and anything in between is a corrupt row
+    /// — evidence with a part missing could not prove what was sent.
+    pub fn from_stored(
+        config_version: Option<String>,
+        template: Option<String>,
+        rendered_digest: Option<String>,
+    ) -> Result<Option<Self>, LedgerError> {
+        match (config_version, template, rendered_digest) {
+            (Some(config_version), Some(template), Some(rendered_digest)) => {
+                Ok(Some(Self { config_version, template, rendered_digest }))
+            }
+            (None, None, None) => Ok(None),
+            (c, t, d) => {
+                let missing: Vec<&str> = [c.is_none(), t.is_none(), d.is_none()]
+                    .iter()
+                    .zip(Self::STORED_AS)
+                    .filter_map(|(absent, name)| absent.then_some(name))
+                    .collect();
+                Err(LedgerError::Corrupt(format!(
+                    "rendered-notice evidence is incomplete: {} missing (stored together or not at all)",
+                    missing.join(", ")
+                )))
+            }
+        }
+    }
+}
+
 /// One ledger row, as every adapter stores it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LedgerRow {
@@ -160,6 +210,10 @@ pub struct LedgerRow {
     pub charge_at: Option<DateTime<Utc>>,
     /// The customer's jurisdiction the window was judged in (absent: none given, or not stored).
     pub jurisdiction: Option<String>,
+    /// Which configuration and template produced the message, and a digest of it, written with
+    /// the claim (or the missed record) when the sender knew them. Absent on rows written before
+    /// it was stored, on backfilled, withdrawn and learned rows.
+    pub rendered: Option<RenderedNotice>,
 }
 
 /// What a worker asks to claim.
@@ -176,6 +230,9 @@ pub struct ClaimRequest {
     /// The job's charge time and jurisdiction, stored on the row as evidence.
     pub charge_at: Option<DateTime<Utc>>,
     pub jurisdiction: Option<String>,
+    /// What rendered the message this claim is for ([`ClaimRequest::with_rendered`]), stored on
+    /// the row as evidence; `None` when the claim is made before (or without) rendering.
+    pub rendered: Option<RenderedNotice>,
 }
 
 impl ClaimRequest {
@@ -191,7 +248,14 @@ impl ClaimRequest {
             at,
             charge_at: Some(job.charge_at),
             jurisdiction: job.jurisdiction.clone(),
+            rendered: None,
         }
+    }
+
+    /// The same request, carrying what rendered its message.
+    pub fn with_rendered(mut self, rendered: RenderedNotice) -> Self {
+        self.rendered = Some(rendered);
+        self
     }
 
     /// The row a successful claim (or recorded miss) writes.
@@ -214,6 +278,7 @@ impl ClaimRequest {
             duplicate_message_ids: Vec::new(),
             charge_at: self.charge_at,
             jurisdiction: self.jurisdiction.clone(),
+            rendered: self.rendered.clone(),
         }
     }
 }
@@ -276,6 +341,7 @@ impl WithdrawRequest {
             // A withdraw names the notice, not its charge: nothing to keep as evidence.
             charge_at: None,
             jurisdiction: None,
+            rendered: None,
         }
     }
 }

@@ -134,6 +134,7 @@ mod tests {
             duplicate_message_ids: Vec::new(),
             charge_at: None,
             jurisdiction: None,
+            rendered: None,
         }
     }
 

@@ -1,6 +1,7 @@
 use chrono::Utc;
 
 use super::*;
+use crate::error::LedgerError;
 use crate::identity::{Identity, NoticeSecret};
 
 #[test]
@@ -36,4 +37,60 @@ fn a_flood_of_duplicate_ids_keeps_a_bounded_row() {
     .is_err());
     let long = release_detail("ops\nBcc", &"r".repeat(5000), now);
     assert!(long.len() < MAX_REASON_CHARS + 200 && !long.contains('\n'), "{long}");
+}
+
+fn rendered() -> RenderedNotice {
+    RenderedNotice {
+        config_version: "builtin:0a1b2c3d".into(),
+        template: "annual_renewal/default".into(),
+        rendered_digest: "d4".repeat(32),
+    }
+}
+
+#[test]
+fn rendered_evidence_is_read_back_whole_or_not_at_all() {
+    let text = |s: &str| Some(s.to_owned());
+    let whole = RenderedNotice::from_stored(
+        text("builtin:0a1b2c3d"),
+        text("annual_renewal/default"),
+        text(&"d4".repeat(32)),
+    );
+    assert_eq!(whole.expect("whole"), Some(rendered()));
+    assert_eq!(RenderedNotice::from_stored(None, None, None).expect("none"), None);
+    match RenderedNotice::from_stored(text("sha256:ab"), None, text("00")) {
+        Err(LedgerError::Corrupt(msg)) => {
+            assert!(msg.contains("template") && !msg.contains("config_version"), "{msg}")
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(matches!(RenderedNotice::from_stored(None, None, text("00")), Err(LedgerError::Corrupt(_))));
+}
+
+#[tokio::test]
+async fn the_memory_ledger_keeps_what_rendered_the_message() {
+    use crate::identity::NoticeKey;
+    let ledger = memory::MemoryLedger::new();
+    let now = Utc::now();
+    let request = |c: char| ClaimRequest {
+        key: NoticeKey::parse(&c.to_string().repeat(64)).unwrap(),
+        token: ClaimToken::random(),
+        subscription_id: "s".into(),
+        period_start: "2026-10-01".into(),
+        kind: "annual_renewal".into(),
+        revision: 0,
+        content_digest: "d".into(),
+        at: now,
+        charge_at: None,
+        jurisdiction: None,
+        rendered: None,
+    };
+    let with = request('a').with_rendered(rendered());
+    assert!(matches!(ledger.claim(&with).await.unwrap(), ClaimOutcome::Minted(_)));
+    assert_eq!(ledger.get(&with.key).await.unwrap().unwrap().rendered, Some(rendered()));
+    let without = request('b');
+    assert!(matches!(ledger.claim(&without).await.unwrap(), ClaimOutcome::Minted(_)));
+    assert_eq!(ledger.get(&without.key).await.unwrap().unwrap().rendered, None);
+    let missed = request('c').with_rendered(rendered());
+    assert_eq!(ledger.record_missed(&missed, "closed").await.unwrap(), None);
+    assert_eq!(ledger.get(&missed.key).await.unwrap().unwrap().rendered, Some(rendered()));
 }

@@ -20,6 +20,8 @@ pub struct OutgoingMail {
     pub subject: String,
     pub text: String,
     pub html: String,
+    /// The language of the texts used (BCP 47), sent as `Content-Language`.
+    pub language: String,
 }
 
 /// Why the provider did not accept a message it *said* it did not accept.

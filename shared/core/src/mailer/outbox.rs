@@ -117,6 +117,7 @@ pub(crate) fn render_eml(mail: &OutgoingMail, from: &Sender, message_id: &str) -
         .message_id(message_id)
         .header("X-Notice-Key", Raw::new(mail.key.to_string()))
         .header("X-Notice-Kind", Raw::new(mail.kind.as_str()))
+        .header("Content-Language", Raw::new(mail.language.as_str()))
         .text_body(mail.text.as_str())
         .html_body(mail.html.as_str())
         .write_to_vec()
@@ -141,6 +142,7 @@ mod tests {
             subject: "Ihre Verlängerung".into(),
             text: "hello".into(),
             html: "<p>hello</p>".into(),
+            language: "de".into(),
         };
         let SendResult::Accepted { message_id } = outbox.send(&mail).await else { panic!("outbox refused") };
         let files = outbox.messages().unwrap();
@@ -150,6 +152,7 @@ mod tests {
         assert!(eml.contains(&format!("Message-ID: <{message_id}>")), "{eml}");
         assert!(eml.contains("Subject: =?utf-8?"), "{eml}");
         assert!(eml.contains("text/html"), "{eml}");
+        assert!(eml.contains("Content-Language: de\r\n"), "{eml}");
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -48,6 +48,7 @@ mod tests {
             subject: "s".into(),
             text: "t".into(),
             html: "h".into(),
+            language: "en".into(),
         };
         assert!(matches!(mailer.send(&mail).await, SendResult::Accepted { .. }));
         let sent = recorded.sent();

@@ -1,6 +1,7 @@
 use super::*;
 use crate::item::open_shard;
 use chrono::TimeZone;
+use notice_ledger::ledger::RenderedNotice;
 
 fn key(c: char) -> NoticeKey {
     NoticeKey::parse(&c.to_string().repeat(64)).expect("valid key")
@@ -29,6 +30,7 @@ fn claimed_row() -> LedgerRow {
         duplicate_message_ids: Vec::new(),
         charge_at: Some(at(1_700_259_200_000)),
         jurisdiction: Some("US-CA".into()),
+        rendered: None,
     }
 }
 
@@ -92,6 +94,49 @@ fn malformed_items_name_the_attribute() {
             other => panic!("{name}: expected Corrupt, got {other:?}"),
         }
     }
+}
+
+fn rendered() -> RenderedNotice {
+    RenderedNotice {
+        config_version: "sha256:ab12cd34".into(),
+        template: "annual_renewal/de".into(),
+        rendered_digest: "9f".repeat(32),
+    }
+}
+
+#[test]
+fn rendered_notice_evidence_round_trips_and_is_absent_on_older_items() {
+    let row = LedgerRow { rendered: Some(rendered()), ..claimed_row() };
+    let item = row_to_item(&row, 1);
+    assert_eq!(item.get(attr::CONFIG_VERSION), Some(&s("sha256:ab12cd34")));
+    assert_eq!(item.get(attr::TEMPLATE), Some(&s("annual_renewal/de")));
+    assert_eq!(item.get(attr::RENDERED_DIGEST), Some(&s(&"9f".repeat(32))));
+    assert_eq!(item_to_row(&item).expect("round trip"), row);
+    assert_eq!(RenderedNotice::STORED_AS, [attr::CONFIG_VERSION, attr::TEMPLATE, attr::RENDERED_DIGEST]);
+
+    // An item written before the evidence was stored (or without it) has none of the three.
+    let older = row_to_item(&claimed_row(), 1);
+    assert!(!older.contains_key(attr::CONFIG_VERSION) && !older.contains_key(attr::TEMPLATE));
+    assert_eq!(item_to_row(&older).expect("older item").rendered, None);
+}
+
+#[test]
+fn an_item_with_part_of_the_rendered_evidence_is_corrupt() {
+    let whole = row_to_item(&LedgerRow { rendered: Some(rendered()), ..claimed_row() }, 1);
+    for missing in [attr::CONFIG_VERSION, attr::TEMPLATE, attr::RENDERED_DIGEST] {
+        let mut item = whole.clone();
+        item.remove(missing);
+        match item_to_row(&item) {
+            Err(LedgerError::Corrupt(msg)) => assert!(msg.contains(missing), "{msg} should name {missing}"),
+            other => panic!("without {missing}: expected Corrupt, got {other:?}"),
+        }
+    }
+    let mut only_template = row_to_item(&claimed_row(), 1);
+    only_template.insert(attr::TEMPLATE.to_owned(), s("annual_renewal/default"));
+    assert!(matches!(item_to_row(&only_template), Err(LedgerError::Corrupt(_))));
+    let mut not_a_string = whole;
+    not_a_string.insert(attr::RENDERED_DIGEST.to_owned(), n(1));
+    assert!(matches!(item_to_row(&not_a_string), Err(LedgerError::Corrupt(_))));
 }
 
 #[test]

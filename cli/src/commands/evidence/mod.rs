@@ -5,6 +5,21 @@
 //! No index or scan: the notice keys are derived (kinds × revisions, under the deployment's
 //! secret, as `noticectl key` does) and read in one batch (one DynamoDB `BatchGetItem`, hence at
 //! most [`MAX_KEYS`] keys). The secret is used, never printed.
+//!
+//! Each window is judged by the policy of the configuration version the row names (`--config`:
+//! directories, or buckets of published versions; else the built-in configuration if it is that
+//! version); a row without a version, or whose version is not found, falls back to the policy given
+//! now and says why. `--render JOBS` re-renders each notice from that version and the job's inputs
+//! and compares the digest with the stored one.
+
+//!
+//! This module holds the arguments, the per-row evidence and the command's flow; which
+//! configuration version judges a window is in [`versions`], `--render` in [`rerender`], and the
+//! text for people in [`output`].
+
+mod output;
+mod rerender;
+mod versions;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,11 +31,16 @@ use notice_ledger::ledger::{LedgerRow, RowState};
 use notice_ledger::{Identity, NoticeKey, WindowPolicy};
 use serde::Serialize;
 
+use self::output::{render, render_blocks};
+pub(crate) use self::rerender::RenderCheck;
+use self::rerender::RenderInputs;
+pub(crate) use self::versions::PolicyBasis;
+use self::versions::Versions;
 use super::windows::{PolicyArg, WindowView};
 use crate::exit::Exit;
 use crate::ledger_target::LedgerArg;
 use crate::local::StateDir;
-use crate::terminal::{escape, table};
+use crate::terminal::escape;
 
 /// Keys one run may derive: one DynamoDB `BatchGetItem` holds 100.
 pub(crate) const MAX_KEYS: usize = 100;
@@ -40,6 +60,20 @@ pub(crate) struct EvidenceArgs {
     revisions: String,
     #[command(flatten)]
     policy: PolicyArg,
+    /// Where to find the notice configuration version each row names (repeatable): a
+    /// configuration directory, or s3://BUCKET holding published versions
+    /// (notice-config/<hex>.json). Each window is judged by that version's policy; the built-in
+    /// configuration serves when it is that version. A row without a version, or whose version is
+    /// not found, is judged by the policy given now (--windows) and says why.
+    #[arg(long = "config", value_name = "DIR|s3://BUCKET")]
+    configs: Vec<String>,
+    /// Re-render each notice from its stored configuration version and its job in JOBS (job
+    /// bodies, one JSON per line, as `noticectl send` reads) and compare with the stored digest:
+    /// matches, differs, or inputs differ (JOBS holds other content than was sent). Manage links
+    /// must be made as the sender made them: the same NOTICE_MANAGE_URL (and NOTICE_LINK_SECRET,
+    /// if set) and key secret, or every digest differs. Exit 1 on any mismatch.
+    #[arg(long, value_name = "JOBS")]
+    render: Option<PathBuf>,
     #[command(flatten)]
     ledger: LedgerArg,
     /// A claim older than this many seconds is shown as quarantined; default
@@ -49,7 +83,8 @@ pub(crate) struct EvidenceArgs {
     /// Print one JSON object (for export) instead of the blocks.
     #[arg(long, conflicts_with = "wide")]
     json: bool,
-    /// One table row per notice (about 250 columns) instead of one block per notice.
+    /// One table row per notice (about 250 columns, more with the rendered-notice evidence) instead
+    /// of one block per notice.
     #[arg(long)]
     wide: bool,
 }
@@ -87,6 +122,17 @@ pub(crate) struct NoticeEvidence {
     /// Digest of the content inputs (recipient, charge, jurisdiction, locale, template data) of
     /// the job that claimed it; the rendered body itself is not stored.
     pub(crate) content_digest: Option<String>,
+    /// What rendered the message, when the row stores it (all three or none): the notice
+    /// configuration's content-addressed version, the template used (`<kind>/<locale>`) and the
+    /// hex SHA-256 of the rendered subject, text and HTML.
+    pub(crate) config_version: Option<String>,
+    pub(crate) template: Option<String>,
+    pub(crate) rendered_digest: Option<String>,
+    /// Which policy judged `window` and `inside_window`.
+    pub(crate) policy: PolicyBasis,
+    /// `--render`: the re-rendered notice against the stored digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) render: Option<RenderCheck>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -94,7 +140,9 @@ struct Report {
     subscription_id: String,
     period_start: String,
     ledger: String,
+    /// The policy given now: what judges rows without a configuration version found.
     policy: String,
+    configs: Vec<String>,
     kinds: Vec<String>,
     revisions: Vec<u64>,
     keys_looked_up: usize,
@@ -135,6 +183,7 @@ pub(crate) fn notice_evidence(
     kind: &str,
     revision: u64,
     policy: &WindowPolicy,
+    basis: PolicyBasis,
     stale_before: DateTime<Utc>,
 ) -> NoticeEvidence {
     let at = match row.state {
@@ -177,197 +226,12 @@ pub(crate) fn notice_evidence(
         duplicate_message_ids: row.duplicate_message_ids.clone(),
         detail: row.detail.clone(),
         content_digest: row.content_digest.clone(),
+        config_version: row.rendered.as_ref().map(|r| r.config_version.clone()),
+        template: row.rendered.as_ref().map(|r| r.template.clone()),
+        rendered_digest: row.rendered.as_ref().map(|r| r.rendered_digest.clone()),
+        policy: basis,
+        render: None,
     }
-}
-
-/// Columns the default (block) output keeps within.
-const COLUMNS: usize = 100;
-
-/// The state as an operator reads it: an open claim is quarantined or still in flight.
-fn state_text(n: &NoticeEvidence) -> String {
-    match (n.state, n.quarantined) {
-        ("claimed", true) => "claimed (quarantined)".to_owned(),
-        ("claimed", false) => "claimed (in flight)".to_owned(),
-        (s, _) => s.to_owned(),
-    }
-}
-
-/// The first line of both renderings: whose notices, where, and which keys were looked up.
-fn headline(r: &Report) -> String {
-    format!(
-        "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})",
-        escape(&r.subscription_id),
-        r.period_start,
-        r.notices.len(),
-        r.ledger,
-        r.keys_looked_up,
-        r.kinds.join(","),
-        revisions_text(&r.revisions),
-    )
-}
-
-/// The report as one block per notice, every line within [`COLUMNS`]: the default.
-fn render_blocks(r: &Report) -> String {
-    let dash = || "-".to_owned();
-    let mut lines = vec![headline(r), String::new()];
-    for n in &r.notices {
-        let prefix = n.notice_key.get(..crate::key_arg::MIN_PREFIX).unwrap_or(&n.notice_key);
-        lines.push(format!("{} revision {} · key {prefix} · {}", n.kind, n.revision, state_text(n)));
-        let what =
-            if n.state == "missed" { "the miss was recorded" } else { "claimed, right before the send" };
-        let field = |label: &str, value: String| format!("  {label:<10} {value}");
-        lines.push(field("when", n.at.map_or_else(dash, |t| format!("{} ({what})", t.to_rfc3339()))));
-        lines.push(field(
-            "before",
-            match (n.hours_before_charge, n.charge_at) {
-                (Some(h), Some(charge)) => format!("{h:.1} h before the charge at {}", charge.to_rfc3339()),
-                (None, Some(charge)) => format!("- (charge at {})", charge.to_rfc3339()),
-                _ => "- (no charge time on the row)".to_owned(),
-            },
-        ));
-        let window = n.window.as_ref().map_or_else(dash, |w| {
-            format!("{} h → {} h before the charge", w.opens_hours_before, w.closes_hours_before)
-        });
-        let jurisdiction = n.jurisdiction.as_deref().map_or_else(|| "no jurisdiction".to_owned(), escape);
-        let inside = n.inside_window.map_or_else(dash, |i| if i { "yes" } else { "no" }.to_owned());
-        lines.push(field("window", format!("{window} · {jurisdiction} · inside: {inside}")));
-        lines.push(field("message", n.message_id.as_deref().map_or_else(dash, escape)));
-        lines.push(field("delivery", n.delivery_status.map_or_else(dash, str::to_owned)));
-        if let Some(detail) = &n.detail {
-            lines.push(field("detail", escape(detail)));
-        }
-        if !n.duplicate_message_ids.is_empty() {
-            lines.push(field("duplicates", escape(&n.duplicate_message_ids.join(", "))));
-        }
-        lines.push(String::new());
-    }
-    lines.push(format!(
-        "window: opens → closes, hours before the charge, under {} — the policy given now; judge by the \
-         one deployed then if it has changed. --wide: one table row per notice; --json: every field.",
-        r.policy
-    ));
-    if r.notices.iter().any(|n| n.charge_at.is_none()) {
-        lines.push(
-            "no charge time: the row was written before charge times were stored (or backfilled, or \
-             learned from provider events)"
-                .to_owned(),
-        );
-    }
-    let mut out = String::new();
-    for line in &lines {
-        for part in wrap(line, COLUMNS) {
-            out.push_str(&part);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// `line` in pieces of at most `width` characters, broken at spaces (a longer word is cut); the
-/// pieces after the first are indented to the value column of a block's field line.
-fn wrap(line: &str, width: usize) -> Vec<String> {
-    if line.chars().count() <= width {
-        return vec![line.to_owned()];
-    }
-    let indent = if line.starts_with("  ") { " ".repeat(13) } else { " ".repeat(4) };
-    let body = line.trim_start_matches(' ');
-    let mut out = Vec::new();
-    let mut current = " ".repeat(line.len() - body.len());
-    let mut fresh = true;
-    // Split on single spaces so the padding inside a line survives (as empty words).
-    for word in body.split(' ') {
-        let mut word: Vec<char> = word.chars().collect();
-        if fresh && word.is_empty() && !out.is_empty() {
-            continue;
-        }
-        loop {
-            let used = current.chars().count();
-            let need = if fresh { word.len() } else { word.len() + 1 };
-            if used + need <= width {
-                if !fresh {
-                    current.push(' ');
-                }
-                current.extend(word.iter());
-                fresh = false;
-                break;
-            }
-            if fresh {
-                current.extend(word.drain(..width - used));
-            }
-            out.push(std::mem::replace(&mut current, indent.clone()));
-            fresh = true;
-            if word.is_empty() {
-                break;
-            }
-        }
-    }
-    if !fresh {
-        out.push(current);
-    }
-    out
-}
-
-/// The report as one wide table row per notice (`--wide`).
-fn render(r: &Report) -> String {
-    let mut out = format!("{}\n\n", headline(r));
-    let dash = || "-".to_owned();
-    let rows: Vec<Vec<String>> = r
-        .notices
-        .iter()
-        .map(|n| {
-            let state = state_text(n);
-            vec![
-                n.kind.clone(),
-                n.revision.to_string(),
-                state,
-                n.at.map_or_else(dash, |t| t.to_rfc3339()),
-                n.hours_before_charge.map_or_else(dash, |h| format!("{h:.1} h")),
-                n.charge_at.map_or_else(dash, |t| t.to_rfc3339()),
-                n.jurisdiction.as_deref().map_or_else(dash, escape),
-                n.window.as_ref().map_or_else(dash, |w| {
-                    format!("{} h → {} h", w.opens_hours_before, w.closes_hours_before)
-                }),
-                n.inside_window.map_or_else(dash, |inside| if inside { "yes" } else { "no" }.to_owned()),
-                n.message_id.as_deref().map_or_else(dash, escape),
-                n.delivery_status.map_or_else(dash, str::to_owned),
-                n.detail.as_deref().map_or_else(dash, escape),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &[
-            "kind",
-            "rev",
-            "state",
-            "claimed / recorded at",
-            "before charge",
-            "charge at",
-            "jurisdiction",
-            "window",
-            "inside",
-            "message id",
-            "delivery",
-            "detail",
-        ],
-        &rows,
-    ));
-    out.push_str(&format!(
-        "\nclaimed / recorded at: the claim, taken right before the one send attempt (for a missed notice: when the miss was recorded)\n\
-         window: opens → closes, hours before the charge, under {} — the policy given now; judge by the one deployed then if it has changed\n",
-        r.policy
-    ));
-    if r.notices.iter().any(|n| n.charge_at.is_none()) {
-        out.push_str("a `-` charge: the row was written before charge times were stored (or backfilled, or learned from provider events)\n");
-    }
-    for n in r.notices.iter().filter(|n| !n.duplicate_message_ids.is_empty()) {
-        out.push_str(&format!(
-            "{} revision {}: further message ids (duplicates that went out): {}\n",
-            n.kind,
-            n.revision,
-            escape(&n.duplicate_message_ids.join(", "))
-        ));
-    }
-    out
 }
 
 fn revisions_text(revisions: &[u64]) -> String {
@@ -381,8 +245,12 @@ fn revisions_text(revisions: &[u64]) -> String {
 
 pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Result<ExitCode> {
     let (policy, policy_source) = args.policy.load()?;
+    let mut versions = Versions::new(&args.configs)?;
     let kinds: Vec<String> = if args.kinds.is_empty() {
-        let named: Vec<String> = policy.kinds().into_iter().map(str::to_owned).collect();
+        let mut named: Vec<String> = policy.kinds().into_iter().map(str::to_owned).collect();
+        named.extend(versions.kinds());
+        named.sort_unstable();
+        named.dedup();
         if named.is_empty() {
             anyhow::bail!(
                 "evidence: give --kinds: the windows policy ({policy_source}) names no kinds to look for"
@@ -424,13 +292,38 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
     let rows = ledger.get_many(&keys).await.context("ledger lookup failed")?;
     let now = Utc::now();
     let stale_before = now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::MAX);
-    let mut notices: Vec<NoticeEvidence> = rows
-        .iter()
-        .filter_map(|row| {
-            let (kind, revision) = derived.get(&row.key)?;
-            Some(notice_evidence(row, kind, *revision, &policy, stale_before))
-        })
-        .collect();
+    let render_inputs = match &args.render {
+        Some(path) => Some(RenderInputs::read(path, &secret)?),
+        None => None,
+    };
+    let mut notices: Vec<NoticeEvidence> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let Some((kind, revision)) = derived.get(&row.key) else { continue };
+        let found = match &row.rendered {
+            Some(r) => versions.find(&r.config_version).await,
+            None => Err("the row names no configuration version".to_owned()),
+        };
+        let mut notice = match (&found, &row.rendered) {
+            (Ok((config, from)), _) => notice_evidence(
+                row,
+                kind,
+                *revision,
+                config.policy(),
+                PolicyBasis::version(config, from),
+                stale_before,
+            ),
+            (Err(why), rendered) => {
+                let reason = match rendered {
+                    Some(r) => format!("its version {} was not found: {why}", escape(&r.config_version)),
+                    None => why.clone(),
+                };
+                let basis = PolicyBasis::given_now(&policy_source, reason);
+                notice_evidence(row, kind, *revision, &policy, basis, stale_before)
+            }
+        };
+        notice.render = render_inputs.as_ref().map(|inputs| inputs.check(row, &found));
+        notices.push(notice);
+    }
     notices.sort_by(|a, b| (a.kind.as_str(), a.revision).cmp(&(b.kind.as_str(), b.revision)));
 
     if notices.is_empty() {
@@ -450,6 +343,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
         period_start: args.period_start,
         ledger: target.describe(),
         policy: policy_source,
+        configs: args.configs,
         kinds,
         revisions,
         keys_looked_up: keys.len(),
@@ -461,6 +355,17 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
         print!("{}", render(&report));
     } else {
         print!("{}", render_blocks(&report));
+    }
+    if render_inputs.is_some() {
+        let checks: Vec<&RenderCheck> = report.notices.iter().filter_map(|n| n.render.as_ref()).collect();
+        let compared = checks.iter().filter(|c| !matches!(c.verdict, "no job" | "not rendered")).count();
+        if compared == 0 {
+            eprintln!("noticectl evidence: --render: no notice could be compared (no job in the file for a rendered notice)");
+            return Ok(Exit::Attention.into());
+        }
+        if checks.iter().any(|c| c.needs_attention()) {
+            return Ok(Exit::Attention.into());
+        }
     }
     Ok(Exit::Ok.into())
 }
@@ -482,19 +387,5 @@ mod tests {
         assert_eq!(revisions_text(&[0, 1, 2, 3]), "0-3");
         assert_eq!(revisions_text(&[0, 2]), "0,2");
         assert_eq!(revisions_text(&[4]), "4");
-    }
-
-    #[test]
-    fn long_lines_wrap_at_spaces_and_cut_long_words() {
-        let field = format!("  {:<10} {}", "detail", "word ".repeat(40));
-        let parts = wrap(field.trim_end(), 100);
-        assert!(parts.len() > 1 && parts.iter().all(|p| p.chars().count() <= 100), "{parts:#?}");
-        assert!(parts[0].starts_with("  detail     word"), "padding kept: {:?}", parts[0]);
-        assert!(parts[1..].iter().all(|p| p.starts_with(&" ".repeat(13)) && !p.starts_with(&" ".repeat(14))));
-        let long = format!("header {}", "x".repeat(250));
-        let parts = wrap(&long, 100);
-        assert!(parts.iter().all(|p| p.chars().count() <= 100), "{parts:#?}");
-        assert_eq!(parts.concat().matches('x').count(), 250, "nothing lost: {parts:#?}");
-        assert_eq!(wrap("short", 100), ["short"]);
     }
 }
