@@ -13,6 +13,10 @@
 //! validated input, but the ICU API says it may) falls back to ISO 8601 dates and `29.00 EUR`,
 //! never to a blank in a legal notice.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use chrono::{DateTime, Utc};
 use icu_calendar::{cal::Gregorian, Date};
 use icu_datetime::{fieldsets::YMD, FixedCalendarDateTimeFormatter};
@@ -166,10 +170,44 @@ pub fn format_date(at: DateTime<Utc>, zone: &TimeZone, locale: &Locale) -> Strin
     let Ok(date) = Date::try_new_gregorian(i32::from(day.year()), month, day.day() as u8) else {
         return iso();
     };
-    match FixedCalendarDateTimeFormatter::<Gregorian, YMD>::try_new((&locale.icu()).into(), YMD::long()) {
-        Ok(formatter) => formatter.format(&date).to_string(),
-        Err(_) => iso(),
+    DATE_FORMATTERS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let formatter = match cache.get(locale.as_str()) {
+            Some(f) => Rc::clone(f),
+            None => {
+                let Ok(f) = FixedCalendarDateTimeFormatter::<Gregorian, YMD>::try_new(
+                    (&locale.icu()).into(),
+                    YMD::long(),
+                ) else {
+                    return iso();
+                };
+                let f = Rc::new(f);
+                remember(&mut cache, locale.as_str().to_owned(), Rc::clone(&f));
+                f
+            }
+        };
+        formatter.format(&date).to_string()
+    })
+}
+
+thread_local! {
+    /// Formatters by locale (and currency): building one costs several times formatting with it
+    /// (BENCHMARKS.md, "Rendering in the customer's language"), and a sender sees few locales.
+    /// Per thread, so nothing is shared across threads (ICU's data handles need not be `Sync`).
+    static DATE_FORMATTERS: RefCell<HashMap<String, Rc<FixedCalendarDateTimeFormatter<Gregorian, YMD>>>> =
+        RefCell::new(HashMap::new());
+    static MONEY_FORMATTERS: RefCell<HashMap<String, Rc<CurrencyFormatter<icu_decimal::DecimalFormatter>>>> = RefCell::new(HashMap::new());
+}
+
+/// Most formatters one thread keeps: beyond it (a producer sending hundreds of locales) the cache
+/// starts again rather than grow without bound.
+const MAX_CACHED_FORMATTERS: usize = 64;
+
+fn remember<V>(cache: &mut HashMap<String, V>, key: String, value: V) {
+    if cache.len() >= MAX_CACHED_FORMATTERS {
+        cache.clear();
     }
+    cache.insert(key, value);
 }
 
 /// An amount of money in minor units of an ISO 4217 currency (`{"minor": 2900, "currency":
@@ -287,10 +325,25 @@ impl Money {
 pub fn format_money(m: &Money, locale: &Locale) -> String {
     let plain = || format!("{} {}", m.decimal(), m.currency());
     let Ok(code) = CurrencyType::try_from_str(m.currency()) else { return plain() };
-    match CurrencyFormatter::try_new_symbol((&locale.icu()).into(), code, Default::default()) {
-        Ok(formatter) => formatter.format_fixed_decimal(&m.decimal()).to_string(),
-        Err(_) => plain(),
-    }
+    MONEY_FORMATTERS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let key = format!("{}|{}", locale.as_str(), m.currency());
+        let formatter = match cache.get(&key) {
+            Some(f) => Rc::clone(f),
+            None => {
+                let Ok(f) =
+                    CurrencyFormatter::try_new_symbol((&locale.icu()).into(), code, Default::default())
+                else {
+                    return plain();
+                };
+                let f = Rc::new(f);
+                remember(&mut cache, key, Rc::clone(&f));
+                f
+            }
+        };
+        let text = formatter.format_fixed_decimal(&m.decimal()).to_string();
+        text
+    })
 }
 
 #[cfg(test)]
@@ -414,5 +467,32 @@ mod tests {
         }
         let whole_lek = Money::from_value(&serde_json::json!({"minor": 12_300, "currency": "ALL"})).unwrap();
         assert_eq!(format_money(&whole_lek, &locale("en-US")), "ALL\u{a0}123");
+    }
+
+    #[test]
+    fn cached_formatters_never_answer_for_another_locale_or_currency() {
+        let eur = Money::from_value(&serde_json::json!({"minor": 2900, "currency": "EUR"})).unwrap();
+        let usd = Money::from_value(&serde_json::json!({"minor": 2900, "currency": "USD"})).unwrap();
+        let de = Locale::parse("de-DE").unwrap();
+        let en = Locale::parse("en-US").unwrap();
+        let at = Utc.with_ymd_and_hms(2026, 12, 31, 9, 0, 0).unwrap();
+        for _ in 0..2 {
+            assert_eq!(format_money(&eur, &de), "29,00\u{a0}€");
+            assert_eq!(format_money(&usd, &de), "29,00\u{a0}$");
+            assert_eq!(format_money(&eur, &en), "€29.00");
+            assert_eq!(format_date(at, &TimeZone::utc(), &de), "31. Dezember 2026");
+            assert_eq!(format_date(at, &TimeZone::utc(), &en), "December 31, 2026");
+        }
+        // More locales than the cache keeps: it starts again, and still answers right.
+        for region in ["AT", "CH", "LU", "BE", "LI", "IT"].iter().cycle().take(3 * MAX_CACHED_FORMATTERS) {
+            let l = Locale::parse(&format!("de-{region}")).unwrap();
+            assert!(format_date(at, &TimeZone::utc(), &l).contains("2026"));
+        }
+        for i in 0..(MAX_CACHED_FORMATTERS + 5) {
+            let l = Locale::parse(&format!("en-{}", ["US", "GB", "IE", "AU", "NZ", "CA"][i % 6])).unwrap();
+            assert!(format_date(at, &TimeZone::utc(), &l).contains("2026"));
+        }
+        assert_eq!(format_date(at, &TimeZone::utc(), &de), "31. Dezember 2026");
+        DATE_FORMATTERS.with(|c| assert!(c.borrow().len() <= MAX_CACHED_FORMATTERS));
     }
 }
