@@ -14,7 +14,8 @@ values CloudFormation would produce for a stack named `notice-ledger` in us-east
 variables the Lambda service sets (AWS_LAMBDA_RUNTIME_API, AWS_LAMBDA_FUNCTION_NAME, credentials,
 …). AWS_LAMBDA_RUNTIME_API points at a Runtime API stub served here; AWS_ENDPOINT_URL points at the
 same stub, which answers Secrets Manager GetSecretValue for the secret the template names, SES
-v2 GetAccount (the sender's account rate), SSM GetParameter for the notice configuration's pointer
+v2 GetAccount (the sender's account rate), DynamoDB GetItem/PutItem of the ledger's key check (none
+yet: the first start records it), SSM GetParameter for the notice configuration's pointer
 and S3 GetObject for the configuration it points at (examples/notices-de, packed as
 `noticectl config publish` packs it), so nothing reaches AWS. The check passes when the binary's first GET
 /2018-06-01/runtime/invocation/next arrives, with no init error, no WARN or ERROR log line before it
@@ -360,6 +361,21 @@ class Stub:
                         err = {"__type": "ResourceNotFoundException",
                                "Message": f"start-check stub: the template names no secret {asked}"}
                         self.reply(400, json.dumps(err).encode(), "application/x-amz-json-1.1")
+                    return
+                if target in ("DynamoDB_20120810.GetItem", "DynamoDB_20120810.PutItem"):
+                    # The sender's key check at start: the ledger holds none yet (GetItem: no
+                    # item), so the first start records it (PutItem, conditional: accepted).
+                    request = json.loads(data or b"{}")
+                    key = (request.get("Key") or request.get("Item") or {}).get("notice_key", {}).get("S")
+                    op = target.split(".")[-1]
+                    stub.events.put(("aws", f"dynamodb.{op}({key})"))
+                    if key == "meta#key_check":
+                        self.reply(200, b"{}", "application/x-amz-json-1.0")
+                    else:
+                        err = {"__type": "com.amazon.coral.validate#ValidationException",
+                               "message": f"start-check stub: no item {key} at start"}
+                        stub.events.put(("aws", f"unexpected DynamoDB item {key}"))
+                        self.reply(400, json.dumps(err).encode(), "application/x-amz-json-1.0")
                     return
                 if target == "AmazonSSM.GetParameter" and stub.config:
                     parameter, bucket, _published, digest = stub.config

@@ -4,7 +4,22 @@
 //! environment (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL…) and keeps decided rows for
 //! `NOTICE_RETENTION_DAYS`, exactly as the Lambdas do.
 
+use notice_ledger::keycheck::{check_secret, KeyCheck, KeyCheckError, KeyCheckOutcome};
+use notice_ledger::NoticeSecret;
 use notice_setup::ledger_url::{retention_days_from_env, LedgerUrl, Opened};
+
+/// The key secret is not the one the ledger's keys were made with: a configuration error (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the key secret ({ours}) is not the one {ledger}'s notice keys were made with ({stored}): every key \
+     it derives would name no notice, so nothing was read or written — use the deployment's secret \
+     (NOTICE_KEY_SECRET_ARN, or NOTICE_KEY_SECRET)"
+)]
+pub struct SecretMismatch {
+    pub ledger: String,
+    pub ours: KeyCheck,
+    pub stored: KeyCheck,
+}
 
 /// `--ledger`, declared once for every subcommand that works on a ledger.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -44,6 +59,37 @@ impl LedgerTarget {
             _ => 0,
         };
         Ok(self.0.open_with_buckets(None, retention_days).await?)
+    }
+
+    /// [`LedgerTarget::open`], then the key secret checked against the ledger's key check before
+    /// anything is read or written: a secret the ledger's keys were not made with is refused (its
+    /// keys would name no notice, and every answer would be wrong). With `record` (a local
+    /// `send`), a ledger without a check gets this secret's; without, such a ledger (one from
+    /// before key checks, not yet opened by a sender) is used with a warning that names it.
+    /// Returns the ledger and the secret's check (its identifier for the output).
+    pub async fn open_checked(
+        &self,
+        secret: &NoticeSecret,
+        record: bool,
+    ) -> anyhow::Result<(Opened, KeyCheck)> {
+        let opened = self.open().await?;
+        let outcome = check_secret(opened.key_checks.as_ref(), secret, record).await;
+        match &outcome {
+            Ok(KeyCheckOutcome::Unchecked(ours)) => eprintln!(
+                "noticectl: {} holds no key check yet (written before key checks): the key secret ({ours}) \
+                 cannot be verified — the sender records the deployment's at its next start",
+                self.describe()
+            ),
+            Ok(_) => {}
+            Err(_) => {}
+        }
+        match outcome {
+            Ok(outcome) => Ok((opened, outcome.ours().clone())),
+            Err(KeyCheckError::Mismatch { ours, stored }) => {
+                Err(SecretMismatch { ledger: self.describe(), ours, stored }.into())
+            }
+            Err(KeyCheckError::Ledger(e)) => Err(e.into()),
+        }
     }
 
     /// Whether this is the local SQLite file (no provider events feed it).

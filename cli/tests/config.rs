@@ -293,4 +293,12 @@ fn send_refuses_the_settings_the_configuration_replaced() {
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
     assert!(stderr.contains("NOTICE_WINDOWS") && stderr.contains("windows.json"), "{stderr}");
     assert!(outbox_is_empty(dir.path()));
+
+    // The same with the directory given as --config: never silently ignored either.
+    let flagged = ["send", "jobs.jsonl", "--state-dir", "state", "--config", example.as_str()];
+    let out = noticectl(dir.path(), &flagged, &[("NOTICE_WINDOWS_FILE", "windows.json")]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("NOTICE_WINDOWS_FILE") && stderr.contains("windows.json"), "{stderr}");
+    assert!(outbox_is_empty(dir.path()));
 }

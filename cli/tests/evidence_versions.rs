@@ -207,3 +207,34 @@ fn render_matches_and_tells_a_tampered_digest_and_other_inputs_apart() {
     assert_eq!((code, &n["render"]["verdict"]), (Some(1), &Value::from("differs")), "{n:#}");
     assert!(n["render"]["detail"].as_str().unwrap().contains("NOTICE_MANAGE_URL"), "{n:#}");
 }
+
+/// The version a row names, fetched from the bucket `noticectl config publish` uploaded it to (the
+/// emulator's S3): the window is that version's, and a bucket without it says so.
+#[tokio::test]
+async fn a_version_is_fetched_from_the_publish_bucket() {
+    let (dir, _copy) = sent_with_the_example();
+    let moto = notice_e2e::start_moto().await;
+    let sdk = moto.sdk_config().await;
+    let s3 =
+        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build());
+    for bucket in ["acme-notice-config", "empty-notice-config"] {
+        s3.create_bucket().bucket(bucket).send().await.expect("bucket");
+    }
+    let env: Vec<(String, String)> = moto.env_vars();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let publish =
+        noticectl(dir.path(), &env, &["config", "publish", EXAMPLE, "--bucket", "acme-notice-config"]);
+    let (code, text) = code_and_stdout(&publish);
+    assert_eq!(code, Some(0), "{text}");
+
+    let (code, n) = notice_json(dir.path(), &env, &["--config", "s3://acme-notice-config"]);
+    assert_eq!(code, Some(0), "{n:#}");
+    assert_eq!(n["policy"]["basis"], "version", "{n:#}");
+    assert_eq!(n["policy"]["name"], "example-de", "{n:#}");
+    assert_eq!(n["window"]["opens_hours_before"], 1440, "{n:#}");
+
+    let (_, n) = notice_json(dir.path(), &env, &["--config", "s3://empty-notice-config"]);
+    assert_eq!(n["policy"]["basis"], "given now", "{n:#}");
+    let reason = n["policy"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("s3://empty-notice-config"), "{reason}");
+}

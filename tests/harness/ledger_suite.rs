@@ -14,7 +14,9 @@
 //! the core's one definition of the transition rules), `withdraws` (tombstones: what they hold
 //! off, evidence over them, racing a claim), `buckets` (the per-domain rate buckets each store
 //! keeps beside its rows: compare-and-set, burst and refill, racing senders) and `evidence` (the
-//! charge time, jurisdiction and rendered-notice evidence a row keeps for an audit).
+//! charge time, jurisdiction and rendered-notice evidence a row keeps for an audit). The key
+//! check each store keeps beside its rows is one case here,
+//! [`the_first_key_check_recorded_is_the_one_every_opening_reads`].
 
 mod buckets;
 mod claims;
@@ -51,6 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
+use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
 use notice_ledger::ledger::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, Ledger, LedgerRow, Origin,
     ProviderEvidence, WithdrawRequest,
@@ -89,6 +92,13 @@ macro_rules! ledger_suite_tests {
             racing_gates_never_admit_more_than_the_burst,
             racing_takes_of_many_tokens_share_the_burst_exactly,
         );
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn the_first_key_check_recorded_is_the_one_every_opening_reads() {
+            let fixture = $fixture().await;
+            let (first, reopened) = fixture.key_checks();
+            $crate::ledger_suite::the_first_key_check_recorded_is_the_one_every_opening_reads(first, reopened)
+                .await;
+        }
     };
     (@cases $fixture:path; $($case:ident),* $(,)?) => {
         $(
@@ -115,6 +125,8 @@ macro_rules! ledger_suite_tests {
 pub struct SuiteFixture {
     ledger: Arc<dyn Ledger>,
     buckets: Arc<dyn BucketStore>,
+    /// The key check through this ledger's handle, and through a second opening of the same store.
+    key_checks: Option<(Arc<dyn KeyCheckStore>, Arc<dyn KeyCheckStore>)>,
     _keep: Box<dyn std::any::Any + Send + Sync>,
 }
 
@@ -124,7 +136,24 @@ impl SuiteFixture {
         buckets: Arc<dyn BucketStore>,
         keep: impl std::any::Any + Send + Sync,
     ) -> Self {
-        Self { ledger, buckets, _keep: Box::new(keep) }
+        Self { ledger, buckets, key_checks: None, _keep: Box::new(keep) }
+    }
+
+    /// The store's key check: `first` through this fixture's ledger, `reopened` through a second
+    /// opening of the same store (another process, a restart).
+    pub fn with_key_checks(
+        mut self,
+        first: Arc<dyn KeyCheckStore>,
+        reopened: Arc<dyn KeyCheckStore>,
+    ) -> Self {
+        self.key_checks = Some((first, reopened));
+        self
+    }
+
+    pub fn key_checks(&self) -> (Arc<dyn KeyCheckStore>, Arc<dyn KeyCheckStore>) {
+        self.key_checks
+            .clone()
+            .unwrap_or_else(|| panic!("this fixture keeps no key check: use with_key_checks"))
     }
 
     pub fn ledger(&self) -> Arc<dyn Ledger> {
@@ -134,6 +163,46 @@ impl SuiteFixture {
     pub fn buckets(&self) -> Arc<dyn BucketStore> {
         Arc::clone(&self.buckets)
     }
+}
+
+// ── the key check ──
+
+/// Two senders start at once on an empty ledger with different secrets: the store keeps exactly
+/// one check, both are told which, and no later opening or recording ever replaces it.
+pub async fn the_first_key_check_recorded_is_the_one_every_opening_reads(
+    first: Arc<dyn KeyCheckStore>,
+    reopened: Arc<dyn KeyCheckStore>,
+) {
+    let check = |c: char| {
+        KeyCheck::parse(&format!("v1:{}", c.to_string().repeat(64))).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (a, b) = (check('a'), check('b'));
+    assert_eq!(
+        first.key_check().await.unwrap_or_else(|e| panic!("read: {e}")),
+        None,
+        "a fresh ledger holds no check"
+    );
+    assert_eq!(reopened.key_check().await.unwrap_or_else(|e| panic!("read: {e}")), None);
+
+    let (held_a, held_b) = tokio::join!(first.record_key_check(&a), reopened.record_key_check(&b));
+    let (held_a, held_b) = (
+        held_a.unwrap_or_else(|e| panic!("record a: {e}")),
+        held_b.unwrap_or_else(|e| panic!("record b: {e}")),
+    );
+    assert_eq!(held_a, held_b, "racing first starts must agree on one check");
+    let winner = held_a;
+    assert!(winner == a || winner == b, "{winner:?} is neither recorded check");
+    let loser = if winner == a { b } else { a };
+
+    for store in [&first, &reopened] {
+        assert_eq!(store.key_check().await.unwrap_or_else(|e| panic!("read: {e}")), Some(winner.clone()));
+        assert_eq!(
+            store.record_key_check(&loser).await.unwrap_or_else(|e| panic!("record again: {e}")),
+            winner,
+            "a later record returns the first check and never replaces it"
+        );
+    }
+    assert_eq!(first.key_check().await.unwrap_or_else(|e| panic!("read: {e}")), Some(winner));
 }
 
 // ── helpers ──

@@ -458,3 +458,74 @@ async fn rendered_notice_attributes_are_written_by_both_paths_and_partial_ones_a
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn the_key_check_item_is_kept_once_never_expires_and_no_reader_takes_it_for_a_row() {
+    use notice_dynamodb::keycheck::KEY_CHECK_ITEM_KEY;
+    use notice_dynamodb::DynamoKeyCheck;
+    use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
+
+    let f = fixture().await;
+    let cfg = f.moto.sdk_config().await;
+    let client = || notice_setup::aws::dynamodb_client(&cfg);
+    let store = DynamoKeyCheck::new(client(), TABLE);
+    let check = |c: char| KeyCheck::parse(&format!("v1:{}", c.to_string().repeat(64))).expect("check");
+    assert_eq!(store.key_check().await.expect("read"), None);
+    assert_eq!(store.record_key_check(&check('a')).await.expect("record"), check('a'));
+    // Another process (a new client) with another secret is told the first check.
+    let reopened = DynamoKeyCheck::new(client(), TABLE);
+    assert_eq!(reopened.key_check().await.expect("read"), Some(check('a')));
+    assert_eq!(reopened.record_key_check(&check('b')).await.expect("record"), check('a'));
+
+    // The item: its key and the stored form, nothing that would put it in the open-claims index
+    // or under TTL.
+    let item = f
+        .raw
+        .get_item()
+        .table_name(TABLE)
+        .key("notice_key", AttributeValue::S(KEY_CHECK_ITEM_KEY.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("GetItem")
+        .item
+        .expect("the key check item");
+    let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["key_check", "notice_key"]);
+    assert_eq!(item.get("key_check"), Some(&AttributeValue::S(check('a').to_stored())));
+
+    // Beside an open claim, a rate bucket and the key check, readers see only the claim.
+    let open = key_in(5);
+    f.mint(&request(&open, t(0))).await;
+    let now_us = Utc::now().timestamp_micros();
+    notice_ledger::rate::BucketStore::reset(
+        &notice_dynamodb::DynamoBuckets::new(client(), TABLE),
+        "example.com",
+        now_us + 1_000_000,
+        now_us,
+    )
+    .await
+    .expect("bucket");
+    let keys = f.ledger.keys_with_prefix("", 100).await.expect("keys");
+    assert_eq!(keys, vec![open.clone()]);
+    let (count, _) = f.ledger.count_open_claims(t(10)).await.expect("count");
+    assert_eq!(count, 1);
+    let listed = f.ledger.open_claims(t(10), 10).await.expect("open claims");
+    assert_eq!(listed.iter().map(|r| &r.key).collect::<Vec<_>>(), vec![&open]);
+
+    // A stored value that is not `<version>:<64 hex>`, or no value at all, is corrupt.
+    for bad in [Some("v1:tampered"), None] {
+        let mut put = f
+            .raw
+            .put_item()
+            .table_name(TABLE)
+            .item("notice_key", AttributeValue::S(KEY_CHECK_ITEM_KEY.to_owned()));
+        if let Some(bad) = bad {
+            put = put.item("key_check", AttributeValue::S(bad.to_owned()));
+        }
+        put.send().await.expect("raw put");
+        assert!(matches!(store.key_check().await, Err(LedgerError::Corrupt(_))), "{bad:?}");
+        assert!(matches!(store.record_key_check(&check('a')).await, Err(LedgerError::Corrupt(_))), "{bad:?}");
+    }
+}

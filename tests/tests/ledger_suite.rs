@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use notice_dynamodb::ledger::DynamoLedger;
-use notice_dynamodb::DynamoBuckets;
+use notice_dynamodb::{DynamoBuckets, DynamoKeyCheck};
 use notice_e2e::ledger_suite::{fresh_key, held, mint, request, row, t, SuiteFixture};
 use notice_e2e::postgres::{fresh_postgres_url, postgres_server};
 use notice_e2e::start_moto;
 use notice_ledger::faults::RecordingMailer;
+use notice_ledger::keycheck::{KeyCheck, KeyCheckStore, MemoryKeyCheck};
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::ClaimLedger;
+use notice_ledger::ledger::OperatorLedger;
 use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{ClaimRequest, Ledger, RenderedNotice, RowState};
 use notice_ledger::links::ManageLinks;
@@ -30,7 +32,9 @@ use notice_setup::ledger_url::ledger_for;
 use notice_sqlite::SqliteLedger;
 
 async fn memory_ledger() -> SuiteFixture {
+    let key_checks = Arc::new(MemoryKeyCheck::default());
     SuiteFixture::new(Arc::new(MemoryLedger::new()), Arc::new(MemoryBuckets::default()), ())
+        .with_key_checks(key_checks.clone(), key_checks)
 }
 
 async fn sqlite_ledger() -> SuiteFixture {
@@ -38,7 +42,11 @@ async fn sqlite_ledger() -> SuiteFixture {
     let ledger =
         SqliteLedger::open(dir.path().join("ledger.db")).unwrap_or_else(|e| panic!("open sqlite: {e}"));
     let buckets = ledger.buckets().unwrap_or_else(|e| panic!("sqlite buckets: {e}"));
+    let reopened =
+        SqliteLedger::open(dir.path().join("ledger.db")).unwrap_or_else(|e| panic!("reopen sqlite: {e}"));
+    let key_checks = Arc::new(ledger.key_checks());
     SuiteFixture::new(Arc::new(ledger), Arc::new(buckets), dir)
+        .with_key_checks(key_checks, Arc::new(reopened.key_checks()))
 }
 
 async fn dynamodb_ledger() -> SuiteFixture {
@@ -46,12 +54,18 @@ async fn dynamodb_ledger() -> SuiteFixture {
     moto.create_ledger_table("notices").await;
     let client = notice_setup::aws::dynamodb_client(&moto.sdk_config().await);
     let buckets = DynamoBuckets::new(client.clone(), "notices");
+    let key_checks = Arc::new(DynamoKeyCheck::new(client.clone(), "notices"));
+    let reopened = notice_setup::aws::dynamodb_client(&moto.sdk_config().await);
     SuiteFixture::new(Arc::new(DynamoLedger::new(client, "notices")), Arc::new(buckets), moto)
+        .with_key_checks(key_checks, Arc::new(DynamoKeyCheck::new(reopened, "notices")))
 }
 
 async fn postgres_ledger() -> SuiteFixture {
-    let ledger = migrated(&fresh_postgres_url("suite").await).await;
+    let url = fresh_postgres_url("suite").await;
+    let ledger = migrated(&url).await;
+    let reopened = PostgresLedger::connect(&url).await.unwrap_or_else(|e| panic!("reconnect {url}: {e}"));
     SuiteFixture::new(Arc::new(ledger.clone()), Arc::new(ledger.buckets()), ())
+        .with_key_checks(Arc::new(ledger.key_checks()), Arc::new(reopened.key_checks()))
 }
 
 async fn migrated(url: &str) -> PostgresLedger {
@@ -77,6 +91,42 @@ mod postgres {
 }
 
 // ── PostgreSQL only ──
+
+#[tokio::test]
+async fn postgres_keeps_the_key_check_in_ledger_meta_and_reports_a_corrupt_one() {
+    let server = postgres_server().await;
+    let db = server.create_database("key_check").await;
+    let url = server.url(&db);
+    let ledger = migrated(&url).await;
+    let check = KeyCheck::parse(&format!("v1:{}", "c".repeat(64))).unwrap_or_else(|e| panic!("{e}"));
+    let store = ledger.key_checks();
+    assert_eq!(store.record_key_check(&check).await.unwrap_or_else(|e| panic!("record: {e}")), check);
+    // Re-running the migration (a redeploy's `ledger init`) keeps it.
+    ledger.migrate().await.unwrap_or_else(|e| panic!("migrate again: {e}"));
+    let stored = server
+        .psql(&db, "SELECT value FROM ledger_meta WHERE name = 'key_check'")
+        .await
+        .unwrap_or_else(|e| panic!("psql: {e}"));
+    assert_eq!(stored.trim(), check.to_stored());
+    // It is no notice row: the key scan and the open-claims count do not see it.
+    assert!(ledger.keys_with_prefix("", 10).await.unwrap_or_else(|e| panic!("keys: {e}")).is_empty());
+    let open = ledger.count_open_claims(Utc::now()).await.unwrap_or_else(|e| panic!("count: {e}"));
+    assert_eq!(open, (0, None));
+
+    server
+        .psql(&db, "UPDATE ledger_meta SET value = 'v1:tampered' WHERE name = 'key_check'")
+        .await
+        .unwrap_or_else(|e| panic!("psql: {e}"));
+    assert!(matches!(store.key_check().await, Err(LedgerError::Corrupt(_))));
+    assert!(matches!(store.record_key_check(&check).await, Err(LedgerError::Corrupt(_))));
+
+    // A database whose schema predates the table: told to run `ledger init`, not "no check".
+    server.psql(&db, "DROP TABLE ledger_meta").await.unwrap_or_else(|e| panic!("psql: {e}"));
+    match store.key_check().await {
+        Err(LedgerError::Unavailable(text)) => assert!(text.contains("ledger init"), "{text}"),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
 
 #[tokio::test]
 async fn postgres_migration_is_idempotent_and_the_quarantine_query_uses_the_partial_index() {
@@ -465,7 +515,8 @@ async fn lambda_ledger_selection_prefers_a_postgres_url_over_the_table() {
 }
 
 /// The sender's gate follows its ledger: `NOTICE_LEDGER_URL` opens the buckets in the same store
-/// (PostgreSQL table `rate_buckets`, the SQLite file), never somewhere else.
+/// (PostgreSQL table `rate_buckets`, the SQLite file), never somewhere else — and so does the
+/// key check (`ledger_meta`).
 #[tokio::test]
 async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
     use notice_ledger::rate::{Applied, BucketState};
@@ -486,6 +537,13 @@ async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
         .await
         .unwrap_or_else(|e| panic!("psql: {e}"));
     assert_eq!(stored, "42");
+    let check = KeyCheck::parse(&format!("v1:{}", "d".repeat(64))).unwrap_or_else(|e| panic!("{e}"));
+    opened.key_checks.record_key_check(&check).await.unwrap_or_else(|e| panic!("record: {e}"));
+    let stored = server
+        .psql(&db, "SELECT value FROM ledger_meta WHERE name = 'key_check'")
+        .await
+        .unwrap_or_else(|e| panic!("psql: {e}"));
+    assert_eq!(stored, check.to_stored(), "the key check is kept in the ledger's database");
 
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("ledger.db");
@@ -501,5 +559,12 @@ async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
         again.load("lite.example").await.unwrap_or_else(|e| panic!("{e}")),
         Some(BucketState { tat_us: 7 }),
         "another process on the file sees the same bucket"
+    );
+    opened.key_checks.record_key_check(&check).await.unwrap_or_else(|e| panic!("record: {e}"));
+    let again = SqliteLedger::open(&path).unwrap_or_else(|e| panic!("{e}")).key_checks();
+    assert_eq!(
+        again.key_check().await.unwrap_or_else(|e| panic!("{e}")),
+        Some(check),
+        "the key check is in the file"
     );
 }

@@ -120,7 +120,7 @@ pub(super) async fn census(
     let state = StateDir::open(state_dir)?;
     let secret = state.secret().await?;
     let target = ledger.target(&state.root)?;
-    let ledger = target.open().await?.ledger;
+    let ledger = target.open_checked(&secret, false).await?.0.ledger;
 
     let mut census = Census { jobs: items.len(), ..Census::default() };
     let mut seen = HashSet::new();

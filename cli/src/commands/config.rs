@@ -115,9 +115,7 @@ fn check(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 );
             }
             Err(problems) => {
-                for p in problems {
-                    println!("{}", escape(&p.to_string()));
-                }
+                print_problems(problems);
                 eprintln!(
                     "noticectl: {} problem(s) in {}; nothing can be published",
                     problems.len(),
@@ -139,9 +137,7 @@ async fn preview(
     let config = match load(dir) {
         Ok(c) => c,
         Err(problems) => {
-            for p in &problems {
-                println!("{}", escape(&p.to_string()));
-            }
+            print_problems(&problems);
             return Err(anyhow!(
                 "{} fails its check ({} problem(s)): fix them first",
                 dir.display(),
@@ -162,12 +158,15 @@ async fn preview(
         out.join("notice.txt"),
         format!("Subject: {}\n\n{}", rendered.mail.subject, rendered.mail.text),
     )?;
+    // The .eml exactly as `noticectl send` writes it (the outbox's MIME), then renamed.
     let outbox = FileOutbox::new(out.join("eml"), "Preview <preview@example.com>")?;
     if let SendResult::Accepted { .. } = outbox.send(&rendered.mail).await {
         for file in outbox.messages()? {
-            let _ = std::fs::rename(&file, out.join("notice.eml"));
+            std::fs::rename(&file, out.join("notice.eml")).with_context(|| file.display().to_string())?;
         }
-        let _ = std::fs::remove_dir(out.join("eml"));
+        std::fs::remove_dir(out.join("eml")).with_context(|| out.join("eml").display().to_string())?;
+    } else {
+        return Err(anyhow!("could not write {}/notice.eml", out.display()));
     }
     println!(
         "{} · texts {} · subject {:?}\nwrote {}/notice.html, notice.txt, notice.eml",
@@ -188,9 +187,7 @@ async fn publish(
     let config = match load(dir) {
         Ok(c) => c,
         Err(problems) => {
-            for p in &problems {
-                println!("{}", escape(&p.to_string()));
-            }
+            print_problems(&problems);
             eprintln!("noticectl: {} problem(s): nothing published", problems.len());
             return Ok(Exit::Attention.into());
         }
@@ -222,4 +219,11 @@ async fn publish(
         );
     }
     Ok(Exit::Ok.into())
+}
+
+/// Every problem, one line each (`file:line: what`), as `config check` prints them.
+fn print_problems(problems: &[Problem]) {
+    for p in problems {
+        println!("{}", escape(&p.to_string()));
+    }
 }

@@ -19,7 +19,7 @@ pub(crate) struct LedgerArgs {
 
 #[derive(Subcommand, Debug)]
 enum LedgerCommand {
-    /// Create the PostgreSQL ledger schema (tables `notices` and `rate_buckets`, open-claims index). Idempotent.
+    /// Create or upgrade the PostgreSQL ledger schema (tables `notices`, `rate_buckets` and `ledger_meta`, open-claims index). Idempotent: run it again after every upgrade.
     Init(InitArgs),
 }
 
@@ -69,7 +69,7 @@ async fn init_postgres(args: InitArgs) -> anyhow::Result<ExitCode> {
     let ledger = PostgresLedger::connect(&url).await?;
     ledger.migrate().await?;
     println!(
-        "ledger schema ready at {} (tables notices and rate_buckets, index notices_open_claims); use --ledger with the same URL",
+        "ledger schema ready at {} (tables notices, rate_buckets and ledger_meta, index notices_open_claims); use --ledger with the same URL",
         ledger.target()
     );
     Ok(Exit::Ok.into())

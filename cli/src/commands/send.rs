@@ -57,7 +57,8 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     let state = StateDir::open(&state_dir)?;
     let secret = state.secret().await?;
     let target = args.ledger.target(&state.root)?;
-    let opened = target.open().await?;
+    // A local run is a sender: a ledger without a key check gets this secret's.
+    let (opened, _) = target.open_checked(&secret, true).await?;
     let limits = config::rate_limits_from_env()?;
     // With --now every row this run writes carries the pinned time, its commits included.
     let ledger: Arc<dyn ClaimLedger> = match args.now {
@@ -67,7 +68,11 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
     let spec = match &args.config {
-        Some(dir) => ConfigSpec::Dir(dir.clone()),
+        Some(dir) => {
+            let spec = ConfigSpec::Dir(dir.clone());
+            spec.refuse_replaced_settings()?;
+            spec
+        }
         None => ConfigSpec::from_env()?,
     };
     let (renderer, policy) = notice_setup::notices::notices_from(&spec, &secret)?;

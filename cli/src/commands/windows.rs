@@ -37,7 +37,8 @@ pub(crate) struct WindowsArgs {
 /// `--windows FILE`, declared once for the commands that judge notices by the policy.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct PolicyArg {
-    /// The send-window policy (JSON, as NOTICE_WINDOWS holds it); default: NOTICE_WINDOWS, then
+    /// The send-window policy (JSON, as a configuration's windows.json holds it); default: the
+    /// windows.json of the configuration directory in NOTICE_CONFIG, else NOTICE_WINDOWS, then
     /// NOTICE_WINDOWS_FILE, else the built-in window (opens 72 h, closes 24 h before the charge).
     #[arg(long = "windows", value_name = "FILE")]
     pub(crate) file: Option<PathBuf>,
@@ -49,7 +50,10 @@ impl PolicyArg {
         if let Some(path) = &self.file {
             return Ok((read_policy(path)?, format!("--windows {}", path.display())));
         }
-        let source = if std::env::var_os("NOTICE_WINDOWS").is_some() {
+        let spec = notice_setup::notices::ConfigSpec::from_env()?;
+        let source = if spec != notice_setup::notices::ConfigSpec::Builtin {
+            format!("the windows.json of {} (NOTICE_CONFIG)", spec.describe())
+        } else if std::env::var_os("NOTICE_WINDOWS").is_some() {
             "NOTICE_WINDOWS".to_owned()
         } else if let Some(path) = std::env::var_os("NOTICE_WINDOWS_FILE") {
             format!("NOTICE_WINDOWS_FILE ({})", Path::new(&path).display())

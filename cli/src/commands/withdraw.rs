@@ -91,7 +91,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: WithdrawArgs) -> anyhow::Resul
         );
     }
     let secret = state.secret().await?;
-    let ledger = target.open().await?.ledger;
+    let ledger = target.open_checked(&secret, false).await?.0.ledger;
     let who = super::quarantine::operator(args.by.clone());
     match args.from.clone() {
         Some(from) => bulk(&from, &args, &target, ledger, &secret, &who).await,

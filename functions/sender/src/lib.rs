@@ -21,6 +21,7 @@ use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
+use notice_ledger::keycheck::{check_secret, KeyCheck, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
 use notice_ledger::ledger::Ledger;
 use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
@@ -87,6 +88,8 @@ impl SenderApp {
             settings.send.rate_limits = Some(limits.with_account_rate(account_rate(&sdk).await));
         }
         let opened = settings.ledger.open_with_buckets(Some(&sdk), settings.retention_days).await?;
+        let key = verify_key_secret(opened.key_checks.as_ref(), &settings.send.secret).await?;
+        info!(key_secret = %key, ledger = %settings.ledger.describe(), "key secret verified against the ledger's key check");
         let sesv2 = aws::sesv2_client(&sdk, settings.send.send_timeout);
         let parker = settings.parking.clone().map(|p| {
             let parker = SchedulerParker::new(aws_sdk_scheduler::Client::new(&sdk), p.group, p.role_arn)
@@ -202,6 +205,30 @@ impl SenderApp {
             refusals: Mutex::default(),
             function_name: notice_setup::config::function_name("notice-sender"),
             config_watch: None,
+        }
+    }
+}
+
+/// The sender's secret checked against the ledger's key check before its first message (recorded
+/// on a ledger that has none: the first start). Another secret refuses the start — every key it
+/// derived would name no notice, and every notice would be claimed and sent again — naming the
+/// two identifiers, never the secret.
+pub async fn verify_key_secret(
+    store: &dyn KeyCheckStore,
+    secret: &notice_ledger::NoticeSecret,
+) -> Result<KeyCheck, ConfigError> {
+    match check_secret(store, secret, true).await {
+        Ok(outcome) => {
+            if let KeyCheckOutcome::Recorded(k) = &outcome {
+                info!(key_secret = %k, "the ledger had no key check: this secret's was recorded");
+            }
+            Ok(outcome.ours().clone())
+        }
+        Err(e @ KeyCheckError::Mismatch { .. }) => {
+            Err(ConfigError::Invalid { name: "NOTICE_KEY_SECRET", reason: e.to_string() })
+        }
+        Err(KeyCheckError::Ledger(e)) => {
+            Err(ConfigError::Unavailable { what: "the ledger's key check", reason: e.to_string() })
         }
     }
 }

@@ -55,4 +55,8 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("invalid setting {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
+    /// A dependency the start needs did not answer (the ledger, a configuration store): not a
+    /// wrong setting, and retried by the next start.
+    #[error("{what} unavailable at start-up: {reason}")]
+    Unavailable { what: &'static str, reason: String },
 }

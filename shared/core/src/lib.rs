@@ -30,6 +30,7 @@ pub mod faults;
 pub mod identity;
 pub mod job;
 pub mod jurisdiction;
+pub mod keycheck;
 pub mod ledger;
 pub mod links;
 pub mod locale;

@@ -1,12 +1,14 @@
-//! The DynamoDB adapters: the production ledger ([`ledger`]) and the shared per-domain send
-//! rate buckets ([`rate`]), both kept in the ledger table.
+//! The DynamoDB adapters: the production ledger ([`ledger`]), the shared per-domain send rate
+//! buckets ([`rate`]) and the key check ([`keycheck`]), all kept in the ledger table.
 
 mod expr;
 pub mod hot;
 mod item;
+pub mod keycheck;
 pub mod ledger;
 pub mod rate;
 
+pub use keycheck::DynamoKeyCheck;
 pub use ledger::DynamoLedger;
 pub use rate::DynamoBuckets;
 

@@ -31,6 +31,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
 use tracing::debug;
 
+use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, ClaimToken, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin,
@@ -598,5 +599,58 @@ impl OperatorLedger for PostgresLedger {
                 NoticeKey::parse(&k).map_err(|e| LedgerError::Corrupt(format!("notice_key {k:?}: {e}")))
             })
             .collect()
+    }
+}
+
+/// The key check kept in this ledger database's `ledger_meta` table (created by the same
+/// migration as `notices`, i.e. `noticectl ledger init`; shares the ledger's connection pool).
+#[derive(Clone, Debug)]
+pub struct PostgresKeyCheck {
+    ledger: PostgresLedger,
+}
+
+impl PostgresLedger {
+    /// The key check kept next to this ledger's `notices` table.
+    pub fn key_checks(&self) -> PostgresKeyCheck {
+        PostgresKeyCheck { ledger: self.clone() }
+    }
+}
+
+impl PostgresKeyCheck {
+    fn pg(&self, op: &str, e: tokio_postgres::Error) -> LedgerError {
+        if e.as_db_error().is_some_and(|db| *db.code() == SqlState::UNDEFINED_TABLE) {
+            return LedgerError::Unavailable(format!(
+                "PostgreSQL key check {op} on {}: table `ledger_meta` does not exist — run \
+                 `noticectl ledger init --postgres URL` (it is idempotent)",
+                self.ledger.target
+            ));
+        }
+        self.ledger.pg(&format!("key check {op}"), e)
+    }
+
+    async fn held(&self, client: &impl GenericClient) -> Result<Option<KeyCheck>, LedgerError> {
+        let row = client.query_opt(SELECT_KEY_CHECK, &[]).await.map_err(|e| self.pg("read", e))?;
+        row.map(|r| r.try_get::<_, String>(0).map_err(|e| self.pg("read", e)))
+            .transpose()?
+            .map(|stored| KeyCheck::parse(&stored))
+            .transpose()
+    }
+}
+
+#[async_trait]
+impl KeyCheckStore for PostgresKeyCheck {
+    async fn key_check(&self) -> Result<Option<KeyCheck>, LedgerError> {
+        let client = self.ledger.client().await?;
+        self.held(&client).await
+    }
+
+    /// `INSERT … ON CONFLICT (name) DO NOTHING`, then the row: a racing first writer's insert
+    /// makes ours wait for its commit and do nothing, so both read the first check.
+    async fn record_key_check(&self, check: &KeyCheck) -> Result<KeyCheck, LedgerError> {
+        let client = self.ledger.client().await?;
+        client.execute(INSERT_KEY_CHECK, &[&check.to_stored()]).await.map_err(|e| self.pg("write", e))?;
+        self.held(&client)
+            .await?
+            .ok_or_else(|| LedgerError::Corrupt("the key check vanished after it was recorded".into()))
     }
 }

@@ -45,6 +45,12 @@ CREATE TABLE IF NOT EXISTS rate_buckets (
     tat_us     bigint NOT NULL,
     updated_at timestamptz NOT NULL
 );
+-- Facts about the ledger itself, by name, beside its rows and never a notice: `key_check` holds
+-- the key secret's check (`<version>:<64 hex>`), written once by the first sender.
+CREATE TABLE IF NOT EXISTS ledger_meta (
+    name  text PRIMARY KEY CHECK (name <> ''),
+    value text NOT NULL
+);
 -- Evidence: the charge a notice announced and the jurisdiction it was judged in. Added by
 -- ALTER so that re-running `ledger init` brings a table made by an earlier version up to date;
 -- rows written before stay NULL.
@@ -66,6 +72,12 @@ BEGIN
     END IF;
 END $$;
 ";
+
+/// The key check's row in `ledger_meta`.
+pub(crate) const SELECT_KEY_CHECK: &str = "SELECT value FROM ledger_meta WHERE name = 'key_check'";
+/// Records the key check unless one is held (the first writer wins; the loser reads it back).
+pub(crate) const INSERT_KEY_CHECK: &str =
+    "INSERT INTO ledger_meta (name, value) VALUES ('key_check', $1) ON CONFLICT (name) DO NOTHING";
 
 /// Advisory lock key that serialises concurrent [`PostgresLedger::migrate`] runs
 /// (`CREATE … IF NOT EXISTS` alone can still collide when two run at the same instant).

@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use notice_dynamodb::{DynamoBuckets, DynamoLedger};
+use notice_dynamodb::{DynamoBuckets, DynamoKeyCheck, DynamoLedger};
+use notice_ledger::keycheck::KeyCheckStore;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::rate::BucketStore;
 use notice_ledger::{ConfigError, WindowPolicy};
@@ -111,7 +112,8 @@ impl LedgerUrl {
                     ledger: Arc::new(
                         DynamoLedger::new(client.clone(), table.clone()).with_retention(retention_days),
                     ),
-                    buckets: Arc::new(DynamoBuckets::new(client, table.clone())),
+                    buckets: Arc::new(DynamoBuckets::new(client.clone(), table.clone())),
+                    key_checks: Arc::new(DynamoKeyCheck::new(client, table.clone())),
                 })
             }
             Self::Postgres(url) => postgres_from_url(url).await,
@@ -120,10 +122,11 @@ impl LedgerUrl {
     }
 }
 
-/// An open ledger and the rate buckets beside it.
+/// An open ledger, and the rate buckets and key check its store keeps beside its rows.
 pub struct Opened {
     pub ledger: Arc<dyn Ledger>,
     pub buckets: Arc<dyn BucketStore>,
+    pub key_checks: Arc<dyn KeyCheckStore>,
 }
 
 /// The ledger the environment names: `NOTICE_LEDGER_URL` in the one grammar, else the DynamoDB
@@ -197,7 +200,11 @@ async fn postgres_from_url(url: &str) -> Result<Opened, ConfigError> {
         .await
         .map_err(|e| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() })?;
     tracing::info!(target = ledger.target(), "ledger: PostgreSQL");
-    Ok(Opened { buckets: Arc::new(ledger.buckets()), ledger: Arc::new(ledger) })
+    Ok(Opened {
+        buckets: Arc::new(ledger.buckets()),
+        key_checks: Arc::new(ledger.key_checks()),
+        ledger: Arc::new(ledger),
+    })
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -228,7 +235,11 @@ fn sqlite_at(path: &std::path::Path) -> Result<Opened, ConfigError> {
         |e: notice_ledger::LedgerError| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() };
     let ledger = notice_sqlite::SqliteLedger::open(path).map_err(invalid)?;
     let buckets = ledger.buckets().map_err(invalid)?;
-    Ok(Opened { ledger: Arc::new(ledger), buckets: Arc::new(buckets) })
+    Ok(Opened {
+        key_checks: Arc::new(ledger.key_checks()),
+        ledger: Arc::new(ledger),
+        buckets: Arc::new(buckets),
+    })
 }
 
 #[cfg(not(feature = "sqlite"))]

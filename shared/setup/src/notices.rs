@@ -53,6 +53,14 @@ impl ConfigSpec {
     /// template directory without its policy and manifest cannot be checked), and a policy in
     /// `NOTICE_WINDOWS` beside a configuration would be a second policy nobody versioned.
     pub fn from_env() -> Result<Self, ConfigError> {
+        let spec = optional(CONFIG_VAR).map_or(Self::Builtin, |v| Self::parse(&v));
+        spec.refuse_replaced_settings()?;
+        Ok(spec)
+    }
+
+    /// The settings this configuration replaces must not be set beside it, however it was given
+    /// (`NOTICE_CONFIG`, or `noticectl send --config DIR`): nothing is silently ignored.
+    pub fn refuse_replaced_settings(&self) -> Result<(), ConfigError> {
         if optional("NOTICE_TEMPLATE_DIR").is_some() {
             return Err(ConfigError::Invalid {
                 name: "NOTICE_TEMPLATE_DIR",
@@ -61,8 +69,7 @@ impl ConfigSpec {
                     .into(),
             });
         }
-        let spec = optional(CONFIG_VAR).map_or(Self::Builtin, |v| Self::parse(&v));
-        if spec != Self::Builtin {
+        if *self != Self::Builtin {
             for var in ["NOTICE_WINDOWS", "NOTICE_WINDOWS_FILE"] {
                 if optional(var).is_some() {
                     return Err(ConfigError::Invalid {
@@ -75,7 +82,7 @@ impl ConfigSpec {
                 }
             }
         }
-        Ok(spec)
+        Ok(())
     }
 
     /// How logs and `noticectl` name it.

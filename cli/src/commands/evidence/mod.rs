@@ -146,6 +146,8 @@ struct Report {
     kinds: Vec<String>,
     revisions: Vec<u64>,
     keys_looked_up: usize,
+    /// The key secret's identifier (never the secret): which secret the keys were derived with.
+    key_secret: String,
     notices: Vec<NoticeEvidence>,
 }
 
@@ -288,7 +290,8 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
     }
 
     let target = args.ledger.target(&state.root)?;
-    let ledger = target.open().await?.ledger;
+    let (opened, key_secret) = target.open_checked(&secret, false).await?;
+    let ledger = opened.ledger;
     let rows = ledger.get_many(&keys).await.context("ledger lookup failed")?;
     let now = Utc::now();
     let stale_before = now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::MAX);
@@ -328,13 +331,14 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
 
     if notices.is_empty() {
         eprintln!(
-            "noticectl evidence: no ledger rows for subscription {}, period {} (kinds {} × revisions {}) in {} — \
-             if notices were sent, check the kinds, the revisions and that the key secret is the deployment's",
+            "noticectl evidence: no ledger rows for subscription {}, period {} (kinds {} × revisions {}) in {}, \
+             keys derived with key secret {} — if notices were sent, check the kinds and the revisions",
             escape(&args.subscription_id),
             args.period_start,
             kinds.join(","),
             revisions_text(&revisions),
-            target.describe()
+            target.describe(),
+            key_secret.identifier()
         );
         return Ok(Exit::Attention.into());
     }
@@ -347,6 +351,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
         kinds,
         revisions,
         keys_looked_up: keys.len(),
+        key_secret: key_secret.identifier(),
         notices,
     };
     if args.json {

@@ -28,7 +28,7 @@ fn state_text(n: &NoticeEvidence) -> String {
 /// The first line of both renderings: whose notices, where, and which keys were looked up.
 fn headline(r: &Report) -> String {
     format!(
-        "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {})",
+        "evidence for subscription {}, period {}: {} notice(s) in {} ({} keys: kinds {} × revisions {}, key secret {})",
         escape(&r.subscription_id),
         r.period_start,
         r.notices.len(),
@@ -36,6 +36,7 @@ fn headline(r: &Report) -> String {
         r.keys_looked_up,
         r.kinds.join(","),
         revisions_text(&r.revisions),
+        r.key_secret,
     )
 }
 

@@ -609,7 +609,8 @@ impl OperatorLedger for DynamoLedger {
                 .map_err(|e| self.unavailable("Scan", e))?;
             for item in out.items() {
                 if let Some(AttributeValue::S(k)) = item.get("notice_key") {
-                    // Rows of other kinds (rate buckets) share the table under other key shapes.
+                    // Items of other kinds (rate buckets, the key check) share the table under
+                    // other key shapes: none parses as a notice key.
                     if let Ok(key) = NoticeKey::parse(k) {
                         keys.push(key);
                     }
