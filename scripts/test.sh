@@ -36,4 +36,4 @@ fi
 node scripts/key-vectors.mjs
 python3 scripts/key_vectors.py
 
-cargo test --workspace --all-targets "$@"
+cargo test --workspace --all-targets --no-fail-fast "$@"
