@@ -35,5 +35,7 @@ fi
 # vector with Node.js's and Python's own HMAC.
 node scripts/key-vectors.mjs
 python3 scripts/key_vectors.py
+node scripts/link-vectors.mjs
+python3 scripts/link_vectors.py
 
 cargo test --workspace --all-targets --no-fail-fast "$@"

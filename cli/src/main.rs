@@ -82,6 +82,10 @@ enum Command {
     Config(config::ConfigArgs),
     /// Print the effective send window of every kind in every jurisdiction of a policy, and where each bound comes from: no AWS calls.
     Windows(windows::WindowsArgs),
+    /// Prove a deployed stack works end to end: jobs to SES's mailbox simulator (each twice), a withdraw and a replay, then every ledger row and the metrics checked; exit 1 when a check fails.
+    Smoke(commands::smoke::SmokeArgs),
+    /// Verify a manage link (`link verify URL`): exit 0 valid, 1 does not verify under this secret, 2 malformed.
+    Link(commands::link::LinkArgs),
 }
 
 fn init_tracing(verbose: bool) {
@@ -112,6 +116,8 @@ async fn main() -> ExitCode {
         Command::Ledger(args) => ledger::run(args).await,
         Command::Windows(args) => windows::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Smoke(args) => commands::smoke::run(cli.state_dir, args).await,
+        Command::Link(args) => commands::link::run(cli.state_dir, args).await,
     };
     match result {
         Ok(code) => code,

@@ -24,6 +24,7 @@ pub mod postgres;
 pub mod sender_app;
 pub mod ses_events;
 mod ses_stub;
+pub mod smoke_stack;
 mod template;
 
 pub use http::{http_request, HttpResponse};

@@ -4,6 +4,9 @@
 //! (`/moto-api/data.json`: id, destination, subject) is paired with the recorded `SendEmail` request
 //! that made it (same recipient and subject, first unpaired one) to learn its `notice_key` tag —
 //! so the reconciler resolves exactly the sends that were made, under SES's own message ids.
+//! Mail to SES's mailbox simulator gets the simulator's answer instead: `bounce@` (labels
+//! allowed: `bounce+run@`) a `Send` and a `Bounce`; `complaint@` a `Send`, a `Delivery` and a
+//! `Complaint`.
 
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -48,16 +51,7 @@ pub fn ses_events_for_sends(sent: &[Value], requests: &[Value]) -> Value {
         let now = Utc::now().to_rfc3339();
         let mail = json!({"timestamp": now, "messageId": id, "source": source, "destination": [to],
             "commonHeaders": {"to": [to], "subject": subject, "messageId": id}, "tags": tag_map});
-        for (event_type, detail) in [
-            ("Send", ("send", json!({}))),
-            (
-                "Delivery",
-                (
-                    "delivery",
-                    json!({"timestamp": now, "recipients": [to], "smtpResponse": "250 2.6.0 Message received"}),
-                ),
-            ),
-        ] {
+        for (event_type, detail) in events_for(to, &now) {
             let event = json!({"eventType": event_type, "mail": mail, detail.0: detail.1});
             let sns = json!({"Type": "Notification", "MessageId": format!("local-{id}-{event_type}"),
                 "TopicArn": "arn:aws:sns:us-east-1:123456789012:notice-ledger-SesEventsTopic-local",
@@ -69,4 +63,45 @@ pub fn ses_events_for_sends(sent: &[Value], requests: &[Value]) -> Value {
         }
     }
     json!({ "Records": records })
+}
+
+/// The events SES publishes for mail to `to`: the mailbox simulator's answer for its addresses,
+/// else a send and a delivery.
+fn events_for(to: &str, now: &str) -> Vec<(&'static str, (&'static str, Value))> {
+    let send = ("Send", ("send", json!({})));
+    let delivery = (
+        "Delivery",
+        (
+            "delivery",
+            json!({"timestamp": now, "recipients": [to], "smtpResponse": "250 2.6.0 Message received"}),
+        ),
+    );
+    let (local, domain) = to.rsplit_once('@').unwrap_or((to, ""));
+    let mailbox = local.split('+').next().unwrap_or(local);
+    match (mailbox, domain) {
+        ("bounce", "simulator.amazonses.com") => vec![
+            send,
+            (
+                "Bounce",
+                (
+                    "bounce",
+                    json!({"bounceType": "Permanent", "bounceSubType": "General", "timestamp": now,
+                        "bouncedRecipients": [{"emailAddress": to, "status": "5.1.1", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]}),
+                ),
+            ),
+        ],
+        ("complaint", "simulator.amazonses.com") => vec![
+            send,
+            delivery,
+            (
+                "Complaint",
+                (
+                    "complaint",
+                    json!({"timestamp": now, "complaintFeedbackType": "abuse",
+                        "complainedRecipients": [{"emailAddress": to}]}),
+                ),
+            ),
+        ],
+        _ => vec![send, delivery],
+    }
 }

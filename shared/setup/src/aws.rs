@@ -104,6 +104,26 @@ pub fn config_store(
 }
 
 #[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
+/// CloudWatch in its AWS JSON 1.0 protocol, over the lean client: the operator's metric reads
+/// (`noticectl smoke`). The SDK's CloudWatch crate speaks only Smithy RPC v2 CBOR, which the
+/// emulator the suite runs on does not; CloudWatch answers all three of its protocols. The
+/// endpoint is `AWS_ENDPOINT_URL_CLOUDWATCH` / `AWS_ENDPOINT_URL` when set, else the region's
+/// `monitoring` endpoint (the commercial partition's; FIPS and dual-stack are not asked for).
+pub fn cloudwatch(
+    cfg: &SdkConfig,
+) -> Result<(AwsHttp, notice_awshttp::Target), notice_awshttp::EndpointError> {
+    let region =
+        cfg.region().map(|r| r.as_ref().to_owned()).ok_or_else(|| notice_awshttp::EndpointError {
+            endpoint: "<from region>".into(),
+            reason: "no region configured (AWS_REGION)".into(),
+        })?;
+    let endpoint = endpoint_override(cfg, "CloudWatch")
+        .unwrap_or_else(|| format!("https://monitoring.{region}.amazonaws.com"));
+    let target = notice_awshttp::Target::new(&endpoint, "/", region, "monitoring")?;
+    Ok((AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT), target))
+}
+
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
 /// The endpoint override an SDK client for `service_id` would use (its generated
 /// `From<&SdkConfig>`): one set in code wins; else `AWS_ENDPOINT_URL_<SERVICE>` (or the
 /// profile's service section), else `AWS_ENDPOINT_URL`.

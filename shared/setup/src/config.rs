@@ -96,6 +96,9 @@ pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigEr
         None if runs_deployed() => return Err(ConfigError::Missing("NOTICE_MANAGE_URL")),
         None => DEFAULT_MANAGE_URL.to_owned(),
     };
+    if let Some(reason) = fragment_in_base(&base) {
+        return Err(ConfigError::Invalid { name: "NOTICE_MANAGE_URL", reason });
+    }
     if runs_deployed() {
         if let Some(host) = reserved_example_host(&base) {
             return Err(ConfigError::Invalid {
@@ -112,6 +115,17 @@ pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigEr
         None => key_secret.derive_subkey("notice-ledger/manage-link/v1"),
     };
     Ok(ManageLinks::new(base, secret))
+}
+
+/// Why a manage-link base with a fragment (`#…`) is refused: the link's `s`, `p` and `t` would be
+/// appended after it, inside the fragment, which browsers never send — every link would fail.
+fn fragment_in_base(base: &str) -> Option<String> {
+    base.contains('#').then(|| {
+        format!(
+            "{base:?} contains '#': the link's parameters would land in the fragment, which browsers never \
+             send to your page, so no link could be verified (drop the fragment)"
+        )
+    })
 }
 
 /// Whether this process is a deployed Lambda function: not `sam local`, not a function run with
@@ -189,6 +203,13 @@ mod tests {
         {
             assert_eq!(reserved_example_host(url), None, "{url}");
         }
+    }
+
+    #[test]
+    fn a_base_with_a_fragment_is_refused() {
+        let reason = fragment_in_base("https://billing.acme.com/#/manage").unwrap_or_default();
+        assert!(reason.contains("contains '#'") && reason.contains("fragment"), "{reason}");
+        assert_eq!(fragment_in_base("https://billing.acme.com/manage?x=1"), None);
     }
 
     #[test]
