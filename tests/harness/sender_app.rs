@@ -142,32 +142,40 @@ pub async fn batch_from(env: &Env, bodies: &[String], replay_batch: Option<&str>
             .queue_url(&env.queue_url)
             .max_number_of_messages(10)
             .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .message_attribute_names("All")
             .send()
             .await
             .unwrap();
         let messages = out.messages();
         assert!(!messages.is_empty(), "queue returned fewer messages than were sent");
-        for m in messages {
-            let attributes: serde_json::Map<String, Value> = m
-                .attributes()
-                .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone()))).collect())
-                .unwrap_or_default();
-            let message_attributes: serde_json::Map<String, Value> = replay_batch
-                .map(|b| {
-                    [("replay_batch".to_owned(), json!({"stringValue": b, "dataType": "String"}))]
-                        .into_iter()
-                        .collect()
-                })
-                .unwrap_or_default();
-            records.push(json!({
-                "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
-                "attributes": attributes, "messageAttributes": message_attributes, "md5OfBody": m.md5_of_body(),
-                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:reminders",
-                "awsRegion": "us-east-1"
-            }));
-        }
+        records.extend(messages.iter().map(record));
     }
     serde_json::from_value(json!({ "Records": records })).unwrap()
+}
+
+/// A received message as the event source mapping hands it to the function: its system
+/// attributes and its own message attributes (`replay_batch`) as SQS returned them.
+pub fn record(m: &aws_sdk_sqs::types::Message) -> Value {
+    let attributes: serde_json::Map<String, Value> = m
+        .attributes()
+        .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone()))).collect())
+        .unwrap_or_default();
+    let message_attributes: serde_json::Map<String, Value> = m
+        .message_attributes()
+        .map(|a| {
+            a.iter()
+                .map(|(k, v)| {
+                    (k.clone(), json!({"stringValue": v.string_value(), "dataType": v.data_type()}))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+        "attributes": attributes, "messageAttributes": message_attributes, "md5OfBody": m.md5_of_body(),
+        "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:reminders",
+        "awsRegion": "us-east-1"
+    })
 }
 
 pub async fn invoke(app: &SenderApp, event: SqsEvent) -> SqsBatchResponse {

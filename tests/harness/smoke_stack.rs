@@ -23,7 +23,7 @@ use notice_setup::aws;
 use notice_setup::notices::{load_published, ConfigSpec};
 use serde_json::{json, Value};
 
-use crate::sender_app::{self, app_with, settings, Env, SECRET, TABLE};
+use crate::sender_app::{self, app_with, record, settings, Env, SECRET, TABLE};
 use crate::ses_events::ses_events_for_sends;
 
 /// The function names the stack's outputs give (the metrics' `Function` dimension): the names the
@@ -247,28 +247,4 @@ impl Driver {
             assert!(response.status.is_success(), "PutMetricData: {response:?}");
         }
     }
-}
-
-/// A received message as the event source mapping hands it to the function.
-fn record(m: &aws_sdk_sqs::types::Message) -> Value {
-    let attributes: serde_json::Map<String, Value> = m
-        .attributes()
-        .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), Value::String(v.clone()))).collect())
-        .unwrap_or_default();
-    let message_attributes: serde_json::Map<String, Value> = m
-        .message_attributes()
-        .map(|a| {
-            a.iter()
-                .map(|(k, v)| {
-                    (k.clone(), json!({"stringValue": v.string_value(), "dataType": v.data_type()}))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    json!({
-        "messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
-        "attributes": attributes, "messageAttributes": message_attributes, "md5OfBody": m.md5_of_body(),
-        "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:reminders",
-        "awsRegion": "us-east-1"
-    })
 }

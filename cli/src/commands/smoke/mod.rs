@@ -225,6 +225,9 @@ impl<'a> Run<'a> {
         self.enqueue(&withdrawn.withdraw(&self.plan.run), None).await?;
         let tombstone = self.wait_for(&[Expect::Withdrawn], "the withdraw's tombstone").await?;
         if let Some((_, v @ Verdict::Fail(_))) = tombstone.first() {
+            // Nothing else is enqueued: a stack that does not stop a withdrawn notice must not
+            // be sent the notice to find out.
+            self.spinner.finish_and_clear();
             return Ok(vec![(Expect::Withdrawn.name().to_owned(), v.clone())]);
         }
         // 2. Every job twice.

@@ -34,6 +34,7 @@ use crate::error::LedgerError;
 pub mod gate;
 pub mod gcra;
 pub mod limits;
+pub mod providers;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;
 #[cfg(test)]
