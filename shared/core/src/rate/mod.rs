@@ -34,9 +34,9 @@ use crate::error::LedgerError;
 pub mod gate;
 pub mod gcra;
 pub mod limits;
-pub mod providers;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;
+pub mod providers;
 #[cfg(test)]
 mod tests;
 
