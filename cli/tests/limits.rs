@@ -71,25 +71,30 @@ fn string<'a>(doc: &'a Value, pointer: &str) -> &'a str {
 }
 
 #[test]
-fn the_builtin_default_with_a_max_send_rate_of_14_gives_the_account_90_percent_and_a_domain_half_of_that() {
+fn the_builtin_default_with_a_max_send_rate_of_14_gives_the_account_90_percent_and_a_provider_half_of_that() {
     let stdout = stdout_ok(&noticectl(&["limits", "--max-send-rate", "14"]));
     // 14 × 0.9 = 12.6/s; burst one second of it, rounded down = 12; 12.6 × 3 600 = 45 360/h.
     assert_eq!(cells(row(&stdout, "account")), ["account", "12.6/s", "45 360/h", "12", "-", "-"], "{stdout}");
     // 12.6 × 0.5 = 6.3/s; burst 6.3 × 5 = 31.5, rounded down = 31; 6.3 × 3 600 = 22 680/h.
     assert_eq!(
-        cells(row(&stdout, "other domains")),
-        ["other domains", "6.3/s", "22 680/h", "31", "1", "-"],
+        cells(row(&stdout, "each provider")),
+        ["each provider", "6.3/s", "22 680/h", "31", "1", "-"],
         "{stdout}"
     );
+    // The long tail has no bucket of its own: the account's only.
+    assert_eq!(cells(row(&stdout, "other domains"))[1], "none", "{stdout}");
     // Each number says where it came from.
     let account = stdout.lines().find(|l| l.trim_start().starts_with("account:")).unwrap();
     assert!(account.contains("90 % of MaxSendRate 14/s"), "{account}");
-    let default = stdout.lines().find(|l| l.trim_start().starts_with("other domains:")).unwrap();
+    let providers = stdout.lines().find(|l| l.trim_start().starts_with("providers:")).unwrap();
     assert!(
-        default.contains("built-in default") && default.contains("50 % of the account rate"),
-        "{default}"
+        providers.contains("built-in provider limit") && providers.contains("50 % of the account rate"),
+        "{providers}"
     );
-    assert!(default.contains("5 s"), "{default}");
+    assert!(providers.contains("5 s"), "{providers}");
+    assert!(stdout.contains("google (2), microsoft ("), "the providers and their domain counts: {stdout}");
+    let other = stdout.lines().find(|l| l.trim_start().starts_with("other domains:")).unwrap();
+    assert!(other.contains("only the account's tokens"), "{other}");
     assert!(stdout.contains("unset: the built-in default"), "{stdout}");
 }
 
@@ -98,8 +103,8 @@ fn the_builtin_default_without_a_max_send_rate_is_10_a_second_burst_50_and_no_ac
     let stdout = stdout_ok(&noticectl(&["limits"]));
     // Limit::DEFAULT: 10/s, 10 × 3 600 = 36 000/h, burst 50.
     assert_eq!(
-        cells(row(&stdout, "other domains")),
-        ["other domains", "10/s", "36 000/h", "50", "1", "-"],
+        cells(row(&stdout, "each provider")),
+        ["each provider", "10/s", "36 000/h", "50", "1", "-"],
         "{stdout}"
     );
     assert_eq!(cells(row(&stdout, "account")), ["account", "none", "-", "-", "-", "-"], "{stdout}");
@@ -120,6 +125,8 @@ fn a_sharded_domain_is_split_and_a_configured_account_ignores_the_max_send_rate(
         "GMail.com",
         "--domain",
         "example.org",
+        "--domain",
+        "outlook.com",
     ]));
     // 400/s × 3 600 = 1 440 000/h; 8 shards of 400 / 8 = 50/s (180 000/h), burst 800 / 8 = 100.
     assert_eq!(
@@ -139,7 +146,10 @@ fn a_sharded_domain_is_split_and_a_configured_account_ignores_the_max_send_rate(
         asked.contains("gmail.com: listed: 400/s") && asked.contains("in 8 shards of 50/s burst 100"),
         "{asked}"
     );
-    assert!(asked.contains("example.org: not limited"), "{asked}");
+    assert!(asked.contains("example.org: no bucket of its own: only the account's tokens"), "{asked}");
+    // A configuration without `providers` keeps its per-domain behaviour: no provider buckets.
+    assert!(asked.contains("outlook.com: no bucket of its own"), "{asked}");
+    assert!(!stdout.contains("each provider"), "{stdout}");
     // 400/s is above the account's 90/s, which is above SES's 14/s.
     assert!(stdout.contains("gmail.com (400/s) is above the account's 90/s"), "{stdout}");
     assert!(stdout.contains("account rate 90/s is above the MaxSendRate 14/s"), "{stdout}");
@@ -218,22 +228,29 @@ fn json_carries_every_number_and_its_source() {
     close(&doc, "/account/limit/per_second", 12.6);
     close(&doc, "/account/limit/per_hour", 45_360.0);
     assert_eq!(number(&doc, "/account/limit/burst"), 12.0);
-    // 12.6 × 0.5 = 6.3/s, 22 680/h, burst 31.
-    assert_eq!(string(&doc, "/default/source"), "account_share");
-    close(&doc, "/default/limit/per_second", 6.3);
-    close(&doc, "/default/limit/per_hour", 22_680.0);
-    assert_eq!(number(&doc, "/default/limit/burst"), 31.0);
-    // The address is keyed by its domain, lower case, and gets the default in one bucket.
+    // 12.6 × 0.5 = 6.3/s, 22 680/h, burst 31, for every provider of the table.
+    assert_eq!(string(&doc, "/providers/source"), "account_share");
+    close(&doc, "/providers/default/per_second", 6.3);
+    close(&doc, "/providers/default/per_hour", 22_680.0);
+    assert_eq!(number(&doc, "/providers/default/burst"), 31.0);
+    assert_eq!(doc["providers"]["list"].as_array().map(Vec::len), Some(18), "{doc:#}");
+    assert_eq!(string(&doc, "/providers/list/0/provider"), "google");
+    assert_eq!(doc["providers"]["list"][0]["domains"], serde_json::json!(["gmail.com", "googlemail.com"]));
+    assert_eq!(string(&doc, "/default/source"), "none");
+    // The address is keyed by its domain, lower case: a domain of no provider, the account only.
     assert_eq!(string(&doc, "/queries/0/domain"), "example.org");
-    assert_eq!(string(&doc, "/queries/0/matched"), "default");
-    close(&doc, "/queries/0/limit/per_second", 6.3);
-    assert_eq!(number(&doc, "/queries/0/shards"), 1.0);
-    assert_eq!(string(&doc, "/sender_log"), "every domain 6.3/s burst 31; account 12.6/s burst 12");
+    assert_eq!(string(&doc, "/queries/0/matched"), "not_limited");
+    assert_eq!(
+        string(&doc, "/sender_log"),
+        "every provider 6.3/s burst 31; other domains: the account only; account 12.6/s burst 12"
+    );
 
-    let doc = json(&noticectl(&["limits", "--json"]));
-    assert_eq!(string(&doc, "/default/source"), "builtin");
-    close(&doc, "/default/limit/per_second", 10.0);
-    assert_eq!(number(&doc, "/default/limit/burst"), 50.0);
+    let doc = json(&noticectl(&["limits", "--json", "--domain", "Hotmail.DE"]));
+    assert_eq!(string(&doc, "/providers/source"), "builtin");
+    close(&doc, "/providers/default/per_second", 10.0);
+    assert_eq!(number(&doc, "/providers/default/burst"), 50.0);
+    assert_eq!(string(&doc, "/queries/0/matched"), "provider");
+    assert_eq!(string(&doc, "/queries/0/provider"), "microsoft");
     assert_eq!(string(&doc, "/account/source"), "none");
     assert_eq!(doc["account"]["limit"], Value::Null, "{doc:#}");
     assert_eq!(doc["max_send_rate"], Value::Null, "{doc:#}");

@@ -138,7 +138,7 @@ fn two_processes_on_one_ledger_file_share_the_domains_bucket() {
     };
     assert_eq!(count(&a, " sent ") + count(&b, " sent "), 5, "one burst between both processes");
     assert_eq!(eml_count(dir.path()), 5);
-    assert!(text(&a).1.contains("rate every domain 0.001/s burst 5"), "{}", text(&a).1);
+    assert!(text(&a).1.contains("rate other domains 0.001/s burst 5 each"), "{}", text(&a).1);
     let again = spawn("jobs.jsonl").wait_with_output().unwrap();
     assert_eq!(count(&again, "already sent"), 5, "sent notices are suppressed with an empty bucket");
     assert_eq!(count(&again, "rate_limited"), 25);

@@ -1,7 +1,8 @@
 //! DynamoDB calls per notice on the default send path (rate limits on), counted from moto's own
 //! request log: batches of 10 with a realistic recipient-domain mix (35 % gmail.com, 15 %
-//! outlook.com, 10 % yahoo.com, the rest spread). Per batch: one `BatchGetItem` (the dedupe read),
-//! one token write per distinct domain (plus the rare refused write retried), then a claim and a
+//! outlook.com, 10 % yahoo.com, the rest on domains of their own). Per batch: one `BatchGetItem`
+//! (the dedupe read), one token write per receiving provider present and one for the account (the
+//! long tail has no bucket of its own; plus the rare refused write retried), then a claim and a
 //! commit per notice.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,15 +36,18 @@ fn dynamodb_calls(recorded: &[Value]) -> BTreeMap<String, usize> {
 }
 
 #[tokio::test]
-async fn the_default_path_makes_one_read_per_batch_one_token_write_per_domain_and_two_writes_per_notice() {
+async fn the_default_path_makes_one_read_per_batch_one_token_write_per_provider_and_two_writes_per_notice() {
     let env = env().await;
     let mut s = settings(&env, false);
-    s.send.rate_limits = Some(RateLimits::builtin());
+    // As shipped: the built-in limits with the account rate a sender reads from SES at start
+    // (high enough that nothing here waits for a token).
+    let limits = RateLimits::builtin().with_account_rate(Some(1000.0));
+    s.send.rate_limits = Some(limits.clone());
     let app = app_with(&env, s, None).await;
     let charge = Utc::now() + Duration::hours(48);
     let batches = 6;
     let mut events = Vec::new();
-    let mut domains_per_batch = Vec::new();
+    let mut buckets_per_batch = Vec::new();
     for b in 0..batches {
         let bodies: Vec<String> = (0..10)
             .map(|i| {
@@ -52,7 +56,10 @@ async fn the_default_path_makes_one_read_per_batch_one_token_write_per_domain_an
                 job.to_string()
             })
             .collect();
-        domains_per_batch.push((0..10).map(|i| domain(b, i)).collect::<BTreeSet<_>>().len());
+        // The token items the batch writes: its providers' buckets, and the account's.
+        let buckets: BTreeSet<String> =
+            (0..10).filter_map(|i| limits.bucket_for(&domain(b, i)).map(|bucket| bucket.item)).collect();
+        buckets_per_batch.push(buckets.len() + 1);
         events.push(batch(&env, &bodies).await);
     }
     env.moto.start_recording().await;
@@ -69,17 +76,21 @@ async fn the_default_path_makes_one_read_per_batch_one_token_write_per_domain_an
     assert_eq!(get("GetItem"), 0, "no read per record: {calls:?}");
     assert_eq!(get("PutItem"), notices, "one claim per notice: {calls:?}");
     let token_writes = get("UpdateItem") - notices; // the rest are the commits
-    let distinct: usize = domains_per_batch.iter().sum();
+    let buckets: usize = buckets_per_batch.iter().sum();
+    // 2 providers + the account in the even batches (gmail.com, outlook.com), 1 + 1 in the odd
+    // ones (yahoo.com): the six tail domains of a batch write nothing of their own.
+    assert_eq!(buckets, 3 * 3 + 3 * 2, "{buckets_per_batch:?}");
     assert!(
-        token_writes >= distinct && token_writes <= distinct + batches,
-        "one token write per (batch, domain), {distinct} in all, plus at most one refused write a batch: {token_writes} ({calls:?})"
+        token_writes >= buckets && token_writes <= buckets + batches,
+        "one token write per (batch, bucket), {buckets} in all, plus at most one refused write a batch: {token_writes} ({calls:?})"
     );
     let total: usize = calls.values().sum();
     let per_notice = total as f64 / notices as f64;
     eprintln!(
         "measured: {total} DynamoDB calls for {notices} notices in batches of 10 ({per_notice:.2} per notice; \
-         {} distinct domains a batch on average): {calls:?}",
-        distinct as f64 / batches as f64
+         {} token items a batch on average): {calls:?}",
+        buckets as f64 / batches as f64
     );
-    assert!(per_notice <= 3.0, "{per_notice:.2} calls per notice");
+    // The floor on this mix: (6 reads + 60 claims + 60 commits + 15 token writes) / 60 = 2.35.
+    assert!(per_notice <= 2.5, "{per_notice:.2} calls per notice");
 }

@@ -6,7 +6,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use notice_ledger::rate::limits::{DomainLimit, ACCOUNT_SHARE, DOMAIN_BURST_SECS, DOMAIN_SHARE};
+use notice_ledger::rate::limits::{DomainLimit, ACCOUNT_SHARE, PROVIDER_BURST_SECS, PROVIDER_SHARE};
+use notice_ledger::rate::providers::{domains_of, Provider, PROVIDERS_VERSION};
 use notice_ledger::rate::{Limit, RateLimits, RATE_LIMITS_VAR};
 use serde::Serialize;
 
@@ -61,21 +62,59 @@ pub(crate) enum AccountSource {
     Off,
 }
 
-/// Where the limit for unlisted domains came from.
+/// Where the limit for the other domains (in no provider, not named) came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum DefaultSource {
-    /// `default` in the configuration.
+    /// `default` in the configuration: one bucket per domain.
     Configured,
-    /// The built-in default once the account rate is known: [`DOMAIN_SHARE`] of it, a
-    /// [`DOMAIN_BURST_SECS`] burst.
-    AccountShare,
-    /// The built-in default with the account rate unknown: [`Limit::DEFAULT`].
-    Builtin,
-    /// A configuration without `default`: unlisted domains are not limited.
+    /// No `default`: those domains take only the account's tokens (the long tail).
     None,
     /// Limits are off.
     Off,
+}
+
+/// Where the limit of a provider without one of its own came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ProviderSource {
+    /// `providers.default` in the configuration.
+    Configured,
+    /// The built-in provider limit once the account rate is known: [`PROVIDER_SHARE`] of it, a
+    /// [`PROVIDER_BURST_SECS`] burst.
+    AccountShare,
+    /// The built-in provider limit with the account rate unknown: [`Limit::DEFAULT`].
+    Builtin,
+    /// A configuration without `providers.default`: only the providers it lists are limited.
+    None,
+    /// Limits are off.
+    Off,
+}
+
+/// One provider's bucket: its limit and the domains that share it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct ProviderView {
+    pub(crate) provider: String,
+    #[serde(flatten)]
+    pub(crate) limit: LimitView,
+    pub(crate) shards: u32,
+    pub(crate) per_shard: LimitView,
+    /// Its own limit (`providers.<name>`), not the provider default.
+    pub(crate) own: bool,
+    /// The built-in table's domains, then those the configuration maps to it.
+    pub(crate) domains: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct ProvidersView {
+    /// The built-in table's version (`rate::providers::PROVIDERS_VERSION`).
+    pub(crate) table: &'static str,
+    pub(crate) source: ProviderSource,
+    /// The limit of a provider without one of its own.
+    pub(crate) default: Option<LimitView>,
+    pub(crate) explanation: String,
+    /// Every provider with a bucket.
+    pub(crate) list: Vec<ProviderView>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -112,8 +151,13 @@ pub(crate) struct DomainView {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Match {
+    /// Named under `domains` with a limit: its own bucket.
     Listed,
+    /// Its provider's bucket.
+    Provider,
+    /// `default`: a bucket of its own.
     Default,
+    /// No bucket besides the account's (the long tail), or limits are off.
     NotLimited,
 }
 
@@ -121,6 +165,9 @@ pub(crate) enum Match {
 pub(crate) struct QueryView {
     pub(crate) domain: String,
     pub(crate) matched: Match,
+    /// The provider whose bucket it takes, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) provider: Option<String>,
     pub(crate) limit: Option<LimitView>,
     pub(crate) shards: Option<u32>,
     pub(crate) per_shard: Option<LimitView>,
@@ -137,6 +184,7 @@ pub(crate) struct LimitsReport {
     pub(crate) enabled: bool,
     pub(crate) max_send_rate: Option<f64>,
     pub(crate) account: AccountView,
+    pub(crate) providers: ProvidersView,
     pub(crate) default: DefaultView,
     pub(crate) domains: Vec<DomainView>,
     pub(crate) queries: Vec<QueryView>,
@@ -221,6 +269,13 @@ pub(crate) fn report(
                 per_shard: None,
                 explanation: off.clone(),
             },
+            providers: ProvidersView {
+                table: PROVIDERS_VERSION,
+                source: ProviderSource::Off,
+                default: None,
+                explanation: off.clone(),
+                list: Vec::new(),
+            },
             default: DefaultView { source: DefaultSource::Off, limit: None, explanation: off },
             domains: Vec::new(),
             queries: queries
@@ -228,6 +283,7 @@ pub(crate) fn report(
                 .map(|d| QueryView {
                     domain: d.clone(),
                     matched: Match::NotLimited,
+                    provider: None,
                     limit: None,
                     shards: None,
                     per_shard: None,
@@ -292,37 +348,67 @@ pub(crate) fn report(
         None => DefaultView {
             source: DefaultSource::None,
             limit: None,
-            explanation: format!("none: {name} sets no `default`, so only the listed domains are limited"),
-        },
-        Some(l) if !builtin => DefaultView {
-            source: DefaultSource::Configured,
-            limit: Some(l.into()),
-            explanation: format!("configured (`default` in {name})"),
-        },
-        Some(l) if limits.account().is_some() => DefaultView {
-            source: DefaultSource::AccountShare,
-            limit: Some(l.into()),
             explanation: format!(
-                "the built-in default: {} % of the account rate ({}/s × {} = {}/s), burst {} s of it, rounded down = {}",
-                num(DOMAIN_SHARE * 100.0),
-                num(limits.account().map_or(0.0, |a| a.per_second)),
-                num(DOMAIN_SHARE),
-                num(l.per_second),
-                num(DOMAIN_BURST_SECS),
-                l.burst
+                "none: {name} sets no `default`, so a domain in no provider and not listed takes only the \
+                 account's tokens (the long tail: no token write of its own)"
             ),
         },
         Some(l) => DefaultView {
-            source: DefaultSource::Builtin,
+            source: DefaultSource::Configured,
             limit: Some(l.into()),
-            explanation: format!(
-                "the built-in default while the MaxSendRate is unknown: {}/s, burst {}; with it, {} % of the account rate and a {} s burst",
+            explanation: format!("configured (`default` in {name}): one bucket per domain"),
+        },
+    };
+
+    let provider_default = limits.provider_limit_default();
+    let providers = ProvidersView {
+        table: PROVIDERS_VERSION,
+        source: match (provider_default, builtin, limits.account()) {
+            (None, _, _) => ProviderSource::None,
+            (Some(_), false, _) => ProviderSource::Configured,
+            (Some(_), true, Some(_)) => ProviderSource::AccountShare,
+            (Some(_), true, None) => ProviderSource::Builtin,
+        },
+        default: provider_default.map(Into::into),
+        explanation: match (provider_default, builtin, limits.account()) {
+            (None, _, _) => format!(
+                "{name} limits only the providers it lists under `providers`; the others' domains fall to \
+                 `default` (one bucket per domain) or the account"
+            ),
+            (Some(_), false, _) => format!("configured (`providers.default` in {name})"),
+            (Some(l), true, Some(a)) => format!(
+                "the built-in provider limit: {} % of the account rate ({}/s × {} = {}/s), burst {} s of it, rounded down = {}",
+                num(PROVIDER_SHARE * 100.0),
+                num(a.per_second),
+                num(PROVIDER_SHARE),
+                num(l.per_second),
+                num(PROVIDER_BURST_SECS),
+                l.burst
+            ),
+            (Some(l), true, None) => format!(
+                "the built-in provider limit while the MaxSendRate is unknown: {}/s, burst {}; with it, {} % of the account rate and a {} s burst",
                 num(l.per_second),
                 l.burst,
-                num(DOMAIN_SHARE * 100.0),
-                num(DOMAIN_BURST_SECS)
+                num(PROVIDER_SHARE * 100.0),
+                num(PROVIDER_BURST_SECS)
             ),
         },
+        list: Provider::ALL
+            .iter()
+            .filter_map(|&p| {
+                let dl = limits.provider_limit(p)?;
+                let mut domains: Vec<String> = domains_of(p).map(str::to_owned).collect();
+                domains.extend(limits.domain_providers().filter(|(_, q)| *q == p).map(|(d, _)| d.to_owned()));
+                Some(ProviderView {
+                    provider: p.name().to_owned(),
+                    limit: dl.limit.into(),
+                    shards: dl.shards,
+                    per_shard: dl.limit.shard(dl.shards).into(),
+                    own: limits.provider_configured(p),
+                    domains,
+                })
+            })
+            .collect(),
     };
 
     let domains: Vec<DomainView> = limits
@@ -352,24 +438,27 @@ pub(crate) fn report(
 
     let queries = queries
         .iter()
-        .map(|d| {
-            let listed = limits.domains().any(|(name, _)| name == d);
-            match limits.domain_limit(d) {
-                Some(dl) => QueryView {
-                    domain: d.clone(),
-                    matched: if listed { Match::Listed } else { Match::Default },
-                    limit: Some(dl.limit.into()),
-                    shards: Some(dl.shards),
-                    per_shard: Some(dl.limit.shard(dl.shards).into()),
+        .map(|d| match limits.bucket_for(d) {
+            Some(bucket) => QueryView {
+                domain: d.clone(),
+                matched: match bucket.provider {
+                    Some(_) => Match::Provider,
+                    None if limits.domains().any(|(name, _)| name == d) => Match::Listed,
+                    None => Match::Default,
                 },
-                None => QueryView {
-                    domain: d.clone(),
-                    matched: Match::NotLimited,
-                    limit: None,
-                    shards: None,
-                    per_shard: None,
-                },
-            }
+                provider: bucket.provider.map(|p| p.name().to_owned()),
+                limit: Some(bucket.limit.limit.into()),
+                shards: Some(bucket.limit.shards),
+                per_shard: Some(bucket.limit.limit.shard(bucket.limit.shards).into()),
+            },
+            None => QueryView {
+                domain: d.clone(),
+                matched: Match::NotLimited,
+                provider: None,
+                limit: None,
+                shards: None,
+                per_shard: None,
+            },
         })
         .collect();
 
@@ -384,6 +473,19 @@ pub(crate) fn report(
             .iter()
             .filter(|d| d.limit.per_second > a.per_second)
             .map(|d| format!("{} ({}/s)", d.domain, num(d.limit.per_second)))
+            .chain(
+                providers
+                    .list
+                    .iter()
+                    .filter(|p| p.own && p.limit.per_second > a.per_second)
+                    .map(|p| format!("provider {} ({}/s)", p.provider, num(p.limit.per_second))),
+            )
+            .chain(
+                providers
+                    .default
+                    .filter(|l| l.per_second > a.per_second)
+                    .map(|l| format!("every other provider ({}/s)", num(l.per_second))),
+            )
             .chain(
                 default
                     .limit
@@ -428,6 +530,7 @@ pub(crate) fn report(
         enabled: true,
         max_send_rate,
         account,
+        providers,
         default,
         domains,
         queries,
@@ -496,22 +599,44 @@ pub(crate) fn render(r: &LimitsReport) -> String {
                 });
             };
         row("account".to_owned(), r.account.limit.as_ref(), r.account.shards, r.account.per_shard.as_ref());
-        row("other domains".to_owned(), r.default.limit.as_ref(), r.default.limit.map(|_| 1), None);
+        for p in r.providers.list.iter().filter(|p| p.own) {
+            row(format!("provider {}", p.provider), Some(&p.limit), Some(p.shards), Some(&p.per_shard));
+        }
+        let others = r.providers.list.iter().filter(|p| !p.own).count();
+        if others > 0 || r.providers.default.is_some() {
+            let what =
+                if r.providers.list.iter().any(|p| p.own) { "each other provider" } else { "each provider" };
+            row(what.to_owned(), r.providers.default.as_ref(), r.providers.default.map(|_| 1), None);
+        }
         for d in &r.domains {
             row(d.domain.clone(), Some(&d.limit), Some(d.shards), Some(&d.per_shard));
         }
+        row("other domains".to_owned(), r.default.limit.as_ref(), r.default.limit.map(|_| 1), None);
         out.push_str(&table(&["bucket", "per second", "per hour", "burst", "shards", "per shard"], &rows));
         out.push_str("\nwhere each number comes from:\n");
         out.push_str(&format!("  account: {}\n", r.account.explanation));
-        out.push_str(&format!("  other domains: {}\n", r.default.explanation));
+        out.push_str(&format!("  providers: {}\n", r.providers.explanation));
+        if !r.providers.list.is_empty() {
+            let listed: Vec<String> =
+                r.providers.list.iter().map(|p| format!("{} ({})", p.provider, p.domains.len())).collect();
+            out.push_str(&format!(
+                "    one bucket each, for all its domains (table {}; --json lists them): {}\n",
+                r.providers.table,
+                listed.join(", ")
+            ));
+        }
         for d in &r.domains {
             out.push_str(&format!("  {}: {}\n", d.domain, d.explanation));
         }
+        out.push_str(&format!("  other domains: {}\n", r.default.explanation));
     }
     if !r.queries.is_empty() {
         out.push_str("\ndomains asked about (--domain):\n");
         for q in &r.queries {
             let what = match (q.matched, &q.limit) {
+                (Match::NotLimited, _) | (_, None) if r.enabled => {
+                    "no bucket of its own: only the account's tokens (the long tail)".to_owned()
+                }
                 (Match::NotLimited, _) | (_, None) => "not limited".to_owned(),
                 (Match::Listed, Some(l)) => match (q.shards, &q.per_shard) {
                     (Some(s), Some(p)) if s > 1 => {
@@ -525,6 +650,11 @@ pub(crate) fn render(r: &LimitsReport) -> String {
                     _ => format!("listed: {}", one(l)),
                 },
                 (Match::Default, Some(l)) => format!("not listed, the default for other domains: {}", one(l)),
+                (Match::Provider, Some(l)) => format!(
+                    "provider {}'s bucket, shared with its other domains: {}",
+                    q.provider.as_deref().unwrap_or("?"),
+                    one(l)
+                ),
             };
             out.push_str(&format!("  {}: {what}\n", q.domain));
         }

@@ -2,9 +2,11 @@
 //! one take algorithm every store runs ([`take`]).
 //!
 //! A batch's records take their tokens together ([`BucketGate::admit_batch`]): one write per
-//! (domain, shard) for as many tokens as that bucket's records want, then one write on the account
-//! bucket for as many as the domains granted. A sharded domain's record takes from the shard its
-//! notice key picks and spills once to the next shard before it is limited.
+//! (bucket, shard) — a receiving provider's, or a named domain's ([`RateLimits::bucket_for`]) —
+//! for as many tokens as that bucket's records want, then one write on the account bucket for as
+//! many as those granted; a long-tail domain takes only the account's. A sharded bucket's record
+//! takes from the shard its notice key picks and spills once to the next shard before it is
+//! limited.
 //!
 //! The remembered state saves the read before a write: it is at worst older than the stored one,
 //! and since TAT only moves forward an old state never admits what the stored one would refuse —
@@ -305,7 +307,8 @@ fn due(state: Option<BucketState>, now_us: i64, limit: &Limit) -> i64 {
     }
 }
 
-/// A domain's bucket item: the domain, or `domain#shard` when it is split.
+/// A bucket's item: its name (a domain, `provider:<name>`, the account's), or `name#shard` when
+/// it is split.
 fn bucket_name(domain: &str, shard: u32, shards: u32) -> String {
     if shards <= 1 {
         domain.to_owned()
@@ -325,17 +328,19 @@ impl RateGate for BucketGate {
         let now_us = micros(now);
         let mut answers = vec![Admission::Admitted; requests.len()];
 
-        // ── Domains: one take per (domain, shard) for all of its records ──
-        let mut groups: BTreeMap<(&str, u32), (DomainLimit, Vec<usize>)> = BTreeMap::new();
+        // ── Providers and named domains: one take per (bucket, shard) for all of its records;
+        //    a domain with no bucket of its own (the long tail) takes only the account's ──
+        let mut groups: BTreeMap<(String, u32), (DomainLimit, Vec<usize>)> = BTreeMap::new();
         for (i, r) in requests.iter().enumerate() {
-            if let Some(dl) = self.limits.domain_limit(&r.domain) {
+            if let Some(bucket) = self.limits.bucket_for(&r.domain) {
+                let dl = bucket.limit;
                 let shard = (r.shard_seed % u64::from(dl.shards)) as u32;
-                groups.entry((r.domain.as_str(), shard)).or_insert_with(|| (dl, Vec::new())).1.push(i);
+                groups.entry((bucket.item, shard)).or_insert_with(|| (dl, Vec::new())).1.push(i);
             }
         }
-        let takes = groups.iter().map(|((domain, shard), (dl, records))| {
+        let takes = groups.iter().map(|((item, shard), (dl, records))| {
             let want = u32::try_from(records.len()).unwrap_or(u32::MAX);
-            self.take_domain(domain, *shard, want, now_us, *dl)
+            self.take_domain(item, *shard, want, now_us, *dl)
         });
         let taken = futures::future::try_join_all(takes).await?;
         for (((_, _), (dl, records)), (granted, due_us, lost)) in groups.iter().zip(taken) {

@@ -1,26 +1,41 @@
-//! The configured limits: per recipient domain (optionally split into shards), a default for
-//! other domains, and the account (`NOTICE_RATE_LIMITS`; on by default):
+//! The configured limits: per receiving mail provider ([`super::providers`]: what receiving
+//! systems throttle on — every Outlook.com domain reaches one platform), per named recipient
+//! domain, optionally a default for other domains, and the account (`NOTICE_RATE_LIMITS`; on by
+//! default). Each limit may be split into shards:
 //!
 //! ```json
-//! { "default": { "per_second": 10, "burst": 50 },
-//!   "domains": { "gmail.com": { "per_second": 400, "burst": 800, "shards": 8 } },
+//! { "providers": { "google": { "per_second": 400, "burst": 800, "shards": 8 },
+//!                  "default": { "per_second": 20, "burst": 100 } },
+//!   "domains": { "acme.example": "microsoft",
+//!                "big-customer.example": { "per_second": 5, "burst": 10 } },
+//!   "default": { "per_second": 10, "burst": 50 },
 //!   "account": { "per_second": 90, "burst": 90 } }
 //! ```
+//!
+//! A recipient domain's bucket, first match: a domain named with a limit (its own bucket); its
+//! provider — named under `domains` (`"acme.example": "microsoft"`, a company on Microsoft 365) or
+//! in the built-in table — when that provider has a limit (its own under `providers`, else
+//! `providers.default`); else `default`, one bucket per domain; else none: the long tail rides the
+//! account bucket only. So a batch writes one token item per provider present, not one per
+//! distinct domain.
 //!
 //! `account` takes `shards` too: every batch writes the account bucket once, so past about 1 000
 //! batches a second (one item's write capacity) it must be split like a busy domain.
 //!
-//! `{}` or `off` switches limiting off; with only `domains`, other domains are not limited.
-//! Unset `account`: 90 % of SES's `MaxSendRate` when the sender could read it at start-up
-//! ([`RateLimits::with_account_rate`]). Unset `default` in the built-in configuration: half the
-//! account rate with a burst of 5 s of it, so a default deployment uses its SES quota on any domain
-//! mix yet no single domain takes all of it — or 10/s, burst 50, when the account rate is unknown.
+//! `{}` or `off` switches limiting off; in a configuration, only what it lists is limited (a
+//! configuration without `providers` keeps the per-domain behaviour it had). Unset `account`:
+//! 90 % of SES's `MaxSendRate` when the sender could read it at start-up
+//! ([`RateLimits::with_account_rate`]). The built-in configuration (`NOTICE_RATE_LIMITS` unset)
+//! limits every provider in the table to half the account rate with a burst of 5 s of it — or
+//! 10/s, burst 50, when the account rate is unknown — so a default deployment uses its SES quota
+//! on any mix yet no single provider takes all of it; other domains ride the account bucket only.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 
+use super::providers::{provider_of, Provider};
 use crate::error::ConfigError;
 
 /// The variable the limits are read from (named in every configuration error).
@@ -35,10 +50,12 @@ const MAX_SHARDS: u32 = 256;
 /// The share of SES's `MaxSendRate` the account bucket takes when `account` is unset: SES
 /// throttles above it, and every throttled send costs a claim, a release and a receive.
 pub const ACCOUNT_SHARE: f64 = 0.9;
-/// A domain's built-in default share of the account rate.
-pub const DOMAIN_SHARE: f64 = 0.5;
-/// The built-in default's burst, in seconds of its rate.
-pub const DOMAIN_BURST_SECS: f64 = 5.0;
+/// A provider's built-in share of the account rate.
+pub const PROVIDER_SHARE: f64 = 0.5;
+/// The built-in provider limit's burst, in seconds of its rate.
+pub const PROVIDER_BURST_SECS: f64 = 5.0;
+/// A provider's bucket item: `provider:<name>` (a domain name never holds `:`).
+pub const PROVIDER_BUCKET_PREFIX: &str = "provider:";
 
 /// One bucket's limit: a sustained rate and how many sends may go out at once after a pause.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
@@ -49,8 +66,8 @@ pub struct Limit {
 }
 
 impl Limit {
-    /// The default for every domain when the account rate is unknown: 10 a second keeps one
-    /// domain under SES's starting account rate (14/s); a burst of 50 absorbs a few concurrent
+    /// The built-in provider limit when the account rate is unknown: 10 a second keeps one
+    /// provider under SES's starting account rate (14/s); a burst of 50 absorbs a few concurrent
     /// sender batches (10 records each) without deferring ordinary traffic.
     pub const DEFAULT: Limit = Limit { per_second: 10.0, burst: 50 };
 
@@ -106,17 +123,33 @@ pub struct DomainLimit {
     pub shards: u32,
 }
 
-/// Limits per recipient domain and for the account. Built only by [`RateLimits::parse`] or
-/// [`RateLimits::builtin`], so every limit in it is valid.
+/// The bucket a recipient domain's tokens come from (besides the account's), and its limit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DomainBucket {
+    /// The bucket item's name (before any shard suffix): the domain, or `provider:<name>`.
+    pub item: String,
+    /// The provider, when the bucket is one.
+    pub provider: Option<Provider>,
+    pub limit: DomainLimit,
+}
+
+/// Limits per provider, per named domain and for the account. Built only by
+/// [`RateLimits::parse`] or [`RateLimits::builtin`], so every limit in it is valid.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RateLimits {
+    /// Per-domain limit for a domain with no bucket otherwise (one bucket per domain).
     default: Option<Limit>,
     domains: BTreeMap<String, DomainLimit>,
+    /// Domains the configuration assigns to a provider (a company on Microsoft 365).
+    domain_providers: BTreeMap<String, Provider>,
+    providers: BTreeMap<Provider, DomainLimit>,
+    /// The limit of a provider not listed under `providers`.
+    provider_default: Option<Limit>,
     account: Option<Limit>,
     /// Bucket items the account limit is split over (1 unless configured).
     account_shards: u32,
-    /// The default was not configured: it follows the account rate once that is known.
-    default_follows_account: bool,
+    /// The built-in configuration: the provider default follows the account rate once known.
+    providers_follow_account: bool,
 }
 
 #[derive(Deserialize)]
@@ -132,8 +165,11 @@ struct LimitJson {
 #[serde(deny_unknown_fields)]
 struct RateLimitsJson {
     default: Option<Limit>,
+    /// A limit object, or the name of the provider the domain's mail goes to.
     #[serde(default)]
-    domains: BTreeMap<String, LimitJson>,
+    domains: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    providers: BTreeMap<String, LimitJson>,
     account: Option<LimitJson>,
 }
 
@@ -150,15 +186,19 @@ fn check_shards(what: &str, shards: Option<u32>, limit: &Limit) -> Result<u32, S
 }
 
 impl RateLimits {
-    /// The limits in force when `NOTICE_RATE_LIMITS` is unset: every domain limited, by a share of
-    /// the account rate once known ([`RateLimits::with_account_rate`]), else [`Limit::DEFAULT`].
+    /// The limits in force when `NOTICE_RATE_LIMITS` is unset: every provider of the table limited,
+    /// by a share of the account rate once known ([`RateLimits::with_account_rate`]), else
+    /// [`Limit::DEFAULT`]; the long tail on the account only.
     pub fn builtin() -> Self {
         Self {
-            default: Some(Limit::DEFAULT),
+            default: None,
             domains: BTreeMap::new(),
+            domain_providers: BTreeMap::new(),
+            providers: BTreeMap::new(),
+            provider_default: Some(Limit::DEFAULT),
             account: None,
             account_shards: 1,
-            default_follows_account: true,
+            providers_follow_account: true,
         }
     }
 
@@ -192,34 +232,79 @@ impl RateLimits {
             }
         };
         let mut domains = BTreeMap::new();
+        let mut domain_providers = BTreeMap::new();
         for (domain, spec) in json.domains {
-            let domain = domain.trim().to_ascii_lowercase();
-            if domain.is_empty() || domain.contains(['@', '#', ' ']) {
+            let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+            if domain.is_empty() || domain.contains(['@', '#', ' ', ':']) {
                 return Err(invalid(format!("{domain:?} is not a domain name")));
             }
+            if domains.contains_key(&domain) || domain_providers.contains_key(&domain) {
+                return Err(invalid(format!("domain {domain} is listed twice")));
+            }
+            if let serde_json::Value::String(name) = &spec {
+                let provider = Provider::parse(name).ok_or_else(|| {
+                    invalid(format!(
+                        "domain {domain}: {name:?} is not a provider (known: {})",
+                        provider_names()
+                    ))
+                })?;
+                domain_providers.insert(domain, provider);
+                continue;
+            }
+            let spec: LimitJson = serde_json::from_value(spec).map_err(|e| {
+                invalid(format!("domain {domain}: a limit {{\"per_second\",\"burst\"[,\"shards\"]}} or a provider name ({e})"))
+            })?;
             let limit = Limit { per_second: spec.per_second, burst: spec.burst };
             limit.check(&format!("domain {domain}")).map_err(invalid)?;
             let shards = check_shards(&format!("domain {domain}"), spec.shards, &limit).map_err(invalid)?;
-            if domains.insert(domain.clone(), DomainLimit { limit, shards }).is_some() {
-                return Err(invalid(format!("domain {domain} is listed twice")));
-            }
+            domains.insert(domain, DomainLimit { limit, shards });
         }
-        if json.default.is_none() && domains.is_empty() && account.is_none() {
+        let mut providers = BTreeMap::new();
+        let mut provider_default = None;
+        for (name, spec) in json.providers {
+            let limit = Limit { per_second: spec.per_second, burst: spec.burst };
+            if name == "default" {
+                limit.check("providers.default").map_err(invalid)?;
+                if spec.shards.is_some_and(|s| s != 1) {
+                    return Err(invalid("providers.default: shards are set per provider".into()));
+                }
+                provider_default = Some(limit);
+                continue;
+            }
+            let provider = Provider::parse(&name).ok_or_else(|| {
+                invalid(format!(
+                    "providers: {name:?} is not a provider (known: {}, or default)",
+                    provider_names()
+                ))
+            })?;
+            limit.check(&format!("provider {name}")).map_err(invalid)?;
+            let shards = check_shards(&format!("provider {name}"), spec.shards, &limit).map_err(invalid)?;
+            providers.insert(provider, DomainLimit { limit, shards });
+        }
+        if json.default.is_none()
+            && domains.is_empty()
+            && providers.is_empty()
+            && provider_default.is_none()
+            && account.is_none()
+        {
             return Ok(None);
         }
         Ok(Some(Self {
             default: json.default,
             domains,
+            domain_providers,
+            providers,
+            provider_default,
             account,
             account_shards,
-            default_follows_account: false,
+            providers_follow_account: false,
         }))
     }
 
     /// Fills what follows SES's `MaxSendRate` (sends per second, read at start-up; `None` when it
     /// could not be read): an unset account limit becomes [`ACCOUNT_SHARE`] of it (burst: one
-    /// second of it), and the built-in default becomes [`DOMAIN_SHARE`] of that with a burst of
-    /// [`DOMAIN_BURST_SECS`]. Configured limits stay as they are.
+    /// second of it), and the built-in provider limit becomes [`PROVIDER_SHARE`] of the account's
+    /// with a burst of [`PROVIDER_BURST_SECS`]. Configured limits stay as they are.
     pub fn with_account_rate(mut self, max_send_rate: Option<f64>) -> Self {
         let Some(rate) = max_send_rate.filter(|r| r.is_finite() && *r > 0.0) else { return self };
         let account = self.account.unwrap_or_else(|| {
@@ -227,22 +312,72 @@ impl RateLimits {
             Limit { per_second, burst: (per_second.floor() as u32).clamp(1, MAX_BURST) }
         });
         self.account = Some(account);
-        if self.default_follows_account {
-            let per_second = account.per_second * DOMAIN_SHARE;
-            let burst = ((per_second * DOMAIN_BURST_SECS).floor() as u32).clamp(1, MAX_BURST);
-            self.default = Some(Limit { per_second, burst });
+        if self.providers_follow_account {
+            let per_second = account.per_second * PROVIDER_SHARE;
+            let burst = ((per_second * PROVIDER_BURST_SECS).floor() as u32).clamp(1, MAX_BURST);
+            self.provider_default = Some(Limit { per_second, burst });
         }
         self
     }
 
-    /// The limit for `domain` (lower case) and its shard count, or `None` when it is not limited.
-    pub fn domain_limit(&self, domain: &str) -> Option<DomainLimit> {
-        self.domains.get(domain).copied().or(self.default.map(|limit| DomainLimit { limit, shards: 1 }))
+    /// The bucket `domain` (lower-case A-labels) takes its tokens from besides the account's, or
+    /// `None` when only the account limits it (the long tail). The one place that decides it.
+    pub fn bucket_for(&self, domain: &str) -> Option<DomainBucket> {
+        if let Some(limit) = self.domains.get(domain) {
+            return Some(DomainBucket { item: domain.to_owned(), provider: None, limit: *limit });
+        }
+        let provider = self.domain_providers.get(domain).copied().or_else(|| provider_of(domain));
+        if let Some(provider) = provider {
+            let limit = self
+                .providers
+                .get(&provider)
+                .copied()
+                .or(self.provider_default.map(|limit| DomainLimit { limit, shards: 1 }));
+            if let Some(limit) = limit {
+                let item = format!("{PROVIDER_BUCKET_PREFIX}{}", provider.name());
+                return Some(DomainBucket { item, provider: Some(provider), limit });
+            }
+        }
+        self.default.map(|limit| DomainBucket {
+            item: domain.to_owned(),
+            provider: None,
+            limit: DomainLimit { limit, shards: 1 },
+        })
     }
 
-    /// The limit for `domain` as a whole (all its shards), or `None` when it is not limited.
+    /// The limit for `domain` (lower case) and its shard count, or `None` when only the account
+    /// limits it.
+    pub fn domain_limit(&self, domain: &str) -> Option<DomainLimit> {
+        self.bucket_for(domain).map(|b| b.limit)
+    }
+
+    /// The limit for `domain` as a whole (all its shards), or `None` when only the account limits it.
     pub fn limit_for(&self, domain: &str) -> Option<Limit> {
         self.domain_limit(domain).map(|d| d.limit)
+    }
+
+    /// The limit of `provider` (its own, else the provider default), or `None` when its domains
+    /// fall to `default` or the account.
+    pub fn provider_limit(&self, provider: Provider) -> Option<DomainLimit> {
+        self.providers
+            .get(&provider)
+            .copied()
+            .or(self.provider_default.map(|limit| DomainLimit { limit, shards: 1 }))
+    }
+
+    /// The limit of a provider without one of its own (`providers.default`, or the built-in share).
+    pub fn provider_limit_default(&self) -> Option<Limit> {
+        self.provider_default
+    }
+
+    /// Whether `provider` has a limit of its own (`providers.<name>`).
+    pub fn provider_configured(&self, provider: Provider) -> bool {
+        self.providers.contains_key(&provider)
+    }
+
+    /// Domains the configuration assigns to a provider.
+    pub fn domain_providers(&self) -> impl Iterator<Item = (&str, Provider)> {
+        self.domain_providers.iter().map(|(d, p)| (d.as_str(), *p))
     }
 
     /// The account-wide limit, if any.
@@ -268,23 +403,39 @@ impl RateLimits {
     /// One line for start-up logs and `noticectl` banners.
     pub fn describe(&self) -> String {
         let one = |l: &Limit| format!("{}/s burst {}", l.per_second, l.burst);
-        let default = self.default.as_ref().map_or("not limited".to_owned(), one);
-        let account = match (self.account.as_ref(), self.account_shards) {
-            (None, _) => String::new(),
-            (Some(l), 1) => format!("; account {}", one(l)),
-            (Some(l), s) => format!("; account {} in {s} shards", one(l)),
+        let sharded = |l: &DomainLimit| match l.shards {
+            1 => one(&l.limit),
+            s => format!("{} in {s} shards", one(&l.limit)),
         };
-        if self.domains.is_empty() {
-            return format!("every domain {default}{account}");
+        let mut parts = Vec::new();
+        for (p, l) in &self.providers {
+            parts.push(format!("{} {}", p.name(), sharded(l)));
         }
-        let listed: Vec<String> = self
-            .domains
-            .iter()
-            .map(|(d, l)| match l.shards {
-                1 => format!("{d} {}", one(&l.limit)),
-                s => format!("{d} {} in {s} shards", one(&l.limit)),
-            })
-            .collect();
-        format!("{}; other domains {default}{account}", listed.join(", "))
+        if let Some(l) = &self.provider_default {
+            let other = if self.providers.is_empty() { "every provider" } else { "other providers" };
+            parts.push(format!("{other} {}", one(l)));
+        }
+        for (d, l) in &self.domains {
+            parts.push(format!("{d} {}", sharded(l)));
+        }
+        for (d, p) in &self.domain_providers {
+            parts.push(format!("{d} → {}", p.name()));
+        }
+        parts.push(match &self.default {
+            Some(l) => format!("other domains {} each", one(l)),
+            None => "other domains: the account only".to_owned(),
+        });
+        if let Some(l) = &self.account {
+            parts.push(match self.account_shards {
+                1 => format!("account {}", one(l)),
+                s => format!("account {} in {s} shards", one(l)),
+            });
+        }
+        parts.join("; ")
     }
+}
+
+/// Every provider's configuration name, for error messages.
+fn provider_names() -> String {
+    Provider::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
 }

@@ -421,13 +421,86 @@ fn shards_and_account_are_parsed_and_checked_by_name() {
         let err = RateLimits::parse(bad).unwrap_err().to_string();
         assert!(err.contains(RATE_LIMITS_VAR) && err.contains(names), "{bad}: {err}");
     }
-    // A configured default does not follow the account; the built-in one does.
+    // A configured default does not follow the account; the built-in provider limit does.
     let configured = RateLimits::parse(r#"{"default":{"per_second":3,"burst":3}}"#).unwrap().unwrap();
     assert_eq!(configured.with_account_rate(Some(100.0)).limit_for("x.org"), Some(limit(3.0, 3)));
     let builtin = RateLimits::builtin().with_account_rate(Some(100.0));
     assert_eq!(builtin.account(), Some(limit(90.0, 90)));
-    assert_eq!(builtin.limit_for("x.org"), Some(limit(45.0, 225)));
-    assert_eq!(RateLimits::builtin().with_account_rate(None).limit_for("x.org"), Some(Limit::DEFAULT));
+    assert_eq!(builtin.limit_for("gmail.com"), Some(limit(45.0, 225)));
+    assert_eq!(builtin.limit_for("x.org"), None, "the long tail: the account only");
+    assert_eq!(RateLimits::builtin().with_account_rate(None).limit_for("hotmail.de"), Some(Limit::DEFAULT));
+}
+
+#[test]
+fn a_domain_takes_its_named_bucket_else_its_providers_else_the_default_else_only_the_accounts() {
+    let l = RateLimits::parse(
+        r#"{"providers":{"google":{"per_second":400,"burst":800,"shards":8},"default":{"per_second":20,"burst":100}},
+            "domains":{"acme.example":"microsoft","Gmail.com":{"per_second":5,"burst":5},"solo.example":{"per_second":2,"burst":2}},
+            "account":{"per_second":90,"burst":90}}"#,
+    )
+    .unwrap()
+    .unwrap();
+    let bucket = |d: &str| l.bucket_for(d).map(|b| (b.item, b.limit.limit, b.limit.shards));
+    // A named domain is its own bucket, even one the table puts under a provider.
+    assert_eq!(bucket("gmail.com"), Some(("gmail.com".into(), limit(5.0, 5), 1)));
+    // The table's provider, with its own limit and shards; another provider's default.
+    assert_eq!(bucket("googlemail.com"), Some(("provider:google".into(), limit(400.0, 800), 8)));
+    assert_eq!(bucket("outlook.com"), Some(("provider:microsoft".into(), limit(20.0, 100), 1)));
+    assert_eq!(bucket("live.co.uk"), bucket("hotmail.com"), "one platform, one bucket");
+    // A company's domain on Microsoft 365, by configuration.
+    assert_eq!(bucket("acme.example"), Some(("provider:microsoft".into(), limit(20.0, 100), 1)));
+    assert_eq!(bucket("solo.example"), Some(("solo.example".into(), limit(2.0, 2), 1)));
+    // The long tail: no bucket (no `default` configured) — the account only.
+    assert_eq!(bucket("small-shop.example"), None);
+    assert!(l.describe().contains("other domains: the account only"), "{}", l.describe());
+
+    // A configuration without providers keeps its per-domain behaviour: gmail.com and
+    // googlemail.com are two buckets under `default`.
+    let old = RateLimits::parse(r#"{"default":{"per_second":10,"burst":50}}"#).unwrap().unwrap();
+    assert_eq!(old.bucket_for("gmail.com").map(|b| b.item), Some("gmail.com".to_owned()));
+    assert_eq!(old.bucket_for("googlemail.com").map(|b| b.item), Some("googlemail.com".to_owned()));
+    // The built-in one keys by provider and leaves the tail to the account.
+    let builtin = RateLimits::builtin();
+    assert_eq!(
+        builtin.bucket_for("GMAIL.com".to_ascii_lowercase().as_str()).map(|b| b.item),
+        Some("provider:google".into())
+    );
+    assert_eq!(builtin.bucket_for("x.org"), None);
+
+    for (bad, names) in [
+        (r#"{"providers":{"gogle":{"per_second":1,"burst":1}}}"#, "\"gogle\" is not a provider"),
+        (r#"{"domains":{"acme.example":"micrsoft"}}"#, "\"micrsoft\" is not a provider"),
+        (r#"{"domains":{"acme.example":42}}"#, "domain acme.example"),
+        (r#"{"domains":{"a.example":"google","A.example":{"per_second":1,"burst":1}}}"#, "listed twice"),
+        (r#"{"providers":{"default":{"per_second":1,"burst":4,"shards":2}}}"#, "providers.default"),
+    ] {
+        let err = RateLimits::parse(bad).unwrap_err().to_string();
+        assert!(err.contains(RATE_LIMITS_VAR) && err.contains(names), "{bad}: {err}");
+    }
+}
+
+/// The write a batch costs: one per provider present (and per named domain), one for the account —
+/// not one per distinct domain. The long tail writes only the account.
+#[tokio::test]
+async fn a_batch_writes_one_token_item_per_provider_present_and_one_for_the_account() {
+    let store = Arc::new(CountingStore::default());
+    let gate = BucketGate::new(store.clone(), RateLimits::builtin().with_account_rate(Some(1000.0)));
+    let batch = requests(&[
+        ("gmail.com", 1),
+        ("googlemail.com", 2),
+        ("gmail.com", 3),
+        ("outlook.com", 4),
+        ("hotmail.de", 5),
+        ("tail-1.example", 6),
+        ("tail-2.example", 7),
+        ("tail-3.example", 8),
+    ]);
+    let answers = gate.admit_batch(&batch, at("2026-12-02T12:00:00Z")).await.unwrap();
+    assert_eq!(count_admitted(&answers), 8);
+    assert_eq!(store.writes(), 3, "google, microsoft, the account");
+    let tail = requests(&[("tail-4.example", 9), ("tail-5.example", 10)]);
+    gate.admit_batch(&tail, at("2026-12-02T12:00:01Z")).await.unwrap();
+    assert_eq!(store.writes(), 4, "the tail: the account's write only");
 }
 
 /// Memory buckets that count writes.
