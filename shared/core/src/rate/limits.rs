@@ -281,6 +281,19 @@ impl RateLimits {
             let shards = check_shards(&format!("provider {name}"), spec.shards, &limit).map_err(invalid)?;
             providers.insert(provider, DomainLimit { limit, shards });
         }
+        // A domain mapped to a provider without a limit would silently fall to `default` or the
+        // account: the mapping would mean nothing.
+        if provider_default.is_none() {
+            if let Some((domain, provider)) =
+                domain_providers.iter().find(|(_, p)| !providers.contains_key(*p))
+            {
+                return Err(invalid(format!(
+                    "domain {domain} is mapped to {name}, which has no limit: add providers.{name} or \
+                     providers.default",
+                    name = provider.name()
+                )));
+            }
+        }
         if json.default.is_none()
             && domains.is_empty()
             && providers.is_empty()

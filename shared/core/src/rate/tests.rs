@@ -473,6 +473,11 @@ fn a_domain_takes_its_named_bucket_else_its_providers_else_the_default_else_only
         (r#"{"domains":{"acme.example":42}}"#, "domain acme.example"),
         (r#"{"domains":{"a.example":"google","A.example":{"per_second":1,"burst":1}}}"#, "listed twice"),
         (r#"{"providers":{"default":{"per_second":1,"burst":4,"shards":2}}}"#, "providers.default"),
+        (r#"{"domains":{"acme.example":"microsoft"}}"#, "mapped to microsoft, which has no limit"),
+        (
+            r#"{"domains":{"acme.example":"microsoft"},"providers":{"google":{"per_second":1,"burst":1}}}"#,
+            "add providers.microsoft",
+        ),
     ] {
         let err = RateLimits::parse(bad).unwrap_err().to_string();
         assert!(err.contains(RATE_LIMITS_VAR) && err.contains(names), "{bad}: {err}");
