@@ -361,22 +361,20 @@ pub(crate) fn report(
     };
 
     let provider_default = limits.provider_limit_default();
-    let providers = ProvidersView {
-        table: PROVIDERS_VERSION,
-        source: match (provider_default, builtin, limits.account()) {
-            (None, _, _) => ProviderSource::None,
-            (Some(_), false, _) => ProviderSource::Configured,
-            (Some(_), true, Some(_)) => ProviderSource::AccountShare,
-            (Some(_), true, None) => ProviderSource::Builtin,
-        },
-        default: provider_default.map(Into::into),
-        explanation: match (provider_default, builtin, limits.account()) {
-            (None, _, _) => format!(
+    let (source, explanation) = match (provider_default, builtin, limits.account()) {
+        (None, _, _) => (
+            ProviderSource::None,
+            format!(
                 "{name} limits only the providers it lists under `providers`; the others' domains fall to \
                  `default` (one bucket per domain) or the account"
             ),
-            (Some(_), false, _) => format!("configured (`providers.default` in {name})"),
-            (Some(l), true, Some(a)) => format!(
+        ),
+        (Some(_), false, _) => {
+            (ProviderSource::Configured, format!("configured (`providers.default` in {name})"))
+        }
+        (Some(l), true, Some(a)) => (
+            ProviderSource::AccountShare,
+            format!(
                 "the built-in provider limit: {} % of the account rate ({}/s × {} = {}/s), burst {} s of it, rounded down = {}",
                 num(PROVIDER_SHARE * 100.0),
                 num(a.per_second),
@@ -385,14 +383,23 @@ pub(crate) fn report(
                 num(PROVIDER_BURST_SECS),
                 l.burst
             ),
-            (Some(l), true, None) => format!(
+        ),
+        (Some(l), true, None) => (
+            ProviderSource::Builtin,
+            format!(
                 "the built-in provider limit while the MaxSendRate is unknown: {}/s, burst {}; with it, {} % of the account rate and a {} s burst",
                 num(l.per_second),
                 l.burst,
                 num(PROVIDER_SHARE * 100.0),
                 num(PROVIDER_BURST_SECS)
             ),
-        },
+        ),
+    };
+    let providers = ProvidersView {
+        table: PROVIDERS_VERSION,
+        source,
+        default: provider_default.map(Into::into),
+        explanation,
         list: Provider::ALL
             .iter()
             .filter_map(|&p| {

@@ -341,12 +341,7 @@ impl RateLimits {
         }
         let provider = self.domain_providers.get(domain).copied().or_else(|| provider_of(domain));
         if let Some(provider) = provider {
-            let limit = self
-                .providers
-                .get(&provider)
-                .copied()
-                .or(self.provider_default.map(|limit| DomainLimit { limit, shards: 1 }));
-            if let Some(limit) = limit {
+            if let Some(limit) = self.provider_limit(provider) {
                 let item = format!("{PROVIDER_BUCKET_PREFIX}{}", provider.name());
                 return Some(DomainBucket { item, provider: Some(provider), limit });
             }
