@@ -8,7 +8,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+# The emulator and linter, and the Python reference producer's pinned boto3 (one resolve).
+.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt \
+    -r examples/producers/python/requirements.txt
 
 export MOTO_PYTHON="$PWD/.venv/bin/python"
 
@@ -24,6 +26,7 @@ if [[ -z "${PG_BIN:-}" ]] && ! command -v initdb >/dev/null 2>&1 \
 fi
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 if ((${#packages[@]})); then
     sudo=()
     [[ $(id -u) -eq 0 ]] || sudo=(sudo)
@@ -37,5 +40,13 @@ node scripts/key-vectors.mjs
 python3 scripts/key_vectors.py
 node scripts/link-vectors.mjs
 python3 scripts/link_vectors.py
+
+# The Node.js reference producer's pinned SDK (examples/producers/node/package-lock.json), installed
+# again only when the lock file changed since the last install.
+producer=examples/producers/node
+if ! cmp -s "$producer/package-lock.json" "$producer/node_modules/.installed-lock.json"; then
+    npm ci --prefix "$producer" --no-audit --no-fund --loglevel=error
+    cp "$producer/package-lock.json" "$producer/node_modules/.installed-lock.json"
+fi
 
 cargo test --workspace --all-targets --no-fail-fast "$@"

@@ -4,8 +4,8 @@
 //! environment (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL…) and keeps decided rows for
 //! `NOTICE_RETENTION_DAYS`, exactly as the Lambdas do.
 
-use notice_ledger::keycheck::{check_secret, KeyCheck, KeyCheckError, KeyCheckOutcome};
-use notice_ledger::NoticeSecret;
+use notice_ledger::keycheck::{check_ring, KeyCheck, KeyCheckError, KeyCheckOutcome};
+use notice_ledger::keyring::KeyRing;
 use notice_setup::ledger_url::{retention_days_from_env, LedgerUrl, Opened};
 
 /// The key secret is not the one the ledger's keys were made with: a configuration error (exit 2).
@@ -67,13 +67,9 @@ impl LedgerTarget {
     /// `send`), a ledger without a check gets this secret's; without, such a ledger (one from
     /// before key checks, not yet opened by a sender) is used with a warning that names it.
     /// Returns the ledger and the secret's check (its identifier for the output).
-    pub async fn open_checked(
-        &self,
-        secret: &NoticeSecret,
-        record: bool,
-    ) -> anyhow::Result<(Opened, KeyCheck)> {
+    pub async fn open_checked(&self, secret: &KeyRing, record: bool) -> anyhow::Result<(Opened, KeyCheck)> {
         let opened = self.open().await?;
-        let outcome = check_secret(opened.key_checks.as_ref(), secret, record).await;
+        let outcome = check_ring(opened.key_checks.as_ref(), secret, record).await;
         match &outcome {
             Ok(KeyCheckOutcome::Unchecked(ours)) => eprintln!(
                 "noticectl: {} holds no key check yet (written before key checks): the key secret ({ours}) \

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::NoticeSecret;
 
 /// The io error of `Dir` and `Secret` is their `source()`, not part of their message: `noticectl`
@@ -43,7 +44,7 @@ impl StateDir {
     /// (checked: blank or short is an error, never a fallback); only when neither variable exists,
     /// the state directory's own random secret, created (mode 0600) on first use and announced on
     /// stderr — a local ledger is only meaningful with the same secret every run.
-    pub async fn secret(&self) -> Result<NoticeSecret, StateError> {
+    pub async fn secret(&self) -> Result<KeyRing, StateError> {
         if notice_setup::secret::source_from_env().map_err(|e| StateError::Invalid(e.to_string()))?.is_some()
         {
             let sdk = notice_setup::aws::load_sdk_config().await;
@@ -56,7 +57,7 @@ impl StateDir {
         let path = self.root.join("secret");
         let err = |source| StateError::Secret { path: path.display().to_string(), source };
         match std::fs::read_to_string(&path) {
-            Ok(text) => NoticeSecret::configured(text.trim())
+            Ok(text) => KeyRing::from_stored(text.trim())
                 .map_err(|e| StateError::Invalid(format!("{}: {e}", path.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let value = random_secret();
@@ -75,12 +76,14 @@ impl StateDir {
                             "noticectl: NOTICE_KEY_SECRET is not set; created a random local secret in {} (mode 0600)",
                             path.display()
                         );
-                        NoticeSecret::configured(value).map_err(|e| StateError::Invalid(e.to_string()))
+                        NoticeSecret::configured(value)
+                            .map(KeyRing::from)
+                            .map_err(|e| StateError::Invalid(e.to_string()))
                     }
                     // Another process created it between our read and our create: use theirs.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                         let text = std::fs::read_to_string(&path).map_err(err)?;
-                        NoticeSecret::configured(text.trim()).map_err(|e| StateError::Invalid(e.to_string()))
+                        KeyRing::from_stored(text.trim()).map_err(|e| StateError::Invalid(e.to_string()))
                     }
                     Err(e) => Err(err(e)),
                 }

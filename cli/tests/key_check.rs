@@ -130,10 +130,12 @@ async fn a_random_local_secret_never_reads_a_deployed_ledger() {
     let client = notice_setup::aws::dynamodb_client(&moto.sdk_config().await);
     let store = notice_dynamodb::keycheck::DynamoKeyCheck::new(client, "notices");
     let right = notice_ledger::NoticeSecret::new(RIGHT).unwrap();
-    let key = notice_sender::verify_key_secret(&store, &right).await.expect("first start records");
-    assert_eq!(notice_sender::verify_key_secret(&store, &right).await.expect("verifies"), key);
+    let key =
+        notice_sender::verify_key_secret(&store, &right.clone().into()).await.expect("first start records");
+    assert_eq!(notice_sender::verify_key_secret(&store, &right.clone().into()).await.expect("verifies"), key);
     let wrong = notice_ledger::NoticeSecret::new(WRONG).unwrap();
-    let refused = notice_sender::verify_key_secret(&store, &wrong).await.expect_err("another secret");
+    let refused =
+        notice_sender::verify_key_secret(&store, &wrong.clone().into()).await.expect_err("another secret");
     assert!(
         refused.to_string().contains("NOTICE_KEY_SECRET") && !refused.to_string().contains(WRONG),
         "{refused}"

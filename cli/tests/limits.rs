@@ -282,3 +282,48 @@ fn json_carries_every_number_and_its_source() {
     assert_eq!(string(&doc, "/queries/0/matched"), "listed");
     close(&doc, "/queries/0/per_shard/per_second", 50.0);
 }
+
+#[test]
+fn the_mx_rollup_is_shown_on_or_off_and_which_domains_it_would_look_up() {
+    // Off by default, and in a configuration that does not name it.
+    let stdout = stdout_ok(&noticectl(&["limits", "--domain", "workspace.example"]));
+    assert!(stdout.contains("MX rollup: off"), "{stdout}");
+    assert!(!stdout.contains("unless its MX hosts"), "{stdout}");
+    let doc = json(&noticectl(&["limits", "--json", "--domain", "workspace.example"]));
+    assert_eq!(doc["rollup"]["enabled"], Value::Bool(false), "{doc:#}");
+    assert_eq!(doc["rollup"]["mode"], Value::Null, "{doc:#}");
+    assert_eq!(doc["queries"][0]["mx_lookup"], Value::Bool(false), "{doc:#}");
+
+    let rollup = r#"{"providers":{"google":{"per_second":10,"burst":20}},"domains":{"acme.example":"google"},"rollup":"mx"}"#;
+    let args =
+        ["limits", "--domain", "workspace.example", "--domain", "gmail.com", "--domain", "acme.example"];
+    let stdout = stdout_ok(&noticectl_with(Some(rollup), &args));
+    assert!(stdout.contains("MX rollup: on"), "{stdout}");
+    assert!(stdout.contains("at most 200 ms"), "{stdout}");
+    assert!(stdout.contains("MxRollupFallbacks"), "{stdout}");
+    // A domain nothing places: the tail, unless its MX says otherwise; the table's and a mapped
+    // domain are never looked up.
+    let line = |d: &str| stdout.lines().find(|l| l.trim_start().starts_with(&format!("{d}:"))).unwrap_or("");
+    assert!(
+        line("workspace.example").contains("the long tail")
+            && line("workspace.example").contains("unless its MX hosts are all one provider's"),
+        "{stdout}"
+    );
+    assert!(!line("gmail.com").contains("unless its MX"), "{stdout}");
+    assert!(!line("acme.example").contains("unless its MX"), "{stdout}");
+    assert!(stdout.contains("the sender logs: google 10/s burst 20; acme.example → google; mx rollup: other domains by their MX hosts; other domains: the account only"), "{stdout}");
+
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let doc = json(&noticectl_with(Some(rollup), &json_args));
+    assert_eq!(doc["rollup"]["enabled"], Value::Bool(true), "{doc:#}");
+    assert_eq!(string(&doc, "/rollup/mode"), "mx");
+    let looked_up: Vec<bool> = (0..3).map(|i| doc["queries"][i]["mx_lookup"] == Value::Bool(true)).collect();
+    assert_eq!(looked_up, [true, false, false], "{doc:#}");
+
+    // Anything but "mx" stops the command as it stops the sender, naming the value.
+    let out = noticectl_with(Some(&rollup.replace(r#""mx""#, r#""dns""#)), &["limits"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("NOTICE_RATE_LIMITS") && stderr.contains(r#""dns" is not a rollup"#), "{stderr}");
+}

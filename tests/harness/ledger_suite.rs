@@ -13,7 +13,8 @@
 //! evidence, operator actions, backfill), `rules` (every write from every starting row, against
 //! the core's one definition of the transition rules), `withdraws` (tombstones: what they hold
 //! off, evidence over them, racing a claim), `buckets` (the per-domain rate buckets each store
-//! keeps beside its rows: compare-and-set, burst and refill, racing senders) and `evidence` (the
+//! keeps beside its rows: compare-and-set, burst and refill, racing senders), `rotation` (alias
+//! rows while two key secret versions are active) and `evidence` (the
 //! charge time, jurisdiction and rendered-notice evidence a row keeps for an audit). The key
 //! check each store keeps beside its rows is one case here,
 //! [`the_first_key_check_recorded_is_the_one_every_opening_reads`].
@@ -22,6 +23,7 @@ mod buckets;
 mod claims;
 mod evidence;
 mod resolution;
+mod rotation;
 mod rules;
 mod withdraws;
 
@@ -42,6 +44,9 @@ pub use resolution::{
     backfill_never_overwrites, concurrent_evidence_loses_nothing, keys_are_found_by_prefix,
     open_claims_lists_old_claims_oldest_first_within_the_limit, operator_actions_only_touch_open_claims,
     provider_evidence_resolves_learns_and_detects_duplicates,
+};
+pub use rotation::{
+    aliases_keep_a_notice_claimable_under_one_key, claims_under_two_versions_racing_mint_once,
 };
 pub use rules::every_write_obeys_the_transition_rules;
 pub use withdraws::{
@@ -85,6 +90,8 @@ macro_rules! ledger_suite_tests {
             the_rendered_notice_is_kept_as_evidence,
             a_tombstone_holds_off_every_claim_and_only_a_send_event_moves_it,
             a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other,
+            aliases_keep_a_notice_claimable_under_one_key,
+            claims_under_two_versions_racing_mint_once,
         );
         $crate::ledger_suite_tests!(@bucket_cases $fixture;
             bucket_writes_apply_only_under_their_condition,
@@ -236,6 +243,7 @@ pub fn withdraw_request(key: &NoticeKey, at: DateTime<Utc>) -> WithdrawRequest {
         origin: Origin::Worker,
         detail: notice_ledger::ledger::withdraw_detail("suite", Some("cancelled"), at),
         at,
+        aliases: Vec::new(),
     }
 }
 
@@ -253,6 +261,7 @@ pub fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         charge_at: Some(at + chrono::Duration::hours(72)),
         jurisdiction: Some("US-CA".into()),
         rendered: None,
+        aliases: Vec::new(),
     }
 }
 

@@ -52,7 +52,7 @@ pub fn settings(env: &Env, dead_letter: bool) -> SenderSettings {
                 "https://billing.example.com/manage",
                 secret.derive_subkey("l"),
             ))),
-            secret,
+            secret: secret.into(),
             mode: Mode::Enforce,
             policy: WindowPolicy::default(),
             send_timeout: Duration::from_secs(3),

@@ -109,7 +109,7 @@ impl SmokeStack {
         let sender = app_with(&self.env, s, None).await;
         let checks = notice_dynamodb::DynamoKeyCheck::new(aws::dynamodb_client(&sdk), TABLE);
         let secret = notice_ledger::NoticeSecret::new(SECRET).expect("secret");
-        notice_sender::verify_key_secret(&checks, &secret).await.expect("the key check");
+        notice_sender::verify_key_secret(&checks, &secret.clone().into()).await.expect("the key check");
         let reconciler = ReconcilerApp {
             ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
             concurrency: 4,

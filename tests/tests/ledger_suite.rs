@@ -165,11 +165,14 @@ async fn postgres_migration_is_idempotent_and_the_quarantine_query_uses_the_part
 async fn postgres_migration_lets_a_table_made_before_withdraw_hold_tombstones() {
     let server = postgres_server().await;
     let db = server.create_database("before_withdraw").await;
-    // The state check as tables were created before `withdrawn` existed.
-    let (tables, _upgrade) =
-        MIGRATION.split_once("-- Tables made before withdraw existed").unwrap_or_else(|| panic!("marker"));
-    let old = tables.replace(", 'withdrawn')", ")");
-    assert_ne!(old, tables);
+    // The state and key checks as tables were created before `withdrawn` and key rotation existed.
+    let (tables, _upgrade) = MIGRATION
+        .split_once("-- Tables made before withdraw or key rotation existed")
+        .unwrap_or_else(|| panic!("marker"));
+    let old = tables
+        .replace(", 'withdrawn', 'alias')", ")")
+        .replace("'^([0-9a-f]{64}|v[1-9][0-9]{0,5}-[0-9a-f]{56})$'", "'^[0-9a-f]{64}$'");
+    assert!(!old.contains("alias") && !old.contains("{56}"), "{old}");
     server.psql(&db, &old).await.unwrap_or_else(|e| panic!("old schema: {e}"));
     let check = "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'notices_state_check'";
     let before = server.psql(&db, check).await.unwrap_or_else(|e| panic!("psql: {e}"));
@@ -182,6 +185,14 @@ async fn postgres_migration_lets_a_table_made_before_withdraw_hold_tombstones() 
     let key = notice_e2e::ledger_suite::fresh_key();
     let req = notice_e2e::ledger_suite::withdraw_request(&key, chrono::Utc::now());
     assert_eq!(ledger.withdraw(&req).await.unwrap_or_else(|e| panic!("withdraw: {e}")), None);
+    // Rotation: a key under a later secret version, and an alias row, are admitted now.
+    assert!(after.contains("alias"), "{after}");
+    let old_key = notice_e2e::ledger_suite::fresh_key();
+    let new_key = notice_ledger::NoticeKey::parse(&format!("v2-{}", &old_key.as_str()[8..]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let req = notice_e2e::ledger_suite::request(&new_key, chrono::Utc::now()).with_aliases(vec![old_key]);
+    let claimed = ledger.claim(&req).await.unwrap_or_else(|e| panic!("claim under v2: {e}"));
+    assert!(matches!(claimed, notice_ledger::ledger::ClaimOutcome::Minted(_)), "{claimed:?}");
 }
 
 #[tokio::test]

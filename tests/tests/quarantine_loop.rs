@@ -89,7 +89,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
                 "https://b.example/m",
                 secret.derive_subkey("l"),
             ))),
-            secret,
+            secret: secret.into(),
             mode: Mode::Enforce,
             policy: WindowPolicy::default(),
             send_timeout: Duration::from_secs(3),

@@ -5,6 +5,7 @@
 //! the SQLite file); what comes back says how many jobs are new, how many the ledger already
 //! decided, and which lines are not jobs at all.
 
+use notice_ledger::deliver::Placement;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -131,14 +132,14 @@ pub(super) async fn census(
             Err(e) => census.invalid.push((item.origin, crate::terminal::escape(&e.to_string()))),
             Ok(Message::Withdraw(withdrawal)) => {
                 census.withdraw_lines += 1;
-                if seen_withdraws.insert(withdrawal.key(&secret)) {
+                if seen_withdraws.insert(secret.key(&withdrawal.identity)) {
                     census.withdraws.push((item.origin, withdrawal));
                 } else {
                     census.repeated_in_file += 1;
                 }
             }
             Ok(Message::Send(job)) => {
-                let key = job.key(&secret);
+                let key = secret.key(&job.identity);
                 if seen.insert(key.clone()) {
                     candidates.push((item.origin, job, key));
                 } else {
@@ -150,14 +151,17 @@ pub(super) async fn census(
     let bar = progress(candidates.len(), "looking up");
     let mut rows: BTreeMap<NoticeKey, LedgerRow> = BTreeMap::new();
     for chunk in candidates.chunks(100) {
-        let keys: Vec<NoticeKey> = chunk.iter().map(|(_, _, k)| k.clone()).collect();
+        // While the key secret rotates, a notice may live under an older version's key.
+        let keys: Vec<NoticeKey> =
+            chunk.iter().flat_map(|(_, job, _)| secret.active_keys(&job.identity)).collect();
         for row in ledger.get_many(&keys).await.context("ledger lookup failed")? {
             rows.insert(row.key.clone(), row);
         }
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
-    for (origin, job, key) in candidates {
+    for (origin, job, _) in candidates {
+        let key = Placement::of(&secret, &job.identity, |k| rows.get(k).cloned()).key;
         match rows.get(&key).map(|r| r.state) {
             None => census.new.push((origin, job, key)),
             Some(RowState::Released) => {

@@ -114,7 +114,7 @@ async fn park(
         .await
         .context(need)?
         .with_context(|| format!("{need}: neither is set"))?;
-    let key = job.key(&secret);
+    let key = secret.key(&job.identity);
     let at = wake.queue.park_time(wake.until, Some(wake.closes_at), Some(&key));
     let sqs = crate::queue::client().await;
     let queue_arn = sqs

@@ -12,8 +12,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use notice_ledger::keycheck::{check_secret, KeyCheck, KeyCheckError, KeyCheckOutcome};
-use notice_ledger::NoticeSecret;
+use notice_ledger::keycheck::{check_ring, KeyCheck, KeyCheckError, KeyCheckOutcome};
 use notice_postgres::{PostgresLedger, MIGRATION};
 
 use crate::exit::Exit;
@@ -88,7 +87,7 @@ async fn init_postgres(args: InitArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(Exit::Ok.into());
     };
-    match check_secret(&ledger.key_checks(), &secret, true).await {
+    match check_ring(&ledger.key_checks(), &secret, true).await {
         Ok(KeyCheckOutcome::Recorded(ours)) => println!("key check: recorded key secret {ours}"),
         Ok(outcome) => println!("key check: the ledger's matches key secret {}", outcome.ours()),
         Err(KeyCheckError::Mismatch { ours, stored }) => {
@@ -102,7 +101,7 @@ async fn init_postgres(args: InitArgs) -> anyhow::Result<ExitCode> {
 /// The deployment's key secret when one is configured (`NOTICE_KEY_SECRET`, or fetched from
 /// `NOTICE_KEY_SECRET_ARN`); `None` when neither is set — `ledger init` never falls back to a
 /// local random secret, whose check would lock the deployment's sender out of its own ledger.
-async fn configured_key_secret() -> anyhow::Result<Option<NoticeSecret>> {
+async fn configured_key_secret() -> anyhow::Result<Option<notice_ledger::keyring::KeyRing>> {
     if notice_setup::secret::source_from_env()?.is_none() {
         return Ok(None);
     }

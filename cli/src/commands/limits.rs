@@ -1,14 +1,15 @@
 //! `noticectl limits`: the send-rate limits a configuration gives — the account, the default for
-//! unlisted domains and every listed domain with its shards — worked out exactly as the sender
-//! does at cold start (`RateLimits::with_account_rate` over `NOTICE_RATE_LIMITS` and SES's
-//! `MaxSendRate`). No AWS calls: the MaxSendRate is a flag, unknown when absent.
+//! unlisted domains and every listed domain with its shards, and whether the MX rollup places the
+//! others — worked out exactly as the sender does at cold start (`RateLimits::with_account_rate`
+//! over `NOTICE_RATE_LIMITS` and SES's `MaxSendRate`). No AWS calls and no DNS: the MaxSendRate is
+//! a flag, unknown when absent, and a domain the rollup would look up is said to be so.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use notice_ledger::rate::limits::{DomainLimit, ACCOUNT_SHARE, PROVIDER_BURST_SECS, PROVIDER_SHARE};
 use notice_ledger::rate::providers::{domains_of, Provider, PROVIDERS_VERSION};
-use notice_ledger::rate::{Limit, RateLimits, RATE_LIMITS_VAR};
+use notice_ledger::rate::{Limit, RateLimits, Rollup, MX_LOOKUP_BOUND, RATE_LIMITS_VAR};
 use serde::Serialize;
 
 use super::capacity::count;
@@ -117,6 +118,15 @@ pub(crate) struct ProvidersView {
     pub(crate) list: Vec<ProviderView>,
 }
 
+/// The MX rollup (`"rollup"` in the configuration).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct RollupView {
+    pub(crate) enabled: bool,
+    /// `"mx"` when on.
+    pub(crate) mode: Option<&'static str>,
+    pub(crate) explanation: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct AccountView {
     pub(crate) source: AccountSource,
@@ -171,6 +181,9 @@ pub(crate) struct QueryView {
     pub(crate) limit: Option<LimitView>,
     pub(crate) shards: Option<u32>,
     pub(crate) per_shard: Option<LimitView>,
+    /// The sender looks this domain's MX up first (the rollup is on and nothing else places it):
+    /// a provider's bucket when all its MX hosts are one provider's, else what `matched` says.
+    pub(crate) mx_lookup: bool,
 }
 
 /// Everything the command prints.
@@ -186,6 +199,7 @@ pub(crate) struct LimitsReport {
     pub(crate) account: AccountView,
     pub(crate) providers: ProvidersView,
     pub(crate) default: DefaultView,
+    pub(crate) rollup: RollupView,
     pub(crate) domains: Vec<DomainView>,
     pub(crate) queries: Vec<QueryView>,
     /// The line the sender logs at start-up (`RateLimits::describe`), or `off`.
@@ -276,7 +290,8 @@ pub(crate) fn report(
                 explanation: off.clone(),
                 list: Vec::new(),
             },
-            default: DefaultView { source: DefaultSource::Off, limit: None, explanation: off },
+            default: DefaultView { source: DefaultSource::Off, limit: None, explanation: off.clone() },
+            rollup: RollupView { enabled: false, mode: None, explanation: off },
             domains: Vec::new(),
             queries: queries
                 .iter()
@@ -287,6 +302,7 @@ pub(crate) fn report(
                     limit: None,
                     shards: None,
                     per_shard: None,
+                    mx_lookup: false,
                 })
                 .collect(),
             sender_log: "off".to_owned(),
@@ -443,6 +459,29 @@ pub(crate) fn report(
         })
         .collect();
 
+    let rollup = match limits.rollup() {
+        Some(rollup @ Rollup::Mx) => RollupView {
+            enabled: true,
+            mode: Some(rollup.name()),
+            explanation: format!(
+                "on (`\"rollup\": \"mx\"` in {name}): a domain in no provider and not named takes a provider's \
+                 bucket when all of its MX hosts are that provider's (aspmx.l.google.com, \
+                 *.mail.protection.outlook.com …), looked up by the sender — a batch waits at most {} ms, \
+                 answers are kept for their TTL, and a lookup that fails or times out leaves the domain \
+                 where it is (counted as MxRollupFallbacks); this command does no DNS",
+                MX_LOOKUP_BOUND.as_millis()
+            ),
+        },
+        None => RollupView {
+            enabled: false,
+            mode: None,
+            explanation: format!(
+                "off: {name} sets no `rollup`, so a domain's bucket never depends on DNS (`\"rollup\": \"mx\"` \
+                 places the others by their MX hosts)"
+            ),
+        },
+    };
+
     let queries = queries
         .iter()
         .map(|d| match limits.bucket_for(d) {
@@ -457,6 +496,7 @@ pub(crate) fn report(
                 limit: Some(bucket.limit.limit.into()),
                 shards: Some(bucket.limit.shards),
                 per_shard: Some(bucket.limit.limit.shard(bucket.limit.shards).into()),
+                mx_lookup: limits.needs_mx(d),
             },
             None => QueryView {
                 domain: d.clone(),
@@ -465,6 +505,7 @@ pub(crate) fn report(
                 limit: None,
                 shards: None,
                 per_shard: None,
+                mx_lookup: limits.needs_mx(d),
             },
         })
         .collect();
@@ -539,6 +580,7 @@ pub(crate) fn report(
         account,
         providers,
         default,
+        rollup,
         domains,
         queries,
         sender_log: limits.describe(),
@@ -636,6 +678,7 @@ pub(crate) fn render(r: &LimitsReport) -> String {
             out.push_str(&format!("  {}: {}\n", d.domain, d.explanation));
         }
         out.push_str(&format!("  other domains: {}\n", r.default.explanation));
+        out.push_str(&format!("  MX rollup: {}\n", r.rollup.explanation));
     }
     if !r.queries.is_empty() {
         out.push_str("\ndomains asked about (--domain):\n");
@@ -663,7 +706,12 @@ pub(crate) fn render(r: &LimitsReport) -> String {
                     one(l)
                 ),
             };
-            out.push_str(&format!("  {}: {what}\n", q.domain));
+            let mx = if q.mx_lookup {
+                " — unless its MX hosts are all one provider's: then that provider's bucket (the sender looks it up)"
+            } else {
+                ""
+            };
+            out.push_str(&format!("  {}: {what}{mx}\n", q.domain));
         }
     }
     out.push_str(&format!("\nthe sender logs: {}\n", r.sender_log));

@@ -146,7 +146,9 @@ async fn link_secret(state_dir: &Path) -> anyhow::Result<(ManageLinks, SecretSou
     }
     let key_secret = StateDir::open(state_dir)?.secret().await?;
     let links = notice_setup::config::links_from_env(&key_secret)?;
-    Ok((links, SecretSource::DerivedFromKey(KeyCheck::of(&key_secret))))
+    // The link secret is derived from the first key secret version ([`notice_setup::config::links_from_env`]).
+    let first = key_secret.version(1).unwrap_or_else(|| key_secret.current());
+    Ok((links, SecretSource::DerivedFromKey(KeyCheck::of_version(first.secret(), first.version()))))
 }
 
 /// The three parameters of a manage link, decoded and checked the way the sender wrote them.

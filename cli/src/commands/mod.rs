@@ -7,6 +7,7 @@ pub(crate) mod config;
 pub(crate) mod enqueue;
 pub(crate) mod evidence;
 pub(crate) mod key;
+mod key_rotation;
 pub(crate) mod ledger;
 pub(crate) mod limits;
 pub(crate) mod link;

@@ -221,7 +221,7 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let (policy, policy_source) = args.policy.load()?;
     let items = read_items(&args.input)?;
     let secret = NoticeSecret::new("noticectl validate: keys are not shown")?;
-    let (renderer, _) = notice_setup::notices::notices_from_env(&secret)?;
+    let (renderer, _) = notice_setup::notices::notices_from_env(&secret.clone().into())?;
     let checker = Checker { policy, renderer, secret };
     let messages: Vec<Verdict> = items.iter().map(|item| checker.verdict(item)).collect();
     let summary = summarise(&messages);

@@ -16,10 +16,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use notice_ledger::deliver::{locate, Placement};
 use notice_ledger::job::Withdrawal;
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::rules::{withdraw_answer, WithdrawAnswer};
 use notice_ledger::ledger::{ClaimLedger, Ledger, LedgerRow, Origin, RowReader, RowState, WithdrawRequest};
-use notice_ledger::{InvalidJob, NoticeKey, NoticeSecret};
+use notice_ledger::{InvalidJob, NoticeKey};
 use serde_json::Value;
 
 use crate::exit::Exit;
@@ -109,6 +111,10 @@ fn check_reason(reason: &str) -> anyhow::Result<()> {
     }
 }
 
+/// An alias answered: the notice lives under a secret version this process does not hold.
+const ELSEWHERE: &str = "cannot tell: the notice lives under a newer key secret version than this secret \
+     (an alias row); run with the deployment's current secret (NOTICE_KEY_SECRET_ARN)";
+
 /// What the ledger's row says a withdraw would do, in the operator's words.
 fn plan_text(row: Option<&LedgerRow>) -> String {
     match (withdraw_answer(row), row) {
@@ -126,6 +132,7 @@ fn plan_text(row: Option<&LedgerRow>) -> String {
             "not needed: the notice is {} — it was never sent and never will be",
             row.map_or("decided".into(), |r| r.state.to_string())
         ),
+        (WithdrawAnswer::Elsewhere, _) => ELSEWHERE.into(),
     }
 }
 
@@ -160,7 +167,7 @@ async fn single(
     args: &WithdrawArgs,
     target: &LedgerTarget,
     ledger: &dyn Ledger,
-    secret: &NoticeSecret,
+    secret: &KeyRing,
     who: &str,
 ) -> anyhow::Result<ExitCode> {
     let mut body = serde_json::json!({
@@ -172,8 +179,9 @@ async fn single(
     }
     let withdrawal = Withdrawal::from_value(&body)
         .map_err(|e| anyhow::anyhow!("--{} {}", e.field.replace('_', "-"), e.reason))?;
-    let key = withdrawal.key(secret);
     let identity = &withdrawal.identity;
+    let (placed, row) = locate(secret, ledger, identity).await.context("ledger read failed")?;
+    let key = placed.key.clone();
     println!("notice {key}");
     println!(
         "  subscription {}  period {}  kind {}  revision {}  (ledger {})",
@@ -183,7 +191,6 @@ async fn single(
         identity.revision(),
         target.describe()
     );
-    let row = ledger.get(&key).await.context("ledger read failed")?;
     println!("{}", plan_text(row.as_ref()));
     match withdraw_answer(row.as_ref()) {
         WithdrawAnswer::Withdraw => {}
@@ -191,7 +198,7 @@ async fn single(
             println!("nothing to write");
             return Ok(Exit::Ok.into());
         }
-        WithdrawAnswer::TooLate => return Ok(Exit::Attention.into()),
+        WithdrawAnswer::TooLate | WithdrawAnswer::Elsewhere => return Ok(Exit::Attention.into()),
     }
     if args.dry_run {
         println!("dry run: nothing written");
@@ -207,7 +214,8 @@ async fn single(
         println!("nothing withdrawn");
         return Ok(Exit::SafetyStop.into());
     }
-    let req = WithdrawRequest::new(&withdrawal, key.clone(), Origin::Operator, who, Utc::now());
+    let req = WithdrawRequest::new(&withdrawal, key.clone(), Origin::Operator, who, Utc::now())
+        .with_aliases(placed.aliases);
     let written = ledger.withdraw(&req).await.context("not withdrawn (a withdraw is safe to repeat)")?;
     let answer = Answer::of(written.as_ref())?;
     match answer {
@@ -250,6 +258,7 @@ impl Answer {
                 },
             },
             WithdrawAnswer::NeverSent => Answer::NotNeeded(row.state),
+            WithdrawAnswer::Elsewhere => anyhow::bail!("{ELSEWHERE}"),
             WithdrawAnswer::Withdraw => {
                 anyhow::bail!("the ledger refused a withdraw over a {} row (a ledger fault)", row.state)
             }
@@ -276,7 +285,10 @@ impl Answer {
 struct Target {
     origin: String,
     withdrawal: Withdrawal,
+    /// Where the notice lives (its current key until the lookup placed it), and the aliases a
+    /// tombstone there carries while the key secret rotates.
     key: NoticeKey,
+    aliases: Vec<NoticeKey>,
 }
 
 /// How many keys ended (or would end) each way.
@@ -371,7 +383,7 @@ async fn bulk(
     args: &WithdrawArgs,
     target: &LedgerTarget,
     ledger: Arc<dyn Ledger>,
-    secret: &NoticeSecret,
+    secret: &KeyRing,
     who: &str,
 ) -> anyhow::Result<ExitCode> {
     let items = read_items(from)?;
@@ -384,9 +396,14 @@ async fn bulk(
         match parse_line(item, args.reason.as_deref()) {
             Err(problem) => invalid.push((item.origin.clone(), escape(&problem))),
             Ok(withdrawal) => {
-                let key = withdrawal.key(secret);
+                let key = secret.key(&withdrawal.identity);
                 if seen.insert(key.clone()) {
-                    targets.push(Target { origin: item.origin.clone(), withdrawal, key });
+                    targets.push(Target {
+                        origin: item.origin.clone(),
+                        withdrawal,
+                        key,
+                        aliases: Vec::new(),
+                    });
                 } else {
                     repeated += 1;
                 }
@@ -397,13 +414,19 @@ async fn bulk(
     let bar = progress(targets.len(), "looking up");
     let mut rows: BTreeMap<NoticeKey, LedgerRow> = BTreeMap::new();
     for chunk in targets.chunks(100) {
-        let keys: Vec<NoticeKey> = chunk.iter().map(|t| t.key.clone()).collect();
+        // While the key secret rotates, a notice may live under an older version's key.
+        let keys: Vec<NoticeKey> =
+            chunk.iter().flat_map(|t| secret.active_keys(&t.withdrawal.identity)).collect();
         for row in ledger.get_many(&keys).await.context("ledger lookup failed")? {
             rows.insert(row.key.clone(), row);
         }
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
+    for t in targets.iter_mut() {
+        let placed = Placement::of(secret, &t.withdrawal.identity, |k| rows.get(k).cloned());
+        (t.key, t.aliases) = (placed.key, placed.aliases);
+    }
     let mut planned = Counts::default();
     for t in &targets {
         let row = rows.get(&t.key);
@@ -450,7 +473,8 @@ async fn bulk(
     let bar = progress(to_write.len(), "withdrawing");
     let mut results = futures::stream::iter(to_write.iter().map(|t| {
         let ledger = Arc::clone(&ledger);
-        let req = WithdrawRequest::new(&t.withdrawal, t.key.clone(), Origin::Operator, who, now);
+        let req = WithdrawRequest::new(&t.withdrawal, t.key.clone(), Origin::Operator, who, now)
+            .with_aliases(t.aliases.clone());
         async move { (*t, ledger.withdraw(&req).await) }
     }))
     .buffer_unordered(usize::from(args.concurrency));

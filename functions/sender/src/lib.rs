@@ -21,7 +21,7 @@ use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
-use notice_ledger::keycheck::{check_secret, KeyCheck, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
+use notice_ledger::keycheck::{check_ring, KeyCheck, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
 use notice_ledger::ledger::Ledger;
 use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
@@ -89,7 +89,7 @@ impl SenderApp {
         }
         let opened = settings.ledger.open_with_buckets(Some(&sdk), settings.retention_days).await?;
         let key = verify_key_secret(opened.key_checks.as_ref(), &settings.send.secret).await?;
-        info!(key_secret = %key, ledger = %settings.ledger.describe(), "key secret verified against the ledger's key check");
+        info!(key_secret = %key, key_versions = %settings.send.secret.describe(), ledger = %settings.ledger.describe(), "key secret verified against the ledger's key check");
         let sesv2 = aws::sesv2_client(&sdk, settings.send.send_timeout);
         let parker = settings.parking.clone().map(|p| {
             let parker = SchedulerParker::new(aws_sdk_scheduler::Client::new(&sdk), p.group, p.role_arn)
@@ -215,9 +215,9 @@ impl SenderApp {
 /// two identifiers, never the secret.
 pub async fn verify_key_secret(
     store: &dyn KeyCheckStore,
-    secret: &notice_ledger::NoticeSecret,
+    secret: &notice_ledger::keyring::KeyRing,
 ) -> Result<KeyCheck, ConfigError> {
-    match check_secret(store, secret, true).await {
+    match check_ring(store, secret, true).await {
         Ok(outcome) => {
             if let KeyCheckOutcome::Recorded(k) = &outcome {
                 info!(key_secret = %k, "the ledger had no key check: this secret's was recorded");

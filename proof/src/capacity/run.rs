@@ -208,7 +208,7 @@ impl Run {
         self.c.environments += 1;
         let buckets: Arc<dyn BucketStore> = self.svc.dynamo.clone();
         let config = SendConfig {
-            secret: self.secret.clone(),
+            secret: self.secret.clone().into(),
             mode: Mode::Enforce,
             policy: WindowPolicy::default(),
             renderer: self.renderer.clone(),

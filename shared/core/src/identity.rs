@@ -199,10 +199,15 @@ fn parse_period_start(value: &str) -> Result<NaiveDate, InvalidJob> {
         .map_err(|_| InvalidJob::new("period_start", "is not a real calendar date"))
 }
 
-/// A derived notice key: 64 lowercase hex characters.
+/// A derived notice key. Under the first secret version: 64 lowercase hex characters, exactly the
+/// reference formula (today's keys, vectors and foreign workers stay valid). Under version `N ≥ 2`
+/// ([`crate::keyring`]): `vN-` and the first 56 hex characters of the same HMAC under that
+/// version's secret — a `v` never occurs in hex, so the two shapes cannot be confused, and at most
+/// 64 characters keep a key usable as an EventBridge Scheduler name and an SES tag.
 ///
-/// Made by [`NoticeKey::derive`]; [`NoticeKey::parse`] only accepts a key that was derived elsewhere
-/// (an operator pasting it, a ledger row, an SES tag) and checks its shape.
+/// Made by [`NoticeKey::derive`] (and [`crate::keyring::KeyRing`]); [`NoticeKey::parse`] only
+/// accepts a key that was derived elsewhere (an operator pasting it, a ledger row, an SES tag) and
+/// checks its shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NoticeKey(String);
 
@@ -212,27 +217,66 @@ impl NoticeKey {
     }
 
     pub fn parse(value: &str) -> Result<Self, InvalidKey> {
-        if value.len() == 64 && value.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        let hex =
+            |h: &str, len: usize| h.len() == len && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let versioned = || {
+            let (version, rest) = value.strip_prefix('v')?.split_once('-')?;
+            let n = parse_version_number(version)?;
+            (n >= 2 && hex(rest, VERSIONED_HEX_LEN)).then_some(())
+        };
+        if hex(value, 64) || versioned().is_some() {
             Ok(Self(value.to_owned()))
         } else {
             Err(InvalidKey(value.chars().take(80).collect()))
         }
     }
 
+    /// A key under secret version `version` (≥ 2) from the HMAC's hex: `vN-` and its first 56
+    /// characters. Version 1 is the bare hex ([`NoticeKey::derive`]).
+    pub(crate) fn versioned(version: u32, hmac_hex: &str) -> Self {
+        if version <= 1 {
+            return Self(hmac_hex.to_owned());
+        }
+        Self(format!("v{version}-{}", &hmac_hex[..VERSIONED_HEX_LEN.min(hmac_hex.len())]))
+    }
+
+    /// The secret version this key was derived under: 1 for a bare hex key.
+    pub fn version(&self) -> u32 {
+        self.0
+            .strip_prefix('v')
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(n, _)| parse_version_number(n))
+            .unwrap_or(1)
+    }
+
+    /// The key's hex part (the whole key under version 1).
+    fn hex(&self) -> &str {
+        self.0.split_once('-').map_or(self.0.as_str(), |(_, hex)| hex)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
-    /// First 12 hex characters: enough to tell keys apart in logs and terminal output.
+    /// First 12 hex characters (after a version's `vN-`): enough to tell keys apart in logs and
+    /// terminal output.
     pub fn prefix(&self) -> &str {
-        &self.0[..12]
+        let version_len = self.0.len() - self.hex().len();
+        &self.0[..version_len + 12]
+    }
+
+    /// The key's first hex character (after a version's `vN-`): uniformly spread, for sharding.
+    pub fn first_hex(&self) -> &str {
+        &self.hex()[..1]
     }
 
     /// A stable, uniformly spread number from the key: 64 of its bits, from lane 0–3 (lanes are
     /// independent, so the park spread and a domain's shard do not pick alike).
     pub fn seed(&self, lane: usize) -> u64 {
-        let at = (lane % 4) * 16;
-        self.0.get(at..at + 16).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
+        let hex = self.hex();
+        // Four 16-character lanes spread over the hex part: 0/16/32/48 of 64, 0/13/26/40 of 56.
+        let at = (lane % 4) * (hex.len().saturating_sub(16)) / 3;
+        hex.get(at..at + 16).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
     }
 }
 
@@ -243,8 +287,21 @@ impl fmt::Display for NoticeKey {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("not a notice key (want 64 lowercase hex characters): {0:?}")]
+#[error("not a notice key (want 64 lowercase hex characters, or `vN-` and 56 of them): {0:?}")]
 pub struct InvalidKey(String);
+
+/// Hex characters of the HMAC a key under secret version ≥ 2 keeps (224 bits).
+pub const VERSIONED_HEX_LEN: usize = 56;
+
+/// A secret version's number as written in a key or a secret (`2` in `v2-…`): decimal, no
+/// leading zero, at most six digits.
+pub(crate) fn parse_version_number(text: &str) -> Option<u32> {
+    let ok = !text.is_empty()
+        && text.len() <= 6
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && !text.starts_with('0');
+    ok.then(|| text.parse().ok()).flatten()
+}
 
 pub(crate) fn hmac_hex(secret: &[u8], message: &[u8]) -> String {
     // HMAC accepts keys of any length; `new_from_slice` cannot fail for HMAC.

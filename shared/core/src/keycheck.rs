@@ -31,12 +31,22 @@ pub struct KeyCheck {
 }
 
 impl KeyCheck {
-    /// The check of `secret` (version [`CURRENT_VERSION`]).
+    /// The check of `secret` as version 1 ([`CURRENT_VERSION`]): a deployment before rotation.
     pub fn of(secret: &NoticeSecret) -> Self {
+        Self::of_version(secret, 1)
+    }
+
+    /// The check of one secret version ([`crate::keyring`]).
+    pub fn of_version(secret: &NoticeSecret, version: u32) -> Self {
         Self {
-            version: CURRENT_VERSION.to_owned(),
+            version: crate::keyring::version_name(version.max(1)),
             check: hmac_hex(secret.bytes(), KEY_CHECK_LABEL.as_bytes()),
         }
+    }
+
+    /// The version's number (`v2` → 2; 1 for anything unreadable, as stored checks are `v1`).
+    pub fn version_number(&self) -> u32 {
+        crate::keyring::parse_version(&self.version).unwrap_or(1)
     }
 
     /// Reads the stored form `<version>:<64 hex>` back; anything else is a corrupt ledger item.
@@ -79,12 +89,29 @@ impl fmt::Display for KeyCheck {
 /// Where a ledger keeps its key check (beside its rows, under a name no notice key can take).
 #[async_trait]
 pub trait KeyCheckStore: Send + Sync {
-    /// The check the ledger holds, if any.
-    async fn key_check(&self) -> Result<Option<KeyCheck>, LedgerError>;
+    /// The check the ledger holds for secret version `version`, if any (one item per version:
+    /// version 1's where it always was, later ones beside it).
+    async fn key_check_of(&self, version: u32) -> Result<Option<KeyCheck>, LedgerError>;
 
-    /// Records `check` unless the ledger holds one already (a conditional write: of two racing
-    /// first starts, the first wins); returns what the ledger holds afterwards.
+    /// The first version's check: every ledger's before rotation.
+    async fn key_check(&self) -> Result<Option<KeyCheck>, LedgerError> {
+        self.key_check_of(1).await
+    }
+
+    /// Records `check` (under its version) unless the ledger holds one for that version already
+    /// (a conditional write: of two racing first starts, the first wins); returns what the ledger
+    /// holds afterwards.
     async fn record_key_check(&self, check: &KeyCheck) -> Result<KeyCheck, LedgerError>;
+}
+
+/// The name a version's check is kept under in a ledger's metadata: `key_check` for version 1
+/// (where it always was), `key_check/v2` and so on after it.
+pub fn stored_name(version: u32) -> String {
+    if version <= 1 {
+        "key_check".to_owned()
+    } else {
+        format!("key_check/{}", crate::keyring::version_name(version))
+    }
 }
 
 /// What [`check_secret`] established.
@@ -128,8 +155,39 @@ pub async fn check_secret(
     secret: &NoticeSecret,
     record: bool,
 ) -> Result<KeyCheckOutcome, KeyCheckError> {
-    let ours = KeyCheck::of(secret);
-    let stored = match store.key_check().await? {
+    check_version(store, secret, 1, record).await
+}
+
+/// Verifies every version `ring` holds against the ledger's checks (with `record`, a version the
+/// ledger has no check for gets this one's) and answers for the current version. A version whose
+/// check differs is refused like a wrong secret: its keys would name no notice.
+pub async fn check_ring(
+    store: &dyn KeyCheckStore,
+    ring: &crate::keyring::KeyRing,
+    record: bool,
+) -> Result<KeyCheckOutcome, KeyCheckError> {
+    let mut current = None;
+    for version in ring.all() {
+        let outcome = check_version(store, version.secret(), version.version(), record).await?;
+        if version.version() == ring.current().version() {
+            current = Some(outcome);
+        }
+    }
+    // `all()` always holds the current version.
+    current.ok_or_else(|| {
+        KeyCheckError::Ledger(LedgerError::Corrupt("the key ring has no current version".into()))
+    })
+}
+
+/// [`check_secret`] for one secret version.
+pub async fn check_version(
+    store: &dyn KeyCheckStore,
+    secret: &NoticeSecret,
+    version: u32,
+    record: bool,
+) -> Result<KeyCheckOutcome, KeyCheckError> {
+    let ours = KeyCheck::of_version(secret, version);
+    let stored = match store.key_check_of(version).await? {
         Some(stored) => stored,
         None if record => {
             let stored = store.record_key_check(&ours).await?;
@@ -149,17 +207,17 @@ pub async fn check_secret(
 
 /// A key check kept in memory (the memory ledger's, and tests').
 #[derive(Default)]
-pub struct MemoryKeyCheck(std::sync::Mutex<Option<KeyCheck>>);
+pub struct MemoryKeyCheck(std::sync::Mutex<std::collections::BTreeMap<u32, KeyCheck>>);
 
 #[async_trait]
 impl KeyCheckStore for MemoryKeyCheck {
-    async fn key_check(&self) -> Result<Option<KeyCheck>, LedgerError> {
-        Ok(self.0.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    async fn key_check_of(&self, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
+        Ok(self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&version).cloned())
     }
 
     async fn record_key_check(&self, check: &KeyCheck) -> Result<KeyCheck, LedgerError> {
         let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(held.get_or_insert_with(|| check.clone()).clone())
+        Ok(held.entry(check.version_number()).or_insert_with(|| check.clone()).clone())
     }
 }
 

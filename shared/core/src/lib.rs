@@ -31,6 +31,7 @@ pub mod identity;
 pub mod job;
 pub mod jurisdiction;
 pub mod keycheck;
+pub mod keyring;
 pub mod ledger;
 pub mod links;
 pub mod locale;

@@ -60,6 +60,7 @@ counters! {
     rate_limited => "RateLimited",
     rate_limited_by_account => "RateLimitedByAccount",
     token_write_conflicts => "TokenWriteConflicts",
+    mx_rollup_fallbacks => "MxRollupFallbacks",
     missed_window => "MissedWindow",
     released => "ClaimsReleased",
     rejected => "NoticesRejected",

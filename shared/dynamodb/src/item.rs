@@ -148,9 +148,9 @@ pub(crate) fn to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(at.timestamp_millis()).single().unwrap_or(at)
 }
 
-/// The index shard of a key: its first hex character.
+/// The index shard of a key: its first hex character (after a secret version's `vN-`).
 pub(crate) fn open_shard(key: &NoticeKey) -> &str {
-    key.as_str().get(..1).unwrap_or("0")
+    key.first_hex()
 }
 
 pub(crate) fn corrupt(attribute: &str, problem: impl std::fmt::Display) -> LedgerError {

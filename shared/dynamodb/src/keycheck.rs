@@ -15,8 +15,18 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
 use notice_ledger::LedgerError;
 
-/// Key of the key check's item; `#` cannot occur in a notice key.
+/// Key of the first secret version's key check item; `#` cannot occur in a notice key. Later
+/// versions' checks sit beside it (`meta#key_check#v2`, …).
 pub const KEY_CHECK_ITEM_KEY: &str = "meta#key_check";
+
+/// The item key of secret version `version`'s check.
+pub fn item_key(version: u32) -> String {
+    if version <= 1 {
+        KEY_CHECK_ITEM_KEY.to_owned()
+    } else {
+        format!("{KEY_CHECK_ITEM_KEY}#{}", notice_ledger::keyring::version_name(version))
+    }
+}
 const KEY: &str = "notice_key";
 const VALUE: &str = "key_check";
 
@@ -44,12 +54,12 @@ impl DynamoKeyCheck {
 
 #[async_trait]
 impl KeyCheckStore for DynamoKeyCheck {
-    async fn key_check(&self) -> Result<Option<KeyCheck>, LedgerError> {
+    async fn key_check_of(&self, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key(KEY, AttributeValue::S(KEY_CHECK_ITEM_KEY.to_owned()))
+            .key(KEY, AttributeValue::S(item_key(version)))
             .consistent_read(true)
             .send()
             .await
@@ -66,7 +76,7 @@ impl KeyCheckStore for DynamoKeyCheck {
             .client
             .put_item()
             .table_name(&self.table)
-            .item(KEY, AttributeValue::S(KEY_CHECK_ITEM_KEY.to_owned()))
+            .item(KEY, AttributeValue::S(item_key(check.version_number())))
             .item(VALUE, AttributeValue::S(check.to_stored()))
             .condition_expression("attribute_not_exists(#k)")
             .expression_attribute_names("#k", KEY)
@@ -77,7 +87,7 @@ impl KeyCheckStore for DynamoKeyCheck {
             Err(SdkError::ServiceError(e))
                 if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
             {
-                self.key_check().await?.ok_or_else(|| {
+                self.key_check_of(check.version_number()).await?.ok_or_else(|| {
                     LedgerError::Corrupt(format!("{KEY_CHECK_ITEM_KEY} refused a write yet cannot be read"))
                 })
             }

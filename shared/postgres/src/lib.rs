@@ -31,7 +31,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
 use tracing::debug;
 
-use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
+use notice_ledger::keycheck::{stored_name, KeyCheck, KeyCheckStore};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, ClaimToken, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin,
@@ -251,19 +251,34 @@ impl PostgresLedger {
             &rendered.map(|r| r.template.as_str()),
             &rendered.map(|r| r.rendered_digest.as_str()),
         ];
-        self.insert_or_held(&req.key, CLAIM, &params).await
+        let aliases = (!req.aliases.is_empty())
+            .then(|| (req.aliases.as_slice(), req.to_row(state, detail.map(str::to_owned))));
+        self.insert_or_held(&req.key, CLAIM, &params, aliases).await
     }
 
     /// Runs a conditional insert (`… ON CONFLICT … WHERE … RETURNING`) and — when it wrote nothing —
     /// reads the row that refused it, in one committed transaction. `Ok(None)` means written.
+    ///
+    /// With `aliases` (a first write under the current secret version while older ones are
+    /// active), the same transaction first puts an alias at each older key — inserted, or over an
+    /// alias, locking the row either way; any other row there is returned instead and nothing is
+    /// written (the notice lives under that key).
     async fn insert_or_held(
         &self,
         key: &NoticeKey,
         statement: &str,
         params: &[&(dyn ToSql + Sync)],
+        aliases: Option<(&[NoticeKey], LedgerRow)>,
     ) -> Result<Option<LedgerRow>, LedgerError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.pg("claim", e))?;
+        if let Some((aliases, row)) = &aliases {
+            for alias in *aliases {
+                if let Some(held) = self.put_alias(&tx, &LedgerRow::alias_at(alias, row)).await? {
+                    return Ok(Some(held)); // dropped: rolled back
+                }
+            }
+        }
         let stmt = tx.prepare_cached(statement).await.map_err(|e| self.pg("claim", e))?;
         let written = tx.query_opt(&stmt, params).await.map_err(|e| self.pg("claim", e))?;
         let existing = if written.is_some() {
@@ -280,6 +295,31 @@ impl PostgresLedger {
         };
         tx.commit().await.map_err(|e| self.pg("claim", e))?;
         Ok(existing)
+    }
+
+    /// Puts an alias row unless its key holds another kind of row, which is returned (locked).
+    async fn put_alias(
+        &self,
+        tx: &impl GenericClient,
+        alias: &LedgerRow,
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        let stmt = tx.prepare_cached(PUT_ALIAS).await.map_err(|e| self.pg("alias", e))?;
+        let revision = alias.revision.to_string();
+        let updated_at = to_micros(alias.updated_at);
+        let params: [&(dyn ToSql + Sync); 8] = [
+            &alias.key.as_str(),
+            &alias.origin.as_str(),
+            &alias.subscription_id,
+            &alias.period_start,
+            &alias.kind,
+            &revision,
+            &updated_at,
+            &alias.detail,
+        ];
+        if tx.query_opt(&stmt, &params).await.map_err(|e| self.pg("alias", e))?.is_some() {
+            return Ok(None);
+        }
+        self.select_row(tx, &alias.key, true).await
     }
 
     /// A worker transition: `claimed` with this claim's token → `to`. A repeat of a transition that
@@ -530,7 +570,8 @@ impl ClaimLedger for PostgresLedger {
             &at,
             &req.detail,
         ];
-        self.insert_or_held(&req.key, WITHDRAW, &params).await
+        let aliases = (!req.aliases.is_empty()).then(|| (req.aliases.as_slice(), req.to_row()));
+        self.insert_or_held(&req.key, WITHDRAW, &params, aliases).await
     }
 }
 
@@ -628,8 +669,9 @@ impl PostgresKeyCheck {
         self.ledger.pg(&format!("key check {op}"), e)
     }
 
-    async fn held(&self, client: &impl GenericClient) -> Result<Option<KeyCheck>, LedgerError> {
-        let row = client.query_opt(SELECT_KEY_CHECK, &[]).await.map_err(|e| self.pg("read", e))?;
+    async fn held(&self, client: &impl GenericClient, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
+        let name = stored_name(version);
+        let row = client.query_opt(SELECT_KEY_CHECK, &[&name]).await.map_err(|e| self.pg("read", e))?;
         row.map(|r| r.try_get::<_, String>(0).map_err(|e| self.pg("read", e)))
             .transpose()?
             .map(|stored| KeyCheck::parse(&stored))
@@ -639,17 +681,21 @@ impl PostgresKeyCheck {
 
 #[async_trait]
 impl KeyCheckStore for PostgresKeyCheck {
-    async fn key_check(&self) -> Result<Option<KeyCheck>, LedgerError> {
+    async fn key_check_of(&self, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
         let client = self.ledger.client().await?;
-        self.held(&client).await
+        self.held(&client, version).await
     }
 
     /// `INSERT … ON CONFLICT (name) DO NOTHING`, then the row: a racing first writer's insert
     /// makes ours wait for its commit and do nothing, so both read the first check.
     async fn record_key_check(&self, check: &KeyCheck) -> Result<KeyCheck, LedgerError> {
         let client = self.ledger.client().await?;
-        client.execute(INSERT_KEY_CHECK, &[&check.to_stored()]).await.map_err(|e| self.pg("write", e))?;
-        self.held(&client)
+        let name = stored_name(check.version_number());
+        client
+            .execute(INSERT_KEY_CHECK, &[&name, &check.to_stored()])
+            .await
+            .map_err(|e| self.pg("write", e))?;
+        self.held(&client, check.version_number())
             .await?
             .ok_or_else(|| LedgerError::Corrupt("the key check vanished after it was recorded".into()))
     }

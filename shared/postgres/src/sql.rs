@@ -7,8 +7,8 @@
 /// hex or an unknown state would silently defeat deduplication, so the database refuses them.
 pub const MIGRATION: &str = r"
 CREATE TABLE IF NOT EXISTS notices (
-    notice_key      text PRIMARY KEY CHECK (notice_key ~ '^[0-9a-f]{64}$'),
-    state           text NOT NULL CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released', 'withdrawn')),
+    notice_key      text PRIMARY KEY CHECK (notice_key ~ '^([0-9a-f]{64}|v[1-9][0-9]{0,5}-[0-9a-f]{56})$'),
+    state           text NOT NULL CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released', 'withdrawn', 'alias')),
     origin          text NOT NULL CHECK (origin IN ('worker', 'backfill', 'provider_events', 'operator')),
     claim_token     text,
     subscription_id text NOT NULL,
@@ -26,16 +26,24 @@ CREATE TABLE IF NOT EXISTS notices (
 );
 -- The quarantine view reads only open claims, oldest first (like the DynamoDB sparse GSI).
 CREATE INDEX IF NOT EXISTS notices_open_claims ON notices (claimed_at, notice_key) WHERE state = 'claimed';
--- Tables made before withdraw existed: let the state check admit `withdrawn` (once; the check is
--- only rebuilt, and the table re-validated, while it lacks it).
+-- Tables made before withdraw or key rotation existed: let the state check admit `withdrawn` and
+-- `alias`, and the key check keys under a later secret version (`v2-` and 56 hex characters) —
+-- once each; a check is only rebuilt, and the table re-validated, while it lacks them.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_constraint
                    WHERE conrelid = 'notices'::regclass AND conname = 'notices_state_check'
-                     AND pg_get_constraintdef(oid) LIKE '%withdrawn%') THEN
+                     AND pg_get_constraintdef(oid) LIKE '%alias%') THEN
         ALTER TABLE notices DROP CONSTRAINT IF EXISTS notices_state_check;
         ALTER TABLE notices ADD CONSTRAINT notices_state_check
-            CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released', 'withdrawn'));
+            CHECK (state IN ('claimed', 'sent', 'rejected', 'missed', 'released', 'withdrawn', 'alias'));
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                   WHERE conrelid = 'notices'::regclass AND conname = 'notices_notice_key_check'
+                     AND pg_get_constraintdef(oid) LIKE '%{56}%') THEN
+        ALTER TABLE notices DROP CONSTRAINT IF EXISTS notices_notice_key_check;
+        ALTER TABLE notices ADD CONSTRAINT notices_notice_key_check
+            CHECK (notice_key ~ '^([0-9a-f]{64}|v[1-9][0-9]{0,5}-[0-9a-f]{56})$');
     END IF;
 END $$;
 -- Per-recipient-domain send rate shared by every sender (GCRA: theoretical arrival time of the
@@ -73,11 +81,11 @@ BEGIN
 END $$;
 ";
 
-/// The key check's row in `ledger_meta`.
-pub(crate) const SELECT_KEY_CHECK: &str = "SELECT value FROM ledger_meta WHERE name = 'key_check'";
-/// Records the key check unless one is held (the first writer wins; the loser reads it back).
+/// A secret version's key check row in `ledger_meta` (`key_check`, `key_check/v2`, …).
+pub(crate) const SELECT_KEY_CHECK: &str = "SELECT value FROM ledger_meta WHERE name = $1";
+/// Records a version's key check unless one is held (the first writer wins; the loser reads it back).
 pub(crate) const INSERT_KEY_CHECK: &str =
-    "INSERT INTO ledger_meta (name, value) VALUES ('key_check', $1) ON CONFLICT (name) DO NOTHING";
+    "INSERT INTO ledger_meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING";
 
 /// Advisory lock key that serialises concurrent [`PostgresLedger::migrate`] runs
 /// (`CREATE … IF NOT EXISTS` alone can still collide when two run at the same instant).
@@ -133,6 +141,17 @@ ON CONFLICT (notice_key) DO UPDATE SET
     claimed_at = NULL, updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
     charge_at = NULL, jurisdiction = NULL, config_version = NULL, template = NULL, rendered_digest = NULL
 WHERE notices.state = 'released'
+RETURNING notice_key";
+
+/// Puts an alias at a notice's key under an older secret version: inserted, or rewritten over an
+/// alias (`DO UPDATE` locks the row either way). Returns the key only when it wrote; any other row
+/// there holds the notice.
+pub(crate) const PUT_ALIAS: &str = "
+INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
+                     revision, content_digest, claimed_at, updated_at, message_id, detail)
+VALUES ($1, 'alias', $2, NULL, $3, $4, $5, $6::text::numeric, NULL, NULL, $7, NULL, $8)
+ON CONFLICT (notice_key) DO UPDATE SET updated_at = excluded.updated_at
+WHERE notices.state = 'alias'
 RETURNING notice_key";
 
 /// Inserts a whole row unless the key exists (backfill, learned rows).

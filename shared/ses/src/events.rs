@@ -161,6 +161,18 @@ mod tests {
     }
 
     #[test]
+    fn an_event_carrying_a_later_secret_versions_key_resolves_by_it() {
+        // While the key secret rotates, sends are tagged with keys of either version.
+        let v2 = format!("v2-{}", &KEY[..56]);
+        let mut event = ses("Delivery");
+        event["mail"]["tags"]["notice_key"] = json!([v2]);
+        let SesNotification::Evidence(ev) = parse_value(&event).unwrap() else { panic!() };
+        assert_eq!((ev.key.as_str(), ev.key.version()), (v2.as_str(), 2));
+        event["mail"]["tags"]["notice_key"] = json!([format!("v2-{KEY}")]);
+        assert!(parse_value(&event).is_err(), "a v2 key is 56 hex characters, not 64");
+    }
+
+    #[test]
     fn far_future_timestamps_are_clamped_and_oversized_ids_refused() {
         let mut event = ses("Delivery");
         event["mail"]["timestamp"] = json!("2999-01-01T00:00:00Z");

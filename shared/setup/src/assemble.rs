@@ -2,19 +2,21 @@
 //! and the capacity model: configuration and opened ports in; the [`NoticeSender`] with its rate
 //! gate and send budget, and the queue policy that goes with its parker, out. Built in one place,
 //! a budget, a gate's clock or a parking flag cannot differ between what ships and what is
-//! measured, and "parks long waits" is true exactly when there is somewhere to park them.
+//! measured, and "parks long waits" is true exactly when there is somewhere to park them. The
+//! gate's MX lookups (`"rollup": "mx"`) are the system resolver's, made here too.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use notice_dns::{MxResolver, NoResolver};
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::redirect::RedirectMailer;
 use notice_ledger::mailer::Mailer;
 use notice_ledger::park::Parker;
-use notice_ledger::rate::{BucketGate, BucketStore, RateGate, RateLimits};
+use notice_ledger::rate::{BucketGate, BucketStore, MxLookup, RateGate, RateLimits, Rollup};
 use notice_ledger::render::Renderer;
-use notice_ledger::{Mode, NoticeSecret, NoticeSender, QueuePolicy, SendBudget, WindowPolicy};
-use tracing::{info, warn};
+use notice_ledger::{Mode, NoticeSender, QueuePolicy, SendBudget, WindowPolicy};
+use tracing::{error, info, warn};
 
 /// How the rate gate tells time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +30,7 @@ pub enum GateClock {
 
 /// What a sender is configured with, besides its ports.
 pub struct SendConfig {
-    pub secret: NoticeSecret,
+    pub secret: notice_ledger::keyring::KeyRing,
     pub mode: Mode,
     pub policy: WindowPolicy,
     pub renderer: Arc<Renderer>,
@@ -70,14 +72,6 @@ pub fn assemble(config: SendConfig, ports: SenderPorts) -> Assembled {
         Some(limits) => info!(limits = %limits.describe(), "send rate"),
         None => warn!("NOTICE_RATE_LIMITS is off: sends to one domain are not paced"),
     }
-    let gate = config.rate_limits.map(|limits| {
-        let gate = BucketGate::new(ports.buckets, limits);
-        let gate = match config.gate_clock {
-            GateClock::Wall => gate.on_wall_clock(),
-            GateClock::Callers => gate,
-        };
-        Arc::new(gate) as Arc<dyn RateGate>
-    });
     let budget = SendBudget {
         send_timeout: config.send_timeout,
         min_time_left: config.send_timeout * 2,
@@ -92,10 +86,46 @@ pub fn assemble(config: SendConfig, ports: SenderPorts) -> Assembled {
     };
     let sender = NoticeSender::new(ports.ledger, mailer, config.renderer, config.policy, config.secret)
         .with_mode(config.mode)
-        .with_budget(budget)
-        .with_rate_gate(gate);
+        .with_budget(budget);
+    let gate = config.rate_limits.map(|limits| {
+        let rollup = limits.rollup();
+        let gate = BucketGate::new(ports.buckets, limits);
+        let gate = match config.gate_clock {
+            GateClock::Wall => gate.on_wall_clock(),
+            GateClock::Callers => gate,
+        };
+        // The sender's own counters: `MxRollupFallbacks` is published with its other metrics.
+        let gate = match rollup {
+            Some(rollup) => gate.with_mx_rollup(mx_lookup(rollup), Arc::clone(sender.metrics())),
+            None => gate,
+        };
+        Arc::new(gate) as Arc<dyn RateGate>
+    });
+    let sender = sender.with_rate_gate(gate);
     let queue_policy = queue_policy(ports.parker.as_ref(), config.park_spread);
     Assembled { sender, queue_policy, parker: ports.parker }
+}
+
+/// The MX rollup's lookup: the system's resolver (`/etc/resolv.conf`). One that cannot be
+/// configured does not stop the sender — the rollup is pacing, not correctness — but it is logged
+/// as an error, and every domain the rollup would place rides the tail counted as
+/// `MxRollupFallbacks`, so the metric, not silence, tells.
+fn mx_lookup(rollup: Rollup) -> Arc<dyn MxLookup> {
+    match rollup {
+        Rollup::Mx => match MxResolver::from_system() {
+            Ok(resolver) => {
+                info!(
+                    bound_ms = notice_ledger::rate::MX_LOOKUP_BOUND.as_millis() as u64,
+                    "MX rollup: domains in no provider are looked up by their MX hosts (system resolver)"
+                );
+                Arc::new(resolver)
+            }
+            Err(e) => {
+                error!(error = %e, "MX rollup on, but no DNS resolver: the domains it would place ride the account bucket, counted as MxRollupFallbacks");
+                Arc::new(NoResolver::new(e.to_string()))
+            }
+        },
+    }
 }
 
 /// The queue policy that goes with `parker`: long waits park exactly when there is a parker.

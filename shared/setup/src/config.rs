@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{RateLimits, RATE_LIMITS_VAR};
 use notice_ledger::ConfigError;
@@ -90,7 +91,7 @@ pub fn optional(name: &str) -> Option<String> {
 /// On Lambda (outside `sam local`) the base is required and must not be on a reserved example
 /// domain: a customer must never get a cancel link to `example.com`. Local runs and tests keep
 /// the example default.
-pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigError> {
+pub fn links_from_env(keys: &KeyRing) -> Result<ManageLinks, ConfigError> {
     let base = match optional("NOTICE_MANAGE_URL") {
         Some(base) => base,
         None if runs_deployed() => return Err(ConfigError::Missing("NOTICE_MANAGE_URL")),
@@ -112,7 +113,20 @@ pub fn links_from_env(key_secret: &NoticeSecret) -> Result<ManageLinks, ConfigEr
     }
     let secret = match optional("NOTICE_LINK_SECRET") {
         Some(v) => crate::secret::checked("NOTICE_LINK_SECRET", v)?,
-        None => key_secret.derive_subkey("notice-ledger/manage-link/v1"),
+        // Derived from the first key secret version, whatever the current one: rotating the key
+        // secret must not break every link already mailed (the link secret rotates on its own,
+        // docs/security.md). A ring that no longer holds v1 has nothing to derive it from.
+        None => match keys.version(1) {
+            Some(first) => first.secret().derive_subkey(LINK_LABEL),
+            None => {
+                return Err(ConfigError::Invalid {
+                    name: "NOTICE_LINK_SECRET",
+                    reason: "is unset and the key secret no longer holds version v1, which the link \
+                             secret is derived from: set NOTICE_LINK_SECRET"
+                        .into(),
+                })
+            }
+        },
     };
     Ok(ManageLinks::new(base, secret))
 }
@@ -127,6 +141,9 @@ fn fragment_in_base(base: &str) -> Option<String> {
         )
     })
 }
+
+/// The label the derived link secret is an HMAC of under the first key secret version.
+pub const LINK_LABEL: &str = "notice-ledger/manage-link/v1";
 
 /// Whether this process is a deployed Lambda function: not `sam local`, not a function run with
 /// `NOTICE_ENVIRONMENT=local` (`notice-local-stack`), not a test or noticectl.

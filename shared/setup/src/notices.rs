@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use notice_ledger::notices::{Bundle, NoticeConfig, Problem};
 use notice_ledger::render::Renderer;
-use notice_ledger::{ConfigError, NoticeSecret, WindowPolicy};
+use notice_ledger::{ConfigError, WindowPolicy};
 
 use crate::config::optional;
 
@@ -288,14 +288,16 @@ fn builtin_windows_from_env() -> Result<WindowPolicy, ConfigError> {
 
 /// The renderer and policy of a configuration that needs no AWS call (`NOTICE_CONFIG` unset or a
 /// directory), with the manage links from the environment.
-pub fn notices_from_env(key_secret: &NoticeSecret) -> Result<(Arc<Renderer>, WindowPolicy), ConfigError> {
+pub fn notices_from_env(
+    key_secret: &notice_ledger::keyring::KeyRing,
+) -> Result<(Arc<Renderer>, WindowPolicy), ConfigError> {
     notices_from(&ConfigSpec::from_env()?, key_secret)
 }
 
 /// [`notices_from_env`] for a spec given another way (`noticectl send --config DIR`).
 pub fn notices_from(
     spec: &ConfigSpec,
-    key_secret: &NoticeSecret,
+    key_secret: &notice_ledger::keyring::KeyRing,
 ) -> Result<(Arc<Renderer>, WindowPolicy), ConfigError> {
     let config = load_local(spec)?;
     let policy = config.policy().clone();

@@ -6,7 +6,12 @@
 //! falling back to another secret would derive keys the deployment never derives — every notice
 //! would look new and be sent again. A value under 16 bytes is refused too
 //! ([`notice_ledger::identity::MIN_SECRET_BYTES`]).
+//!
+//! The value is a key ring ([`notice_ledger::keyring`]): a plain value is version 1 alone (every
+//! deployment before rotation); a JSON object holds versions, the current one and the retired
+//! ones, as `noticectl key rotate` writes it.
 
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::{ConfigError, NoticeSecret};
 
 /// The secret's value.
@@ -19,7 +24,7 @@ pub const EITHER_VAR: &str = "NOTICE_KEY_SECRET (or NOTICE_KEY_SECRET_ARN)";
 /// Where the secret comes from, as the environment says.
 #[derive(Debug)]
 pub enum SecretSource {
-    Value(NoticeSecret),
+    Value(KeyRing),
     SecretsManager(String),
 }
 
@@ -36,7 +41,7 @@ pub fn source_from_env() -> Result<Option<SecretSource>, ConfigError> {
             let value = value
                 .into_string()
                 .map_err(|_| ConfigError::Invalid { name: SECRET_VAR, reason: "is not UTF-8".into() })?;
-            Ok(Some(SecretSource::Value(checked(SECRET_VAR, value)?)))
+            Ok(Some(SecretSource::Value(ring(SECRET_VAR, &value)?)))
         }
         (None, Some(arn)) => {
             let arn = arn.into_string().unwrap_or_default();
@@ -57,9 +62,15 @@ pub fn checked(name: &'static str, value: impl Into<Vec<u8>>) -> Result<NoticeSe
     NoticeSecret::configured(value).map_err(|e| ConfigError::Invalid { name, reason: e.to_string() })
 }
 
+/// A stored secret value as a key ring, checked (blank or short values, a malformed ring, are
+/// refused by `name`, never quoting a value).
+pub fn ring(name: &'static str, value: &str) -> Result<KeyRing, ConfigError> {
+    KeyRing::from_stored(value).map_err(|e| ConfigError::Invalid { name, reason: e.to_string() })
+}
+
 /// The secret from `NOTICE_KEY_SECRET` only (no network): for entry points and tests that never
 /// read a secret store. With only `NOTICE_KEY_SECRET_ARN` set it says to use [`resolve`].
-pub fn from_env() -> Result<NoticeSecret, ConfigError> {
+pub fn from_env() -> Result<KeyRing, ConfigError> {
     match source_from_env()? {
         Some(SecretSource::Value(secret)) => Ok(secret),
         Some(SecretSource::SecretsManager(_)) => Err(ConfigError::Invalid {
@@ -73,7 +84,7 @@ pub fn from_env() -> Result<NoticeSecret, ConfigError> {
 /// The secret from either variable, fetching from Secrets Manager when the ARN is given; `None`
 /// when neither is set (the caller decides whether that is an error).
 #[cfg(feature = "secretsmanager")]
-pub async fn resolve(sdk: &aws_config::SdkConfig) -> Result<Option<NoticeSecret>, ConfigError> {
+pub async fn resolve(sdk: &aws_config::SdkConfig) -> Result<Option<KeyRing>, ConfigError> {
     match source_from_env()? {
         Some(SecretSource::Value(secret)) => Ok(Some(secret)),
         Some(SecretSource::SecretsManager(id)) => fetch(sdk, &id).await.map(Some),
@@ -84,7 +95,7 @@ pub async fn resolve(sdk: &aws_config::SdkConfig) -> Result<Option<NoticeSecret>
 /// Reads the secret's current value once. The error names the variable and the AWS error, never
 /// the value.
 #[cfg(feature = "secretsmanager")]
-pub async fn fetch(sdk: &aws_config::SdkConfig, secret_id: &str) -> Result<NoticeSecret, ConfigError> {
+pub async fn fetch(sdk: &aws_config::SdkConfig, secret_id: &str) -> Result<KeyRing, ConfigError> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
     let out =
         client.get_secret_value().secret_id(secret_id).send().await.map_err(|e| ConfigError::Invalid {
@@ -94,12 +105,35 @@ pub async fn fetch(sdk: &aws_config::SdkConfig, secret_id: &str) -> Result<Notic
                 aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
             ),
         })?;
-    let bytes = match (out.secret_string(), out.secret_binary()) {
-        (Some(text), _) => text.as_bytes().to_vec(),
-        (None, Some(blob)) => blob.as_ref().to_vec(),
-        (None, None) => Vec::new(),
+    let text = match (out.secret_string(), out.secret_binary()) {
+        (Some(text), _) => text.to_owned(),
+        (None, Some(blob)) => {
+            String::from_utf8(blob.as_ref().to_vec()).map_err(|_| ConfigError::Invalid {
+                name: SECRET_ARN_VAR,
+                reason: format!("{secret_id} holds a binary value that is not UTF-8"),
+            })?
+        }
+        (None, None) => String::new(),
     };
-    checked(SECRET_ARN_VAR, bytes)
+    ring(SECRET_ARN_VAR, &text)
+}
+
+/// Writes `ring` as the secret's new current value (`noticectl key rotate` / `retire`): one
+/// `PutSecretValue`, so Secrets Manager keeps the previous value as `AWSPREVIOUS`. The error names
+/// the secret and the AWS error, never a value.
+#[cfg(feature = "secretsmanager")]
+pub async fn store(sdk: &aws_config::SdkConfig, secret_id: &str, ring: &KeyRing) -> Result<(), ConfigError> {
+    let client = aws_sdk_secretsmanager::Client::new(sdk);
+    client.put_secret_value().secret_id(secret_id).secret_string(ring.to_stored()).send().await.map_err(
+        |e| ConfigError::Invalid {
+            name: SECRET_ARN_VAR,
+            reason: format!(
+                "cannot write {secret_id}: {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+            ),
+        },
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

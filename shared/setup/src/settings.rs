@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::notices::NoticeConfig;
 use notice_ledger::render::Renderer;
-use notice_ledger::{ConfigError, NoticeSecret, SendBudget};
+use notice_ledger::{ConfigError, SendBudget};
 
 use crate::assemble::{GateClock, SendConfig};
 use crate::config;
@@ -98,13 +99,13 @@ impl SenderSettings {
 
     /// Every other setting from the environment, with the secret already resolved; the notice
     /// configuration must be the built-in one or a directory.
-    pub fn from_env_with_secret(secret: NoticeSecret) -> Result<Self, ConfigError> {
+    pub fn from_env_with_secret(secret: impl Into<KeyRing>) -> Result<Self, ConfigError> {
         let spec = ConfigSpec::from_env()?;
         let config = notices::load_local(&spec)?;
-        Self::from_parts(secret, spec, config)
+        Self::from_parts(secret.into(), spec, config)
     }
 
-    fn from_parts(secret: NoticeSecret, spec: ConfigSpec, config: NoticeConfig) -> Result<Self, ConfigError> {
+    fn from_parts(secret: KeyRing, spec: ConfigSpec, config: NoticeConfig) -> Result<Self, ConfigError> {
         let policy = config.policy().clone();
         let renderer = Renderer::new(Arc::new(config), config::links_from_env(&secret)?);
         // The table is required unless NOTICE_LEDGER_URL names the ledger.

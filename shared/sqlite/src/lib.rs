@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
-use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
+use notice_ledger::keycheck::{stored_name, KeyCheck, KeyCheckStore};
+use notice_ledger::ledger::rules::{permits, Verdict, Write};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, ClaimToken, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin,
@@ -238,6 +239,24 @@ fn select_row(conn: &Connection, key: &str) -> Result<Option<LedgerRow>, LedgerE
         .transpose()
 }
 
+/// The first row at an alias key that refuses an alias ([`Write::Alias`]): the notice already
+/// lives under that older secret version's key. Inside the write's transaction.
+fn alias_refused(conn: &Connection, aliases: &[NoticeKey]) -> Result<Option<LedgerRow>, LedgerError> {
+    for key in aliases {
+        if let Some(row) = select_row(conn, key.as_str())? {
+            if permits(Some(&row), Write::Alias) == Verdict::Refuse {
+                return Ok(Some(row));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The aliases of `row` (a first write under the current secret version), in its transaction.
+fn put_aliases(conn: &Connection, aliases: &[NoticeKey], row: &LedgerRow) -> Result<(), LedgerError> {
+    aliases.iter().try_for_each(|key| write_row(conn, &LedgerRow::alias_at(key, row)))
+}
+
 /// Writes a whole row (insert or replace): only for read-modify-write inside a transaction.
 fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), LedgerError> {
     conn.execute(
@@ -427,7 +446,11 @@ impl ClaimLedger for SqliteLedger {
         let req = req.clone();
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            if let Some(held) = alias_refused(&tx, &req.aliases)? {
+                return Ok(ClaimOutcome::Held(held));
+            }
             let outcome = if insert_or_take_released(&tx, &req, RowState::Claimed, None)? {
+                put_aliases(&tx, &req.aliases, &req.to_row(RowState::Claimed, None))?;
                 ClaimOutcome::Minted(Claim {
                     key: req.key.clone(),
                     token: req.token.clone(),
@@ -480,7 +503,11 @@ impl ClaimLedger for SqliteLedger {
         let reason = reason.to_owned();
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+            if let Some(held) = alias_refused(&tx, &req.aliases)? {
+                return Ok(Some(held));
+            }
             let existing = if insert_or_take_released(&tx, &req, RowState::Missed, Some(&reason))? {
+                put_aliases(&tx, &req.aliases, &req.to_row(RowState::Missed, Some(reason.clone())))?;
                 None
             } else {
                 select_row(&tx, req.key.as_str())?
@@ -494,8 +521,15 @@ impl ClaimLedger for SqliteLedger {
         let req = req.clone();
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-            let existing =
-                if insert_tombstone(&tx, &req)? { None } else { select_row(&tx, req.key.as_str())? };
+            if let Some(held) = alias_refused(&tx, &req.aliases)? {
+                return Ok(Some(held));
+            }
+            let existing = if insert_tombstone(&tx, &req)? {
+                put_aliases(&tx, &req.aliases, &req.to_row())?;
+                None
+            } else {
+                select_row(&tx, req.key.as_str())?
+            };
             tx.commit().map_err(sql)?;
             Ok(existing)
         })
@@ -599,9 +633,6 @@ impl OperatorLedger for SqliteLedger {
     }
 }
 
-/// Name of the key check's row in `ledger_meta`.
-const KEY_CHECK_NAME: &str = "key_check";
-
 /// The key check kept in this ledger file's `ledger_meta` table (shares the ledger's connection).
 #[derive(Clone)]
 pub struct SqliteKeyCheck {
@@ -615,8 +646,8 @@ impl SqliteLedger {
     }
 }
 
-fn stored_key_check(conn: &Connection) -> Result<Option<KeyCheck>, LedgerError> {
-    conn.query_row("SELECT value FROM ledger_meta WHERE name = ?1", [KEY_CHECK_NAME], |r| {
+fn stored_key_check(conn: &Connection, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
+    conn.query_row("SELECT value FROM ledger_meta WHERE name = ?1", [stored_name(version)], |r| {
         r.get::<_, String>(0)
     })
     .optional()
@@ -627,23 +658,24 @@ fn stored_key_check(conn: &Connection) -> Result<Option<KeyCheck>, LedgerError> 
 
 #[async_trait]
 impl KeyCheckStore for SqliteKeyCheck {
-    async fn key_check(&self) -> Result<Option<KeyCheck>, LedgerError> {
-        self.ledger.with(|conn| stored_key_check(conn)).await
+    async fn key_check_of(&self, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
+        self.ledger.with(move |conn| stored_key_check(conn, version)).await
     }
 
     /// `INSERT … ON CONFLICT DO NOTHING` and the read back in one `BEGIN IMMEDIATE`: of two
     /// processes recording at once, the first writer's check is what both return.
     async fn record_key_check(&self, check: &KeyCheck) -> Result<KeyCheck, LedgerError> {
         let stored = check.to_stored();
+        let (version, name) = (check.version_number(), stored_name(check.version_number()));
         self.ledger
             .with(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
                 tx.execute(
                     "INSERT INTO ledger_meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
-                    params![KEY_CHECK_NAME, stored],
+                    params![name, stored],
                 )
                 .map_err(sql)?;
-                let held = stored_key_check(&tx)?
+                let held = stored_key_check(&tx, version)?
                     .ok_or_else(|| LedgerError::Corrupt("key check vanished inside a transaction".into()))?;
                 tx.commit().map_err(sql)?;
                 Ok(held)

@@ -41,6 +41,7 @@ async fn an_old_file_gains_the_evidence_columns_and_keeps_its_rows() {
         charge_at: Some(at + chrono::Duration::hours(100)),
         jurisdiction: Some("US-CA".into()),
         rendered: None,
+        aliases: Vec::new(),
     };
     assert!(matches!(ledger.claim(&req).await.expect("claim"), ClaimOutcome::Minted(_)));
     let row = ledger.get(&key).await.expect("read").expect("row");
@@ -76,6 +77,7 @@ fn claim_request(key: &NoticeKey, at: chrono::DateTime<Utc>) -> ClaimRequest {
         charge_at: Some(at + chrono::Duration::hours(100)),
         jurisdiction: Some("DE".into()),
         rendered: None,
+        aliases: Vec::new(),
     }
 }
 

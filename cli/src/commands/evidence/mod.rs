@@ -283,9 +283,11 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
     for kind in &kinds {
         for revision in &revisions {
             let identity = Identity::new(&args.subscription_id, &args.period_start, kind, *revision)?;
-            let key = identity.derive_key(&secret);
-            derived.insert(key.clone(), (kind.clone(), *revision));
-            keys.push(key);
+            // Every version held, retired ones too: a notice keyed before a rotation is still found.
+            for key in secret.all_keys(&identity) {
+                derived.insert(key.clone(), (kind.clone(), *revision));
+                keys.push(key);
+            }
         }
     }
 

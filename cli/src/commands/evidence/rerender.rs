@@ -44,11 +44,19 @@ pub(super) struct RenderInputs {
 }
 
 impl RenderInputs {
-    pub(super) fn read(path: &std::path::Path, secret: &notice_ledger::NoticeSecret) -> anyhow::Result<Self> {
+    pub(super) fn read(
+        path: &std::path::Path,
+        secret: &notice_ledger::keyring::KeyRing,
+    ) -> anyhow::Result<Self> {
         let mut jobs: HashMap<NoticeKey, Vec<(String, Job)>> = HashMap::new();
         for item in crate::input::read_items(path)? {
             match item.job() {
-                Ok(job) => jobs.entry(job.key(secret)).or_default().push((item.origin.clone(), job)),
+                Ok(job) => {
+                    // Under every version held: the row names the key the notice went out under.
+                    for key in secret.all_keys(&job.identity) {
+                        jobs.entry(key).or_default().push((item.origin.clone(), job.clone()));
+                    }
+                }
                 Err(e) => eprintln!(
                     "noticectl evidence: --render {}: {}: {e} (skipped)",
                     path.display(),

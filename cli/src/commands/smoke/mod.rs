@@ -20,7 +20,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName};
 use chrono::Utc;
 use indicatif::ProgressBar;
 use notice_ledger::ledger::{LedgerRow, RowReader};
-use notice_ledger::{Job, NoticeKey, NoticeSecret};
+use notice_ledger::{Job, NoticeKey};
 use notice_setup::notices::ConfigSpec;
 use serde_json::{json, Value};
 
@@ -69,7 +69,7 @@ struct Stack {
     outputs: StackOutputs,
     target: LedgerTarget,
     reader: std::sync::Arc<dyn notice_ledger::ledger::Ledger>,
-    secret: NoticeSecret,
+    secret: notice_ledger::keyring::KeyRing,
     secret_id: String,
     config_version: String,
     sdk: aws_config::SdkConfig,
@@ -252,9 +252,8 @@ impl<'a> Run<'a> {
     }
 
     fn key(&self, job: &Value) -> anyhow::Result<NoticeKey> {
-        Ok(Job::from_value(job)
-            .map_err(|e| anyhow::anyhow!("the smoke job is invalid: {e}"))?
-            .key(&self.stack.secret))
+        let job = Job::from_value(job).map_err(|e| anyhow::anyhow!("the smoke job is invalid: {e}"))?;
+        Ok(self.stack.secret.key(&job.identity))
     }
 
     async fn row(&self, job: &Value) -> anyhow::Result<Option<LedgerRow>> {

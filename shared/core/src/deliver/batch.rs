@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use tracing::warn;
 
-use super::{Mode, NoticeSender};
+use super::{Mode, NoticeSender, Placement};
 use crate::identity::NoticeKey;
 use crate::job::{Job, Message};
 use crate::ledger::rules::{permits, Verdict, Write};
@@ -79,14 +79,20 @@ impl NoticeSender {
             // A job the policy refuses takes no token: it is reported per record as invalid.
             .filter(|job| notices.refusal(job).is_none())
             .filter(|job| matches!(notices.policy.decide(job, now), WindowDecision::Send { .. }))
-            .map(|job| (job.key(&self.secret), job))
+            .map(|job| (self.keys.key(&job.identity), job))
             .collect();
         jobs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         jobs.dedup_by(|a, b| a.0 == b.0);
         if jobs.is_empty() {
             return None;
         }
-        let keys: Vec<NoticeKey> = jobs.iter().map(|(k, _)| k.clone()).collect();
+        // While a rotation is in progress a notice may live under an older version's key: read
+        // those too, in the same call, and take the token for the key it lives at.
+        let mut keys: Vec<NoticeKey> = Vec::with_capacity(jobs.len());
+        for (key, job) in &jobs {
+            keys.push(key.clone());
+            keys.extend(self.keys.older_keys(&job.identity));
+        }
         let found = match self.ledger.get_many(&keys).await {
             Ok(found) => found,
             Err(e) => {
@@ -97,6 +103,13 @@ impl NoticeSender {
         let mut rows: HashMap<NoticeKey, Option<LedgerRow>> = keys.into_iter().map(|k| (k, None)).collect();
         for row in found {
             rows.insert(row.key.clone(), Some(row));
+        }
+        if self.keys.rotating() {
+            for (key, job) in jobs.iter_mut() {
+                let older = self.keys.older_keys(&job.identity);
+                let older = older.into_iter().map(|k| (k.clone(), rows.get(&k).cloned().flatten())).collect();
+                *key = Placement::decide(key.clone(), older).key;
+            }
         }
         // Tokens for the keys that would claim (in shadow mode every key sends, so every key).
         let wanting: Vec<&(NoticeKey, Job)> = jobs

@@ -33,14 +33,20 @@
 //! copy of the job is ever sent. A withdraw that meets a claim still in flight waits for it, like
 //! a duplicate delivery: its sender may yet release it.
 //!
+//! While the key secret rotates, a notice lives under one key: `place.rs` decides which, and the
+//! first write there carries aliases at the older versions' keys ([`crate::keyring`]).
+//!
 //! Files: this one holds the algorithm and [`NoticeSender`]; `outcome.rs` how a job can end (and
-//! the send budget); `batch.rs` the reads and tokens a whole SQS batch shares.
+//! the send budget); `batch.rs` the reads and tokens a whole SQS batch shares; `place.rs` which
+//! key a notice lives under while two secret versions are active.
 
 mod batch;
 mod outcome;
+mod place;
 
 pub use batch::Prefetched;
 pub use outcome::{Delivery, Mode, Outcome, SendBudget};
+pub use place::{locate, Placement};
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -48,8 +54,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use tracing::{error, info, warn};
 
-use crate::identity::{NoticeKey, NoticeSecret};
+use crate::identity::NoticeKey;
 use crate::job::{Job, Message, Withdrawal};
+use crate::keyring::KeyRing;
 use crate::ledger::rules::{permits, withdraw_answer, Verdict, WithdrawAnswer, Write};
 use crate::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowState, WithdrawRequest,
@@ -70,7 +77,9 @@ pub struct NoticeSender {
     /// ([`NoticeSender::switch`]); each delivery takes one snapshot, so a notice is judged and
     /// rendered under one version.
     notices: RwLock<Arc<Notices>>,
-    secret: NoticeSecret,
+    /// The key secret's versions: the current one keys new notices; older active ones are read
+    /// and aliased ([`crate::keyring`]). One version alone is the send path without rotation.
+    keys: KeyRing,
     mode: Mode,
     budget: SendBudget,
     metrics: Arc<Metrics>,
@@ -86,13 +95,13 @@ impl NoticeSender {
         mailer: Arc<dyn Mailer>,
         renderer: Arc<Renderer>,
         policy: WindowPolicy,
-        secret: NoticeSecret,
+        keys: impl Into<KeyRing>,
     ) -> Self {
         Self {
             ledger,
             mailer,
             notices: RwLock::new(Arc::new(Notices { renderer, policy })),
-            secret,
+            keys: keys.into(),
             mode: Mode::Enforce,
             budget: SendBudget::default(),
             metrics: Arc::new(Metrics::default()),
@@ -151,9 +160,16 @@ impl NoticeSender {
         &self.metrics
     }
 
-    /// The notice key of `job` under this sender's secret (which never leaves it otherwise).
+    /// The notice key of `job` under this sender's current secret version (which never leaves it
+    /// otherwise). While a rotation is in progress the notice may live under an older version's
+    /// key instead: [`NoticeSender::deliver`]'s [`Delivery`] names the key it used.
     pub fn key(&self, job: &Job) -> NoticeKey {
-        job.key(&self.secret)
+        self.keys.key(&job.identity)
+    }
+
+    /// The key secret's versions this sender holds (numbers only leave through `describe`).
+    pub fn key_ring(&self) -> &KeyRing {
+        &self.keys
     }
 }
 
@@ -236,23 +252,13 @@ impl NoticeSender {
         let DeliverContext { now, deadline, metrics, prefetched } = ctx;
         let metrics = metrics.unwrap_or(&self.metrics);
         let body = match input.into() {
-            Input::Job(job) => {
-                let key = job.key(&self.secret);
-                let outcome = self.run(job, &key, now, deadline, metrics, prefetched).await;
-                return Delivery { key: Some(key), outcome };
-            }
+            Input::Job(job) => return self.run_placed(job, now, deadline, metrics, prefetched).await,
             Input::Body(body) => body,
         };
         match Message::parse(body) {
-            Ok(Message::Send(job)) => {
-                let key = job.key(&self.secret);
-                let outcome = self.run(&job, &key, now, deadline, metrics, prefetched).await;
-                Delivery { key: Some(key), outcome }
-            }
+            Ok(Message::Send(job)) => self.run_placed(&job, now, deadline, metrics, prefetched).await,
             Ok(Message::Withdraw(withdrawal)) => {
-                let key = withdrawal.key(&self.secret);
-                let outcome = self.withdraw_key(&withdrawal, &key, now, metrics).await;
-                Delivery { key: Some(key), outcome }
+                self.withdraw_placed(&withdrawal, now, metrics, prefetched).await
             }
             Err(invalid) => {
                 Metrics::incr(&metrics.invalid_jobs);
@@ -264,22 +270,65 @@ impl NoticeSender {
 
     /// A withdraw off the queue: the tombstone, or why there is none.
     pub async fn withdraw(&self, withdrawal: &Withdrawal, now: DateTime<Utc>) -> Delivery {
-        let key = withdrawal.key(&self.secret);
-        let outcome = self.withdraw_key(withdrawal, &key, now, &self.metrics).await;
-        Delivery { key: Some(key), outcome }
+        self.withdraw_placed(withdrawal, now, &self.metrics, None).await
+    }
+
+    /// A job under the key its notice lives at ([`NoticeSender::place`]).
+    async fn run_placed(
+        &self,
+        job: &Job,
+        now: DateTime<Utc>,
+        deadline: Option<Instant>,
+        m: &Metrics,
+        prefetched: Option<&Prefetched>,
+    ) -> Delivery {
+        match self.place(&job.identity, prefetched).await {
+            Ok(placed) => {
+                let outcome = self.run(job, &placed, now, deadline, m, prefetched).await;
+                Delivery { key: Some(placed.key), outcome }
+            }
+            Err(e) => Delivery { key: Some(self.key(job)), outcome: self.read_failed(e, m) },
+        }
+    }
+
+    /// A withdraw under the key its notice lives at ([`NoticeSender::place`]).
+    async fn withdraw_placed(
+        &self,
+        withdrawal: &Withdrawal,
+        now: DateTime<Utc>,
+        m: &Metrics,
+        prefetched: Option<&Prefetched>,
+    ) -> Delivery {
+        match self.place(&withdrawal.identity, prefetched).await {
+            Ok(placed) => {
+                let outcome = self.withdraw_key(withdrawal, &placed, now, m).await;
+                Delivery { key: Some(placed.key), outcome }
+            }
+            Err(e) => {
+                Delivery { key: Some(self.keys.key(&withdrawal.identity)), outcome: self.read_failed(e, m) }
+            }
+        }
+    }
+
+    /// A ledger read the placement needed failed: retried, like any ledger failure.
+    fn read_failed(&self, e: crate::LedgerError, m: &Metrics) -> Outcome {
+        Metrics::incr(&m.ledger_errors);
+        error!(error = %e, "ledger read failed");
+        Outcome::LedgerUnavailable(e.to_string())
     }
 
     async fn withdraw_key(
         &self,
         withdrawal: &Withdrawal,
-        key: &NoticeKey,
+        placed: &Placement,
         now: DateTime<Utc>,
         m: &Metrics,
     ) -> Outcome {
         if let Err(unknown) = self.notices().policy.check_kind(withdrawal.identity.kind().as_str()) {
             return invalid_by_policy(Refusal::UnknownKind(unknown), m);
         }
-        let req = WithdrawRequest::new(withdrawal, key.clone(), Origin::Worker, "producer", now);
+        let req = WithdrawRequest::new(withdrawal, placed.key.clone(), Origin::Worker, "producer", now)
+            .with_aliases(placed.aliases.clone());
         let held = match self.ledger.withdraw(&req).await {
             Ok(None) => {
                 Metrics::incr(&m.withdrawn);
@@ -301,6 +350,11 @@ impl NoticeSender {
             WithdrawAnswer::NeverSent => {
                 info!(state = %held.state, "nothing to withdraw: the notice was never sent and never will be");
                 Outcome::WithdrawNotNeeded { state: held.state }
+            }
+            WithdrawAnswer::Elsewhere => {
+                let until = now + ALIAS_WAIT;
+                info!(until = %until, "the notice lives under a newer secret version's key this sender does not hold yet: back after its key refresh");
+                Outcome::InFlight { until, withdraw: true }
             }
             WithdrawAnswer::TooLate => {
                 if let Some(until) = self.in_flight_until(&held, now) {
@@ -324,7 +378,7 @@ impl NoticeSender {
     async fn run(
         &self,
         job: &Job,
-        key: &NoticeKey,
+        placed: &Placement,
         now: DateTime<Utc>,
         deadline: Option<Instant>,
         m: &Metrics,
@@ -350,7 +404,8 @@ impl NoticeSender {
                 "jurisdiction not named by the windows policy: the kind's own window applies"
             );
         }
-        let req = ClaimRequest::for_job(job, key.clone(), now);
+        let key = &placed.key;
+        let req = ClaimRequest::for_job(job, key.clone(), now).with_aliases(placed.aliases.clone());
         if let WindowDecision::Missed { closed_at } = decision {
             return self.record_missed(&req, closed_at, m).await;
         }
@@ -586,8 +641,15 @@ impl NoticeSender {
         Some(self.held(row, req.at, m))
     }
 
-    /// A delivery the ledger turned away: acked, unless the claim holding it may still be running.
+    /// A delivery the ledger turned away: acked, unless the claim holding it may still be running
+    /// — or the row is an alias: the notice lives under a newer secret version's key that this
+    /// sender does not hold yet, so it cannot tell what happened there (back after its refresh).
     fn held(&self, row: &LedgerRow, now: DateTime<Utc>, m: &Metrics) -> Outcome {
+        if row.state == RowState::Alias {
+            let until = now + ALIAS_WAIT;
+            info!(until = %until, "the notice lives under a newer secret version's key this sender does not hold yet: back after its key refresh");
+            return Outcome::InFlight { until, withdraw: false };
+        }
         Metrics::incr(&m.duplicates_suppressed);
         if let Some(until) = self.in_flight_until(row, now) {
             info!(until = %until, "held by a claim that may still be in flight: back when its sender is done");
@@ -652,6 +714,10 @@ impl NoticeSender {
         Some(self.budget.send_timeout.min(left / 2))
     }
 }
+
+/// How long a delivery that met an alias it cannot follow waits: at least the key ring's refresh
+/// interval, after which this environment holds the version the alias was written under.
+pub const ALIAS_WAIT: chrono::Duration = chrono::Duration::minutes(5);
 
 /// A message the policy refuses: counted (`InvalidJobs`, and `UnknownKind` or
 /// `MissingRequiredContent`), logged with the reason, answered as invalid input.

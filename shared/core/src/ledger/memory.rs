@@ -62,6 +62,23 @@ impl MemoryLedger {
     }
 }
 
+/// The first alias among `aliases` that a row refuses ([`Write::Alias`]): the notice already lives
+/// under that older key, and the first write under the current key must not happen.
+fn alias_refused(rows: &HashMap<NoticeKey, LedgerRow>, aliases: &[NoticeKey]) -> Option<LedgerRow> {
+    aliases
+        .iter()
+        .filter_map(|k| rows.get(k))
+        .find(|row| permits(Some(row), Write::Alias) == Verdict::Refuse)
+        .cloned()
+}
+
+/// Puts the aliases of `row` (its first write under the current secret version).
+fn put_aliases(rows: &mut HashMap<NoticeKey, LedgerRow>, aliases: &[NoticeKey], row: &LedgerRow) {
+    for key in aliases {
+        rows.insert(key.clone(), LedgerRow::alias_at(key, row));
+    }
+}
+
 #[async_trait]
 impl RowReader for MemoryLedger {
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
@@ -104,7 +121,12 @@ impl ClaimLedger for MemoryLedger {
             (Verdict::Refuse, Some(row)) => return Ok(ClaimOutcome::Held(row.clone())),
             _ => {}
         }
-        rows.insert(req.key.clone(), req.to_row(RowState::Claimed, None));
+        if let Some(held) = alias_refused(&rows, &req.aliases) {
+            return Ok(ClaimOutcome::Held(held));
+        }
+        let row = req.to_row(RowState::Claimed, None);
+        put_aliases(&mut rows, &req.aliases, &row);
+        rows.insert(req.key.clone(), row);
         Ok(ClaimOutcome::Minted(Claim { key: req.key.clone(), token: req.token.clone(), claimed_at: req.at }))
     }
     async fn commit_sent(
@@ -141,7 +163,12 @@ impl ClaimLedger for MemoryLedger {
                 return Ok(Some(row.clone()));
             }
         }
-        rows.insert(req.key.clone(), req.to_row(RowState::Missed, Some(reason.to_owned())));
+        if let Some(held) = alias_refused(&rows, &req.aliases) {
+            return Ok(Some(held));
+        }
+        let row = req.to_row(RowState::Missed, Some(reason.to_owned()));
+        put_aliases(&mut rows, &req.aliases, &row);
+        rows.insert(req.key.clone(), row);
         Ok(None)
     }
     async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
@@ -151,7 +178,12 @@ impl ClaimLedger for MemoryLedger {
                 return Ok(Some(row.clone()));
             }
         }
-        rows.insert(req.key.clone(), req.to_row());
+        if let Some(held) = alias_refused(&rows, &req.aliases) {
+            return Ok(Some(held));
+        }
+        let row = req.to_row();
+        put_aliases(&mut rows, &req.aliases, &row);
+        rows.insert(req.key.clone(), row);
         Ok(None)
     }
 }

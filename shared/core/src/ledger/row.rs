@@ -29,16 +29,22 @@ pub enum RowState {
     /// Withdrawn by its producer (or an operator) before anything claimed it: a tombstone every
     /// later copy of the job is suppressed by; never sent.
     Withdrawn,
+    /// A marker at a notice's key under an older secret version, written with the notice's first
+    /// row under the current version ([`crate::keyring`]): it makes a claim under the old key fail,
+    /// so a notice is claimable under one key only while two versions are active. Never sent,
+    /// never claimed, never moved.
+    Alias,
 }
 
 impl RowState {
-    pub const ALL: [RowState; 6] = [
+    pub const ALL: [RowState; 7] = [
         RowState::Claimed,
         RowState::Sent,
         RowState::Rejected,
         RowState::Missed,
         RowState::Released,
         RowState::Withdrawn,
+        RowState::Alias,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +55,7 @@ impl RowState {
             RowState::Missed => "missed",
             RowState::Released => "released",
             RowState::Withdrawn => "withdrawn",
+            RowState::Alias => "alias",
         }
     }
 }
@@ -233,6 +240,10 @@ pub struct ClaimRequest {
     /// What rendered the message this claim is for ([`ClaimRequest::with_rendered`]), stored on
     /// the row as evidence; `None` when the claim is made before (or without) rendering.
     pub rendered: Option<RenderedNotice>,
+    /// The notice's keys under older active secret versions: the write succeeds only if it can
+    /// also put an alias at each (no row there, or an alias), in the same atomic write. Empty
+    /// outside a rotation: one conditional write, as always ([`crate::keyring`]).
+    pub aliases: Vec<NoticeKey>,
 }
 
 impl ClaimRequest {
@@ -249,7 +260,14 @@ impl ClaimRequest {
             charge_at: Some(job.charge_at),
             jurisdiction: job.jurisdiction.clone(),
             rendered: None,
+            aliases: Vec::new(),
         }
+    }
+
+    /// The same request, with aliases at the notice's keys under older secret versions.
+    pub fn with_aliases(mut self, aliases: Vec<NoticeKey>) -> Self {
+        self.aliases = aliases;
+        self
     }
 
     /// The same request, carrying what rendered its message.
@@ -283,6 +301,33 @@ impl ClaimRequest {
     }
 }
 
+impl LedgerRow {
+    /// The alias at `key` (a notice's key under an older secret version) for `row`, the notice's
+    /// first row under the current version: the identity for evidence, nothing to claim or commit.
+    pub fn alias_at(key: &NoticeKey, row: &LedgerRow) -> LedgerRow {
+        LedgerRow {
+            key: key.clone(),
+            state: RowState::Alias,
+            origin: row.origin,
+            claim_token: None,
+            subscription_id: row.subscription_id.clone(),
+            period_start: row.period_start.clone(),
+            kind: row.kind.clone(),
+            revision: row.revision,
+            content_digest: None,
+            claimed_at: None,
+            updated_at: row.updated_at,
+            message_id: None,
+            detail: Some(format!("alias: the notice lives under secret version v{}", row.key.version())),
+            delivery_status: None,
+            duplicate_message_ids: Vec::new(),
+            charge_at: row.charge_at,
+            jurisdiction: row.jurisdiction.clone(),
+            rendered: None,
+        }
+    }
+}
+
 /// What a withdraw asks to write: a `withdrawn` tombstone for the key.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WithdrawRequest {
@@ -296,6 +341,8 @@ pub struct WithdrawRequest {
     /// Who withdrew it, when and why ([`withdraw_detail`]).
     pub detail: String,
     pub at: DateTime<Utc>,
+    /// As [`ClaimRequest::aliases`]: the tombstone's aliases while a rotation is in progress.
+    pub aliases: Vec<NoticeKey>,
 }
 
 impl WithdrawRequest {
@@ -316,7 +363,14 @@ impl WithdrawRequest {
             origin,
             detail: withdraw_detail(who, withdrawal.reason.as_deref(), at),
             at,
+            aliases: Vec::new(),
         }
+    }
+
+    /// The same request, with aliases at the notice's keys under older secret versions.
+    pub fn with_aliases(mut self, aliases: Vec<NoticeKey>) -> Self {
+        self.aliases = aliases;
+        self
     }
 
     /// The tombstone: no claim token (nothing can commit it) and no content digest (any content

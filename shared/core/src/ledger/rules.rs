@@ -12,6 +12,7 @@
 //! | commit sent / rejected, release (worker) | a `claimed` row holding the writer's claim token |
 //! | operator release / resolve | any `claimed` row |
 //! | backfill | no row |
+//! | alias (beside a first write under the current secret version) | no row, or an `alias` row |
 //!
 //! Nothing ever moves a decided row (`sent`, `rejected`, `missed`, `withdrawn`) back; only provider
 //! evidence moves a row forward to `sent` ([`super::apply_to_row`]) — out of `withdrawn` only a
@@ -33,6 +34,9 @@ pub enum Write<'a> {
     Backfill,
     /// A withdraw's tombstone.
     Withdraw,
+    /// An alias at a notice's key under an older secret version, written atomically with the
+    /// notice's first row under the current one ([`crate::keyring`]).
+    Alias,
 }
 
 /// What the existing row says about a write.
@@ -73,6 +77,12 @@ pub fn permits(existing: Option<&LedgerRow>, write: Write<'_>) -> Verdict {
             Some(RowState::Withdrawn) => Verdict::AlreadyOwn,
             Some(_) => Verdict::Refuse,
         },
+        // An alias over an alias is the same marker; over any other row the notice already lives
+        // under the older key (even a released row: its next claim belongs there).
+        Write::Alias => match state {
+            None | Some(RowState::Alias) => Verdict::Apply,
+            Some(_) => Verdict::Refuse,
+        },
     }
 }
 
@@ -88,6 +98,9 @@ pub enum WithdrawAnswer {
     TooLate,
     /// Missed or rejected: it never went out and never will; nothing to withdraw.
     NeverSent,
+    /// An alias: the notice lives under a newer secret version's key, which this process does not
+    /// hold — it cannot answer until it learns that version (retried, never acked).
+    Elsewhere,
 }
 
 /// The one definition of a withdraw's answer, consistent with [`permits`]`(_, Write::Withdraw)`.
@@ -97,6 +110,7 @@ pub fn withdraw_answer(existing: Option<&LedgerRow>) -> WithdrawAnswer {
         Some(RowState::Withdrawn) => WithdrawAnswer::AlreadyWithdrawn,
         Some(RowState::Claimed | RowState::Sent) => WithdrawAnswer::TooLate,
         Some(RowState::Missed | RowState::Rejected) => WithdrawAnswer::NeverSent,
+        Some(RowState::Alias) => WithdrawAnswer::Elsewhere,
     }
 }
 
@@ -186,12 +200,26 @@ mod tests {
                 Withdrawn => (Verdict::AlreadyOwn, WithdrawAnswer::AlreadyWithdrawn),
                 Claimed | Sent => (Verdict::Refuse, WithdrawAnswer::TooLate),
                 Missed | Rejected => (Verdict::Refuse, WithdrawAnswer::NeverSent),
+                Alias => (Verdict::Refuse, WithdrawAnswer::Elsewhere),
             };
             assert_eq!((verdict, answer), expected, "{state}");
             // Where a withdraw may write, so may a claim — and the other way round: the two race
             // for the same key under one condition, so exactly one of them wins.
             let claimable = permits(Some(&existing), Write::Claim { token: &mine }) == Verdict::Apply;
             assert_eq!(claimable, verdict == Verdict::Apply, "{state}");
+            // An alias goes only where nothing but an alias stands: over any real row — even a
+            // released one, whose next claim belongs under its own key — the notice lives there.
+            let aliasable = permits(Some(&existing), Write::Alias) == Verdict::Apply;
+            assert_eq!(aliasable, state == Alias, "{state}");
+            // Nothing writes over an alias but another alias.
+            if state == Alias {
+                for write in
+                    [Write::Claim { token: &mine }, Write::Withdraw, Write::Backfill, Write::Operator]
+                {
+                    assert_eq!(permits(Some(&existing), write), Verdict::Refuse, "{write:?}");
+                }
+            }
         }
+        assert_eq!(permits(None, Write::Alias), Verdict::Apply);
     }
 }

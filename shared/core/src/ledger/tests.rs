@@ -83,6 +83,7 @@ async fn the_memory_ledger_keeps_what_rendered_the_message() {
         charge_at: None,
         jurisdiction: None,
         rendered: None,
+        aliases: Vec::new(),
     };
     let with = request('a').with_rendered(rendered());
     assert!(matches!(ledger.claim(&with).await.unwrap(), ClaimOutcome::Minted(_)));

@@ -4,9 +4,10 @@
 //! A batch's records take their tokens together ([`BucketGate::admit_batch`]): one write per
 //! (bucket, shard) — a receiving provider's, or a named domain's ([`RateLimits::bucket_for`]) —
 //! for as many tokens as that bucket's records want, then one write on the account bucket for as
-//! many as those granted; a long-tail domain takes only the account's. A sharded bucket's record
-//! takes from the shard its notice key picks and spills once to the next shard before it is
-//! limited.
+//! many as those granted; a long-tail domain takes only the account's. With the MX rollup on, the
+//! batch's otherwise unplaced domains are looked up first, all at once and for at most 200 ms
+//! ([`super::rollup`]). A sharded bucket's record takes from the shard its notice key picks and
+//! spills once to the next shard before it is limited.
 //!
 //! The remembered state saves the read before a write: it is at worst older than the stored one,
 //! and since TAT only moves forward an old state never admits what the stored one would refuse —
@@ -41,10 +42,12 @@ use rand::{Rng, SeedableRng};
 
 use super::gcra::{grant, instant, micros};
 use super::limits::DomainLimit;
+use super::rollup::{MxLookup, MxRollup};
 use super::{
     Admission, Applied, BucketState, BucketStore, Limit, RateGate, RateLimits, RateScope, Taken, TokenRequest,
 };
 use crate::error::LedgerError;
+use crate::metrics::Metrics;
 
 /// The account-wide bucket's name: `@` never occurs in a domain name.
 pub const ACCOUNT_BUCKET: &str = "@account";
@@ -150,6 +153,8 @@ pub struct BucketGate {
     conflicts: AtomicU64,
     /// Spreads limited jobs' retries; seeded by simulations so one seed gives one run.
     jitter: Mutex<StdRng>,
+    /// The MX rollup's lookup, when the limits turn it on ([`super::rollup`]).
+    rollup: Option<MxRollup>,
 }
 
 impl BucketGate {
@@ -161,7 +166,17 @@ impl BucketGate {
             wall_clock: false,
             conflicts: AtomicU64::new(0),
             jitter: Mutex::new(StdRng::from_entropy()),
+            rollup: None,
         }
+    }
+
+    /// Looks up the MX of the domains the limits' rollup wants placed ([`RateLimits::needs_mx`])
+    /// through `lookup`, and counts the lookups that gave no answer (`MxRollupFallbacks`) into
+    /// `metrics` — the sender's own counters: the gate answers a whole batch, not one record.
+    /// Without the rollup in the limits, nothing is ever looked up.
+    pub fn with_mx_rollup(mut self, lookup: Arc<dyn MxLookup>, metrics: Arc<Metrics>) -> Self {
+        self.rollup = Some(MxRollup::new(lookup, metrics));
+        self
     }
 
     /// Draws retry jitter from `seed` instead of the system's entropy (simulations).
@@ -330,9 +345,17 @@ impl RateGate for BucketGate {
 
         // ── Providers and named domains: one take per (bucket, shard) for all of its records;
         //    a domain with no bucket of its own (the long tail) takes only the account's ──
+        let by_mx = match &self.rollup {
+            Some(rollup) => rollup.providers(&self.limits, requests).await,
+            None => HashMap::new(),
+        };
         let mut groups: BTreeMap<(String, u32), (DomainLimit, Vec<usize>)> = BTreeMap::new();
         for (i, r) in requests.iter().enumerate() {
-            if let Some(bucket) = self.limits.bucket_for(&r.domain) {
+            let bucket = match by_mx.get(&r.domain) {
+                Some(&provider) => self.limits.bucket_for_rolled_up(&r.domain, provider),
+                None => self.limits.bucket_for(&r.domain),
+            };
+            if let Some(bucket) = bucket {
                 let dl = bucket.limit;
                 let shard = (r.shard_seed % u64::from(dl.shards)) as u32;
                 groups.entry((bucket.item, shard)).or_insert_with(|| (dl, Vec::new())).1.push(i);

@@ -9,15 +9,17 @@
 //!   "domains": { "acme.example": "microsoft",
 //!                "big-customer.example": { "per_second": 5, "burst": 10 } },
 //!   "default": { "per_second": 10, "burst": 50 },
-//!   "account": { "per_second": 90, "burst": 90 } }
+//!   "account": { "per_second": 90, "burst": 90 },
+//!   "rollup": "mx" }
 //! ```
 //!
 //! A recipient domain's bucket, first match: a domain named with a limit (its own bucket); its
-//! provider — named under `domains` (`"acme.example": "microsoft"`, a company on Microsoft 365) or
-//! in the built-in table — when that provider has a limit (its own under `providers`, else
-//! `providers.default`); else `default`, one bucket per domain; else none: the long tail rides the
-//! account bucket only. So a batch writes one token item per provider present, not one per
-//! distinct domain.
+//! provider — named under `domains` (`"acme.example": "microsoft"`, a company on Microsoft 365),
+//! in the built-in table, or (with `"rollup": "mx"`, off by default) the one all of its MX hosts
+//! belong to ([`super::rollup`]) — when that provider has a limit (its own under `providers`,
+//! else `providers.default`); else `default`, one bucket per domain; else none: the long tail
+//! rides the account bucket only. So a batch writes one token item per provider present, not one
+//! per distinct domain.
 //!
 //! `account` takes `shards` too: every batch writes the account bucket once, so past about 1 000
 //! batches a second (one item's write capacity) it must be split like a busy domain.
@@ -56,6 +58,23 @@ pub const PROVIDER_SHARE: f64 = 0.5;
 pub const PROVIDER_BURST_SECS: f64 = 5.0;
 /// A provider's bucket item: `provider:<name>` (a domain name never holds `:`).
 pub const PROVIDER_BUCKET_PREFIX: &str = "provider:";
+
+/// How a domain unknown to the built-in table and the configuration may still find its provider
+/// (`"rollup"` in `NOTICE_RATE_LIMITS`; absent: none, the domain rides the tail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rollup {
+    /// By its MX hosts' names ([`super::mx`]), looked up when a batch asks ([`super::rollup`]).
+    Mx,
+}
+
+impl Rollup {
+    /// The configuration's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rollup::Mx => "mx",
+        }
+    }
+}
 
 /// One bucket's limit: a sustained rate and how many sends may go out at once after a pause.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
@@ -150,6 +169,9 @@ pub struct RateLimits {
     account_shards: u32,
     /// The built-in configuration: the provider default follows the account rate once known.
     providers_follow_account: bool,
+    /// How a domain the table and the configuration do not place finds its provider (`None`: it
+    /// does not, and rides the tail).
+    rollup: Option<Rollup>,
 }
 
 #[derive(Deserialize)]
@@ -171,6 +193,8 @@ struct RateLimitsJson {
     #[serde(default)]
     providers: BTreeMap<String, LimitJson>,
     account: Option<LimitJson>,
+    /// Any JSON value, checked by hand so that an error names the value itself.
+    rollup: Option<serde_json::Value>,
 }
 
 /// Shards of one limit: 1 to [`MAX_SHARDS`], and no more than its burst (each shard needs a token).
@@ -199,6 +223,7 @@ impl RateLimits {
             account: None,
             account_shards: 1,
             providers_follow_account: true,
+            rollup: None,
         }
     }
 
@@ -294,6 +319,24 @@ impl RateLimits {
                 )));
             }
         }
+        let rollup = match &json.rollup {
+            None => None,
+            Some(serde_json::Value::String(name)) if name == Rollup::Mx.name() => Some(Rollup::Mx),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "rollup: {other} is not a rollup (known: \"mx\"; leave rollup out for none)"
+                )))
+            }
+        };
+        // A rollup only moves domains into providers' buckets: with no provider limited it would
+        // look up every tail domain and change nothing.
+        if rollup.is_some() && providers.is_empty() && provider_default.is_none() {
+            return Err(invalid(
+                "rollup \"mx\" puts a domain in its provider's bucket, but no provider has a limit: add \
+                 providers.<name> or providers.default"
+                    .into(),
+            ));
+        }
         if json.default.is_none()
             && domains.is_empty()
             && providers.is_empty()
@@ -311,6 +354,7 @@ impl RateLimits {
             account,
             account_shards,
             providers_follow_account: false,
+            rollup,
         }))
     }
 
@@ -334,12 +378,42 @@ impl RateLimits {
     }
 
     /// The bucket `domain` (lower-case A-labels) takes its tokens from besides the account's, or
-    /// `None` when only the account limits it (the long tail). The one place that decides it.
+    /// `None` when only the account limits it (the long tail). With the MX rollup on, a domain
+    /// [`RateLimits::needs_mx`] names is decided by [`RateLimits::bucket_for_rolled_up`] once its
+    /// MX is known; without an answer, by this.
     pub fn bucket_for(&self, domain: &str) -> Option<DomainBucket> {
+        self.decide(domain, None)
+    }
+
+    /// The bucket of `domain` whose MX hosts all belong to `by_mx` ([`super::rollup`]): the
+    /// provider's when it has a limit — unless the configuration or the built-in table places the
+    /// domain otherwise, which comes first — else as [`RateLimits::bucket_for`].
+    pub fn bucket_for_rolled_up(&self, domain: &str, by_mx: Provider) -> Option<DomainBucket> {
+        self.decide(domain, Some(by_mx))
+    }
+
+    /// Whether the sender should look up `domain`'s MX before deciding its bucket: the rollup is
+    /// on, and neither the configuration (a limit or a provider of its own) nor the built-in table
+    /// places the domain. Everything else is decided without DNS.
+    pub fn needs_mx(&self, domain: &str) -> bool {
+        self.rollup.is_some()
+            && !self.domains.contains_key(domain)
+            && !self.domain_providers.contains_key(domain)
+            && provider_of(domain).is_none()
+    }
+
+    /// The MX rollup, when on.
+    pub fn rollup(&self) -> Option<Rollup> {
+        self.rollup
+    }
+
+    /// The one place that decides a domain's bucket: a named limit, else its provider (mapped,
+    /// from the table, else from its MX) when that has a limit, else `default`, else none.
+    fn decide(&self, domain: &str, by_mx: Option<Provider>) -> Option<DomainBucket> {
         if let Some(limit) = self.domains.get(domain) {
             return Some(DomainBucket { item: domain.to_owned(), provider: None, limit: *limit });
         }
-        let provider = self.domain_providers.get(domain).copied().or_else(|| provider_of(domain));
+        let provider = self.domain_providers.get(domain).copied().or_else(|| provider_of(domain)).or(by_mx);
         if let Some(provider) = provider {
             if let Some(limit) = self.provider_limit(provider) {
                 let item = format!("{PROVIDER_BUCKET_PREFIX}{}", provider.name());
@@ -428,6 +502,9 @@ impl RateLimits {
         }
         for (d, p) in &self.domain_providers {
             parts.push(format!("{d} → {}", p.name()));
+        }
+        if let Some(rollup) = self.rollup {
+            parts.push(format!("{} rollup: other domains by their MX hosts", rollup.name()));
         }
         parts.push(match &self.default {
             Some(l) => format!("other domains {} each", one(l)),

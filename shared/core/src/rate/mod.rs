@@ -22,9 +22,11 @@
 //!   after the domain's) is spent without a send — never one too many.
 //! * **Store down.** No token, no claim: the record is retried (`ledger_unavailable`).
 //!
-//! Layout: [`limits`] (configuration: per-domain limits, shards, the account), [`gcra`] (the pure
-//! arithmetic), [`gate`] (the take algorithm over a store, batches, shards, the account),
-//! `memory` (the in-process store; feature `testing`).
+//! Layout: [`limits`] (configuration: per-domain limits, shards, the account), [`providers`] (the
+//! built-in table of receiving providers), [`mx`] and [`rollup`] (the optional MX rollup: the MX
+//! host table, and the lookup port the gate asks), [`gcra`] (the pure arithmetic), [`gate`] (the
+//! take algorithm over a store, batches, shards, the account), `memory` (the in-process store;
+//! feature `testing`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -36,15 +38,18 @@ pub mod gcra;
 pub mod limits;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;
+pub mod mx;
 pub mod providers;
+pub mod rollup;
 #[cfg(test)]
 mod tests;
 
 pub use gate::{take, BucketGate, ACCOUNT_BUCKET};
 pub use gcra::{gcra, grant, tokens, BucketState, Decision, Grant};
-pub use limits::{Limit, RateLimits, RATE_LIMITS_VAR};
+pub use limits::{Limit, RateLimits, Rollup, RATE_LIMITS_VAR};
 #[cfg(any(test, feature = "testing"))]
 pub use memory::MemoryBuckets;
+pub use rollup::{MxLookup, MxLookupError, MX_LOOKUP_BOUND};
 
 /// Which bucket said no.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

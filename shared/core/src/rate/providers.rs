@@ -4,7 +4,8 @@
 //! Receiving systems throttle a sender per platform, not per domain name: mail to `hotmail.com`,
 //! `outlook.fr` and `live.co.uk` reaches the same Outlook.com edge and counts against one budget,
 //! and MTAs shape by it (KumoMTA groups destinations into a "site" by their MX hosts, Postfix by
-//! transport). This module is only the pure lookup; nothing keys a bucket by it yet.
+//! transport). This module is only the pure lookup by domain name; [`super::limits`] keys buckets
+//! by it, and [`super::mx`] finds the same providers by MX host for the optional MX rollup.
 //!
 //! What is listed: the consumer domains of the largest mailbox providers, each domain only where a
 //! source below backs it or it is evidently the provider's own sign-up domain. Left out on purpose:
@@ -68,7 +69,8 @@ pub const PROVIDERS_VERSION: &str = "2026-12-02";
 pub enum Provider {
     /// Gmail.
     Google,
-    /// Outlook.com (formerly Hotmail, Windows Live, MSN) — consumer mail, not Microsoft 365.
+    /// Outlook.com (formerly Hotmail, Windows Live, MSN) — consumer mail; the table lists no
+    /// Microsoft 365 domain, but a mapping or the MX rollup may put one in this bucket.
     Microsoft,
     /// Yahoo Mail and AOL Mail (one platform since 2019), with verizon.net (on AOL since 2017).
     Yahoo,

@@ -638,3 +638,197 @@ fn a_deferral_after_losses_spreads_wider_up_to_a_minute() {
     assert_eq!(secs(40), 60_000, "at most a minute");
     assert_eq!(l.retry_after_losses(due, 0.0, 40), due, "never before the due time");
 }
+
+// ── The MX rollup ──
+
+/// An MX lookup answering from a table and recording what it was asked; a domain not in the table
+/// fails, and one answered `Pending` never answers.
+struct TableMx {
+    answers: std::collections::HashMap<&'static str, MxAnswer>,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+enum MxAnswer {
+    Is(Option<providers::Provider>),
+    Pending,
+}
+
+impl TableMx {
+    fn new(answers: impl IntoIterator<Item = (&'static str, MxAnswer)>) -> Self {
+        Self { answers: answers.into_iter().collect(), asked: Default::default() }
+    }
+
+    fn asked(&self) -> Vec<String> {
+        let mut asked = self.asked.lock().unwrap().clone();
+        asked.sort();
+        asked
+    }
+}
+
+#[async_trait]
+impl MxLookup for TableMx {
+    async fn provider_by_mx(&self, domain: &str) -> Result<Option<providers::Provider>, MxLookupError> {
+        self.asked.lock().unwrap().push(domain.to_owned());
+        match self.answers.get(domain) {
+            Some(MxAnswer::Is(p)) => Ok(*p),
+            Some(MxAnswer::Pending) => std::future::pending().await,
+            None => Err(MxLookupError::Failed("SERVFAIL".into())),
+        }
+    }
+}
+
+const ROLLUP_LIMITS: &str = r#"{"providers":{"google":{"per_second":10,"burst":20},"default":{"per_second":5,"burst":10}},
+    "domains":{"mapped.example":"yahoo","own.example":{"per_second":1,"burst":1}},
+    "account":{"per_second":1000,"burst":1000},"rollup":"mx"}"#;
+
+#[test]
+fn the_rollup_is_off_unless_configured_and_only_mx_is_accepted() {
+    assert_eq!(RateLimits::builtin().rollup(), None);
+    let plain =
+        RateLimits::parse(r#"{"providers":{"default":{"per_second":5,"burst":10}}}"#).unwrap().unwrap();
+    assert_eq!(plain.rollup(), None);
+    assert!(!plain.needs_mx("workspace.example"), "off: nothing is looked up");
+    assert!(!plain.describe().contains("rollup"), "{}", plain.describe());
+
+    let on = RateLimits::parse(ROLLUP_LIMITS).unwrap().unwrap();
+    assert_eq!(on.rollup(), Some(Rollup::Mx));
+    assert!(
+        on.describe().contains("mx rollup: other domains by their MX hosts; other domains: the account only"),
+        "{}",
+        on.describe()
+    );
+    let null = RateLimits::parse(r#"{"providers":{"default":{"per_second":5,"burst":10}},"rollup":null}"#);
+    assert_eq!(null.unwrap(), Some(plain), "null is no rollup");
+
+    for (bad, names) in [
+        (
+            r#"{"providers":{"default":{"per_second":5,"burst":10}},"rollup":"dns"}"#,
+            r#"rollup: "dns" is not a rollup"#,
+        ),
+        (r#"{"providers":{"default":{"per_second":5,"burst":10}},"rollup":"MX"}"#, r#""MX" is not a rollup"#),
+        (
+            r#"{"providers":{"default":{"per_second":5,"burst":10}},"rollup":true}"#,
+            "rollup: true is not a rollup",
+        ),
+        (r#"{"providers":{"default":{"per_second":5,"burst":10}},"rollup":{"mx":1}}"#, "is not a rollup"),
+        (r#"{"rollup":"mx"}"#, "no provider has a limit"),
+        (
+            r#"{"default":{"per_second":5,"burst":10},"rollup":"mx"}"#,
+            "add providers.<name> or providers.default",
+        ),
+    ] {
+        let err = RateLimits::parse(bad).unwrap_err().to_string();
+        assert!(err.contains(RATE_LIMITS_VAR) && err.contains(names), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn only_a_domain_nothing_else_places_is_looked_up_and_the_configuration_and_table_come_first() {
+    use providers::Provider;
+    let l = RateLimits::parse(ROLLUP_LIMITS).unwrap().unwrap();
+    // Placed without DNS: the table's, a mapped one, a named one.
+    for placed in ["gmail.com", "hotmail.de", "mapped.example", "own.example"] {
+        assert!(!l.needs_mx(placed), "{placed}");
+    }
+    assert!(l.needs_mx("workspace.example"));
+    let item = |b: Option<limits::DomainBucket>| b.map(|b| (b.item, b.provider));
+    // An MX answer never overrides the configuration or the table.
+    assert_eq!(
+        item(l.bucket_for_rolled_up("own.example", Provider::Google)),
+        Some(("own.example".into(), None))
+    );
+    assert_eq!(
+        item(l.bucket_for_rolled_up("mapped.example", Provider::Google)),
+        Some(("provider:yahoo".into(), Some(Provider::Yahoo)))
+    );
+    assert_eq!(
+        item(l.bucket_for_rolled_up("hotmail.de", Provider::Google)),
+        Some(("provider:microsoft".into(), Some(Provider::Microsoft)))
+    );
+    // An unplaced domain takes its MX provider's bucket, its own limit or the provider default.
+    assert_eq!(item(l.bucket_for("workspace.example")), None, "without an answer: the tail");
+    let google = l.bucket_for_rolled_up("workspace.example", Provider::Google).unwrap();
+    assert_eq!((google.item.as_str(), google.limit.limit), ("provider:google", limit(10.0, 20)));
+    let m365 = l.bucket_for_rolled_up("m365.example", Provider::Microsoft).unwrap();
+    assert_eq!((m365.item.as_str(), m365.limit.limit), ("provider:microsoft", limit(5.0, 10)));
+    // A provider without a limit leaves the domain where it was: here, the tail.
+    let only_google =
+        RateLimits::parse(r#"{"providers":{"google":{"per_second":10,"burst":20}},"rollup":"mx"}"#)
+            .unwrap()
+            .unwrap();
+    assert_eq!(only_google.bucket_for_rolled_up("m365.example", Provider::Microsoft), None);
+}
+
+#[tokio::test]
+async fn a_batch_s_unplaced_domains_take_their_mx_provider_s_bucket_and_failures_ride_the_tail() {
+    use providers::Provider;
+    let store = Arc::new(CountingStore::default());
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let mx = Arc::new(TableMx::new([
+        ("workspace.example", MxAnswer::Is(Some(Provider::Google))),
+        ("m365.example", MxAnswer::Is(Some(Provider::Microsoft))),
+        ("selfhosted.example", MxAnswer::Is(None)),
+    ]));
+    let gate = BucketGate::new(store.clone(), RateLimits::parse(ROLLUP_LIMITS).unwrap().unwrap())
+        .with_mx_rollup(mx.clone(), metrics.clone());
+    let t = at("2026-12-02T12:00:00Z");
+    let batch = requests(&[
+        ("gmail.com", 1),
+        ("workspace.example", 2),
+        ("workspace.example", 3),
+        ("m365.example", 4),
+        ("selfhosted.example", 5),
+        ("broken.example", 6),
+        ("own.example", 7),
+    ]);
+    let answers = gate.admit_batch(&batch, t).await.unwrap();
+    assert_eq!(count_admitted(&answers), 7);
+    // Asked once per distinct unplaced domain; never for the table's, a named or a mapped one.
+    assert_eq!(mx.asked(), ["broken.example", "m365.example", "selfhosted.example", "workspace.example"]);
+    // gmail.com and the two Workspace records: three tokens from google's bucket in one write.
+    let interval = limit(10.0, 20).interval_us();
+    let google = store.load("provider:google").await.unwrap().map(|s| s.tat_us);
+    assert_eq!(google, Some(t.timestamp_micros() + 3 * interval));
+    assert!(store.load("provider:microsoft").await.unwrap().is_some(), "Microsoft 365 by its MX");
+    for tail in ["selfhosted.example", "broken.example", "workspace.example"] {
+        assert_eq!(store.load(tail).await.unwrap(), None, "{tail}: no item of its own");
+    }
+    assert_eq!(store.writes(), 4, "google, microsoft, own.example, the account");
+    // The failed lookup is counted, never an error; nobody's MX is no failure.
+    assert_eq!(metrics.drain().mx_rollup_fallbacks, 1);
+}
+
+#[tokio::test]
+async fn a_lookup_that_does_not_answer_within_the_bound_rides_the_tail_and_is_counted() {
+    let store = Arc::new(CountingStore::default());
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let mx =
+        Arc::new(TableMx::new([("slow.example", MxAnswer::Pending), ("slow-2.example", MxAnswer::Pending)]));
+    let gate = BucketGate::new(store.clone(), RateLimits::parse(ROLLUP_LIMITS).unwrap().unwrap())
+        .with_mx_rollup(mx.clone(), metrics.clone());
+    let batch = requests(&[("slow.example", 1), ("slow-2.example", 2)]);
+    let started = std::time::Instant::now();
+    let answers = gate.admit_batch(&batch, at("2026-12-02T12:00:00Z")).await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(count_admitted(&answers), 2, "admitted on the account's tokens");
+    // Both lookups wait together: one bound for the batch, not one per domain (the slack is for
+    // timers on a loaded machine, well under a second bound).
+    assert!(
+        waited >= MX_LOOKUP_BOUND && waited < MX_LOOKUP_BOUND * 2 - std::time::Duration::from_millis(50),
+        "{waited:?}"
+    );
+    assert_eq!(store.writes(), 1, "the account only");
+    assert_eq!(metrics.drain().mx_rollup_fallbacks, 2);
+}
+
+#[tokio::test]
+async fn without_the_rollup_in_the_limits_a_gate_never_looks_up() {
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let mx = Arc::new(TableMx::new([]));
+    let limits =
+        RateLimits::parse(r#"{"providers":{"default":{"per_second":5,"burst":10}}}"#).unwrap().unwrap();
+    let gate = BucketGate::in_memory(limits).with_mx_rollup(mx.clone(), metrics.clone());
+    gate.admit_batch(&requests(&[("workspace.example", 1)]), at("2026-12-02T12:00:00Z")).await.unwrap();
+    assert!(mx.asked().is_empty());
+    assert_eq!(metrics.drain().mx_rollup_fallbacks, 0);
+}

@@ -54,6 +54,8 @@ const EVIDENCE_ATTEMPTS: u32 = 5;
 
 /// `claim`/`record_missed` may write only where no row exists or the row was released.
 const CLAIMABLE: &str = "attribute_not_exists(#notice_key) OR #state = :released";
+/// An alias may be put only where no row exists or an alias stands.
+const ALIASABLE: &str = "attribute_not_exists(#notice_key) OR #state = :alias";
 
 /// The DynamoDB ledger.
 #[derive(Clone, Debug)]
@@ -196,6 +198,20 @@ impl DynamoLedger {
         }
     }
 
+    /// A claim-style write with its aliases, if any: one conditional put without a rotation in
+    /// progress, a transaction with one.
+    async fn first_write(
+        &self,
+        row: &LedgerRow,
+        aliases: &[NoticeKey],
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        if aliases.is_empty() {
+            self.put_if_claimable(row).await
+        } else {
+            self.put_with_aliases(row, aliases).await
+        }
+    }
+
     /// Claim-style write (`claim`, `record_missed`): the row from `req`, if the key is claimable.
     /// `Ok(None)` means written; `Ok(Some(row))` is the row that held the key.
     async fn put_if_claimable(&self, row: &LedgerRow) -> Result<Option<LedgerRow>, LedgerError> {
@@ -219,6 +235,67 @@ impl DynamoLedger {
                 }
             }
         }
+    }
+
+    /// A first write under the current secret version while older ones are active: the row
+    /// (claim rule) and an alias at each older key (no row there, or an alias) in one
+    /// `TransactWriteItems`, so a sender still on the old version — whose claim is the ordinary
+    /// conditional put at the old key — and this write cannot both succeed. `Ok(None)` means
+    /// written; `Ok(Some(row))` is the row that refused: this key's, or an older key's (the notice
+    /// lives there). Only while a rotation is in progress; otherwise [`Self::put_if_claimable`].
+    async fn put_with_aliases(
+        &self,
+        row: &LedgerRow,
+        aliases: &[NoticeKey],
+    ) -> Result<Option<LedgerRow>, LedgerError> {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+        use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+        let put = |row: &LedgerRow, cond: Expr| -> Result<TransactWriteItem, LedgerError> {
+            let (names, values) = cond.parts();
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(row_to_item(row, self.expires_at(row.updated_at))))
+                .condition_expression(cond.text)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build()
+                .map_err(|e| LedgerError::Unavailable(format!("DynamoDB TransactWriteItems: {e}")))?;
+            Ok(TransactWriteItem::builder().put(put).build())
+        };
+        let mut claimable = Expr::new(CLAIMABLE);
+        claimable.name(attr::KEY).name(attr::STATE).value(":released", s(RowState::Released.as_str()));
+        let mut items = vec![put(row, claimable)?];
+        for alias in aliases {
+            let mut cond = Expr::new(ALIASABLE);
+            cond.name(attr::KEY).name(attr::STATE).value(":alias", s(RowState::Alias.as_str()));
+            items.push(put(&LedgerRow::alias_at(alias, row), cond)?);
+        }
+        let err = match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => return Ok(None),
+            Err(err) => err,
+        };
+        let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error()
+        else {
+            return Err(self.unavailable("TransactWriteItems", err));
+        };
+        let keys: Vec<&NoticeKey> = std::iter::once(&row.key).chain(aliases).collect();
+        for (key, reason) in keys.iter().zip(cancelled.cancellation_reasons()) {
+            if reason.code() == Some("ConditionalCheckFailed") {
+                return match self.conflicting_row(key, reason.item().cloned()).await? {
+                    Some(existing) => Ok(Some(existing)),
+                    None => Err(LedgerError::Unavailable(format!(
+                        "{} changed during the write; try again",
+                        key.prefix()
+                    ))),
+                };
+            }
+        }
+        Err(LedgerError::Unavailable(format!(
+            "DynamoDB TransactWriteItems on {} cancelled: {}",
+            self.table,
+            cancelled.message().unwrap_or("no reason given")
+        )))
     }
 
     /// `UpdateItem` that moves a row out of `claimed` (dropping it from the open-claims index).
@@ -461,7 +538,7 @@ impl ClaimLedger for DynamoLedger {
         let minted = |claimed_at| {
             ClaimOutcome::Minted(Claim { key: req.key.clone(), token: req.token.clone(), claimed_at })
         };
-        match self.put_if_claimable(&row).await? {
+        match self.first_write(&row, &req.aliases).await? {
             None => Ok(minted(to_millis(req.at))),
             // Our own claim, written by an SDK retry whose first response was lost.
             Some(held)
@@ -506,10 +583,10 @@ impl ClaimLedger for DynamoLedger {
         req: &ClaimRequest,
         reason: &str,
     ) -> Result<Option<LedgerRow>, LedgerError> {
-        self.put_if_claimable(&req.to_row(RowState::Missed, Some(reason.to_owned()))).await
+        self.first_write(&req.to_row(RowState::Missed, Some(reason.to_owned())), &req.aliases).await
     }
     async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
-        self.put_if_claimable(&req.to_row()).await
+        self.first_write(&req.to_row(), &req.aliases).await
     }
 }
 
