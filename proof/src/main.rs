@@ -42,9 +42,10 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Model-check every interleaving of claim → send → commit over a bounded world, with the real rules.
     ///
-    /// Without a world flag, the default run: three named worlds one after the other — deliveries
-    /// (the defaults below), withdraw (`--withdraws 1 --releases 0`) and withdraw-release
-    /// (`--workers 1 --withdraws 1`). With any world flag, the one world the flags describe.
+    /// Without a world flag, the default run: four named worlds one after the other — deliveries
+    /// (the defaults below), withdraw (`--withdraws 1 --releases 0`), withdraw-release
+    /// (`--workers 1 --withdraws 1`) and batch (`--batch 2 --deliveries 1
+    /// --in-flight-redelivery false`). With any world flag, the one world the flags describe.
     Verify(verify::VerifyArgs),
     /// Model the deployed pipeline at a volume: the real core against AWS's published limits, in virtual time.
     Capacity(capacity::CapacityArgs),

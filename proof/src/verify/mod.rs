@@ -87,12 +87,25 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<ExitCode, String> {
             }
             let states: usize = all.iter().map(|r| r.states).sum();
             let seconds: f64 = all.iter().map(|r| r.seconds).sum();
+            let mutants: f64 = all.iter().map(Report::mutant_seconds).sum();
             println!(
-                "default run: {} worlds, {} states, {seconds:.1} s for the real rules — {}",
+                "default run: {} worlds, {} states, {seconds:.1} s for the real rules, {:.1} s with the mutants — {}",
                 all.len(),
                 notice_ledger::text::thousands(states as u64),
+                seconds + mutants,
                 if passed { "PASS" } else { "FAIL" }
             );
+            // What each world costs, for the run's time budget (docs/proof.md).
+            for r in all {
+                println!(
+                    "  {:<18} {:>12} states  {:>7.1} s real rules  {:>6.1} s {} mutants",
+                    r.world,
+                    notice_ledger::text::thousands(r.states as u64),
+                    r.seconds,
+                    r.mutant_seconds(),
+                    r.mutants.len()
+                );
+            }
         }
     }
     Ok(if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })

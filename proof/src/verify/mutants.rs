@@ -2,7 +2,8 @@
 //! checker has something it must catch. None is a separate model: each wraps a real rule
 //! ([`permits`], [`expires`]), the provider's answer the real sender sees, the key the real sender
 //! derives, when the queue acks, or how the sender's ports are wired ([`Wiring`]: the gate-path
-//! mutants, by port wrappers — the core is not changed).
+//! mutants, by port wrappers — the core is not changed), or what the ledger port's batch read may
+//! answer (the stale batch read: a row as it was before its latest write).
 
 use notice_ledger::ledger::rules::{self, Verdict, Write};
 use notice_ledger::ledger::{LedgerRow, RowState};
@@ -46,10 +47,13 @@ pub(crate) enum Mutant {
     /// A wait longer than the queue can hold is hidden on the queue instead of parked: the queue's
     /// retention may drop it before it comes back.
     HideTooLong,
+    /// The batch read may miss the latest write to a row (`BatchGetItem` without `ConsistentRead`,
+    /// or a prefetch kept from an earlier batch): a released claim still reads as held.
+    StaleBatchRead,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 15] = [
+    pub(crate) const ALL: [Mutant; 16] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
@@ -65,6 +69,7 @@ impl Mutant {
         Mutant::EventLeavesWithdrawn,
         Mutant::ParkWithTtl,
         Mutant::HideTooLong,
+        Mutant::StaleBatchRead,
     ];
 
     /// Whether the mutant lives on the rate-gate path (read → token → claim): a world without a
@@ -79,9 +84,20 @@ impl Mutant {
     }
 
     /// Whether the mutant needs an operator release: in the real rules only a claim an operator
-    /// released after its message went out lets a provider event meet a tombstone.
+    /// released after its message went out lets a provider event meet a tombstone; and only an
+    /// operator releases an old claim, the one a stale batch read can take for settled (a claim
+    /// its own sender released was young moments before: read stale, it is `in_flight` and comes
+    /// back).
     pub(crate) fn needs_release(self) -> bool {
-        matches!(self, Mutant::EventLeavesWithdrawn)
+        matches!(self, Mutant::EventLeavesWithdrawn | Mutant::StaleBatchRead)
+    }
+
+    /// Whether the mutant needs in-flight redelivery: acking a delivery held by a claim still in
+    /// flight loses the notice only when that delivery is the claimer's own message, received
+    /// again while its worker runs (the claimer's retry then finds it deleted). Any other held
+    /// delivery is one copy among several, and the claimer's own message comes back.
+    pub(crate) fn needs_in_flight_redelivery(self) -> bool {
+        matches!(self, Mutant::AckHeldInFlight)
     }
 
     /// Whether the mutant is about parking: a world with `--parking off` cannot run it.
@@ -89,9 +105,17 @@ impl Mutant {
         matches!(self, Mutant::ParkWithTtl | Mutant::HideTooLong)
     }
 
+    /// Whether the mutant is about the batch path: a world where each job reads alone (`--batch 1`)
+    /// never makes the batch read it perturbs.
+    pub(crate) fn needs_batch(self) -> bool {
+        matches!(self, Mutant::StaleBatchRead)
+    }
+
     /// Whether a world of these bounds can run the mutant.
     pub(crate) fn runs_in(self, bounds: &Bounds) -> bool {
-        (bounds.parking || !self.needs_parking())
+        (bounds.batch > 1 || !self.needs_batch())
+            && (bounds.in_flight_redelivery || !self.needs_in_flight_redelivery())
+            && (bounds.parking || !self.needs_parking())
             && (bounds.rate_gate || !self.needs_gate())
             && (bounds.withdraws > 0 || !self.needs_withdraw())
             && (bounds.releases > 0 || !self.needs_release())
@@ -114,6 +138,7 @@ impl Mutant {
             Mutant::EventLeavesWithdrawn => "event-leaves-withdrawn",
             Mutant::ParkWithTtl => "park-with-ttl",
             Mutant::HideTooLong => "hide-too-long",
+            Mutant::StaleBatchRead => "stale-batch-read",
         }
     }
 
@@ -139,6 +164,9 @@ impl Mutant {
             Mutant::ParkWithTtl => "a parked job may expire (a schedule or retention TTL) before it fires",
             Mutant::HideTooLong => {
                 "a wait longer than the queue holds is hidden instead of parked, and may be dropped by retention"
+            }
+            Mutant::StaleBatchRead => {
+                "the batch read may miss the latest write (no ConsistentRead, or kept from an earlier batch): a released claim reads as held"
             }
         }
     }
@@ -234,6 +262,11 @@ impl Rules {
     /// Whether a long wait is hidden on the queue instead of parked.
     pub(crate) fn hides_long_waits(self) -> bool {
         self.is(Mutant::HideTooLong)
+    }
+
+    /// Whether the batch read may answer a released row as the claim it released.
+    pub(crate) fn batch_read_misses_release(self) -> bool {
+        self.is(Mutant::StaleBatchRead)
     }
 
     /// Whether each delivery derives its own key.

@@ -19,8 +19,11 @@ use super::world::{epoch, message_id, Answer, Phase};
 #[derive(Debug)]
 pub(super) enum Call {
     Read(NoticeKey),
-    /// A token take (the gate is asked by domain; the model knows the job's key).
-    Token,
+    /// The batch read: these keys' rows in one call.
+    ReadMany(Vec<NoticeKey>),
+    /// A token take, one token per request (the gate is asked by domain and shard seed: the model
+    /// knows the job's key, and a batch's keys by their seeds).
+    Token(Vec<u64>),
     Claim(NoticeKey),
     RecordMissed(NoticeKey),
     Send(NoticeKey),
@@ -34,7 +37,7 @@ impl Call {
     /// The key the call names (a token take names none).
     pub(super) fn key(&self) -> Option<&NoticeKey> {
         match self {
-            Call::Token => None,
+            Call::Token(_) | Call::ReadMany(_) => None,
             Call::Read(k)
             | Call::Claim(k)
             | Call::RecordMissed(k)
@@ -74,6 +77,30 @@ fn take(script: &Mutex<Script>, call: Call) -> Option<Answer> {
             s.call = Some(call);
             None
         }
+    }
+}
+
+/// The next scripted answers of a call that is answered once per item (`n` of them: a batch
+/// read's keys, a batch take's requests) or once for all when it fails; `None` after recording
+/// `call` as the one the sender waits on. `Err`: the script holds too few answers for the call.
+fn take_many(script: &Mutex<Script>, n: usize, call: Call) -> Option<Result<Vec<Answer>, String>> {
+    let mut s = lock(script);
+    let at = s.next;
+    let Some(first) = s.answers.get(at).copied() else {
+        s.call = Some(call);
+        return None;
+    };
+    if matches!(first, Answer::Failed | Answer::GateFailed) {
+        s.next += 1;
+        return Some(Ok(vec![first]));
+    }
+    match s.answers.get(at..at + n) {
+        Some(items) => {
+            let items = items.to_vec();
+            s.next += n;
+            Some(Ok(items))
+        }
+        None => Some(Err(format!("{call:?} has {} of its {n} answers", s.answers.len() - at))),
     }
 }
 
@@ -146,6 +173,30 @@ impl RowReader for ScriptedLedger {
             Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger read failed".into())),
             Some(other) => unexpected(&self.script, format!("read answered {other:?}")).await,
         }
+    }
+
+    /// The batch read: one call for all of a batch's keys, each answered as the single read is.
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let answers = match take_many(&self.script, keys.len(), Call::ReadMany(keys.to_vec())) {
+            None => std::future::pending().await,
+            Some(Err(what)) => return unexpected(&self.script, what).await,
+            Some(Ok(answers)) => answers,
+        };
+        if answers == [Answer::Failed] {
+            return Err(LedgerError::Unavailable("batch ledger read failed".into()));
+        }
+        let mut rows = Vec::new();
+        for (key, answer) in keys.iter().zip(answers) {
+            match answer {
+                Answer::Free => {}
+                Answer::Held { state, digest, young } => rows.push(self.held(key, state, digest, young)),
+                other => return unexpected(&self.script, format!("batch read answered {other:?}")).await,
+            }
+        }
+        Ok(rows)
     }
 }
 
@@ -221,20 +272,31 @@ impl RateGate for ScriptedGate {
         requests: &[TokenRequest],
         now: DateTime<Utc>,
     ) -> Result<Vec<Admission>, LedgerError> {
-        if requests.len() != 1 {
-            return unexpected(&self.script, format!("a batch take of {} tokens", requests.len())).await;
+        if requests.is_empty() {
+            return Ok(Vec::new());
         }
-        match take(&self.script, Call::Token) {
+        let seeds = requests.iter().map(|r| r.shard_seed).collect();
+        let answers = match take_many(&self.script, requests.len(), Call::Token(seeds)) {
             None => std::future::pending().await,
-            Some(Answer::Admitted) => Ok(vec![Admission::Admitted]),
-            // Due soon: the queue hides the message (the model's clock is coarser than a token).
-            Some(Answer::Limited) => Ok(vec![Admission::Limited {
-                retry_at: now + chrono::Duration::seconds(1),
-                scope: RateScope::Domain,
-            }]),
-            Some(Answer::GateFailed) => Err(LedgerError::Unavailable("rate bucket write failed".into())),
-            Some(other) => unexpected(&self.script, format!("token take answered {other:?}")).await,
+            Some(Err(what)) => return unexpected(&self.script, what).await,
+            Some(Ok(answers)) => answers,
+        };
+        let mut admissions = Vec::with_capacity(answers.len());
+        for answer in answers {
+            admissions.push(match answer {
+                Answer::Admitted => Admission::Admitted,
+                // Due soon: the queue hides the message (the model's clock is coarser than a token).
+                Answer::Limited => Admission::Limited {
+                    retry_at: now + chrono::Duration::seconds(1),
+                    scope: RateScope::Domain,
+                },
+                Answer::GateFailed => {
+                    return Err(LedgerError::Unavailable("rate bucket write failed".into()));
+                }
+                other => return unexpected(&self.script, format!("token take answered {other:?}")).await,
+            });
         }
+        Ok(admissions)
     }
 }
 

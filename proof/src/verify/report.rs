@@ -90,6 +90,11 @@ impl Report {
         Self { world, ..self }
     }
 
+    /// Seconds the mutants' runs took together.
+    pub(crate) fn mutant_seconds(&self) -> f64 {
+        self.mutants.iter().map(|m| m.seconds).sum()
+    }
+
     /// No violation of the real rules, and every mutant caught.
     pub(crate) fn passed(&self) -> bool {
         self.violations.is_empty() && self.mutants.iter().all(|m| m.caught)
@@ -102,11 +107,15 @@ impl Report {
         let _ = writeln!(
             out,
             "notice-proof verify: every interleaving of {}claim → send → commit, with the real rules",
-            if b.rate_gate { "read → token → " } else { "" }
+            match (b.rate_gate, b.batch > 1) {
+                (true, true) => "the batch's read → the batch's token take → each record's ",
+                (true, false) => "read → token → ",
+                (false, _) => "",
+            }
         );
         let _ = writeln!(
             out,
-            "world: {}, {} of notice A, {} of A, {}, {} (each with a replay), rate gate {}, ledger faults {}, in-flight redelivery {}, stale-receipt deletes {}",
+            "world: {}, {} of notice A, {} of A, {}, {} (each with a replay), rate gate {}, ledger faults {}, in-flight redelivery {}, stale-receipt deletes {}, parking {}, {}",
             plural(b.notices, "notice"),
             plural(b.deliveries, "delivery").replace("deliverys", "deliveries"),
             plural(b.withdraws, "withdraw"),
@@ -120,6 +129,12 @@ impl Report {
             },
             if b.in_flight_redelivery { "on" } else { "off" },
             if b.stale_deletes { "on" } else { "off" },
+            if b.parking { "on" } else { "off" },
+            if b.batch > 1 {
+                format!("batches of up to {} records (one prefetch each)", b.batch)
+            } else {
+                "each job reads alone".to_owned()
+            },
         );
         let _ = writeln!(out, "invariants, checked in every state:");
         for i in &self.invariants {

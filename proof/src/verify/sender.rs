@@ -9,6 +9,11 @@
 //! sender is deterministic given its answers, so each distinct history is run once and remembered.
 //! Nothing of the algorithm is re-stated here: window, render, claim, send, commit, release and
 //! the outcome mapping are the sender's own code.
+//!
+//! A record of a batch (`--batch 2`) runs as the sender Lambda runs it: the real
+//! [`NoticeSender::prefetch`] over the bodies of the whole batch first — its one ledger read and
+//! its one token take, each a step of the worker — then `deliver` of the record with the
+//! [`Prefetched`] it returned, which answers the record's dedupe read and token from the batch.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,14 +28,14 @@ use notice_ledger::rate::RateGate;
 use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{
-    Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, QueuePolicy, Receive, SendBudget, WindowDecision,
-    WindowPolicy,
+    Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, Prefetched, QueuePolicy, Receive, SendBudget,
+    WindowDecision, WindowPolicy,
 };
 
 use super::error::VerifyError;
 use super::fast_hash::FastMap;
 use super::ports::{lock, Call, Facts, Script, ScriptedGate, ScriptedLedger, ScriptedMailer, Shared};
-use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, MAX_KEYS};
+use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, MAX_BATCH, MAX_KEYS};
 use super::wrappers::{AdmitAll, WiredLedger, Wiring};
 
 /// The notices of the bounded world, in the order `--notices` adds them.
@@ -47,10 +52,27 @@ pub(super) struct Notice {
     pub(super) name: &'static str,
     pub(super) job: Job,
     pub(super) digest: String,
+    /// Its message bodies as the queue carries them: the job, and a withdraw of it.
+    body: String,
+    withdraw_body: String,
 }
 
-/// (sender variant, notice, a withdraw message of it, the job's clock, its answers so far)
-type MemoKey = (u8, u8, bool, Phase, Answers);
+/// A message body of the world: (notice, a withdraw message of it).
+pub(super) type Body = (u8, bool);
+
+/// The batch a record was received in: the other record's body (`None`: a batch of one) and the
+/// answers the batch's prefetch got so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct BatchCtx {
+    pub(super) mate: Option<Body>,
+    pub(super) answers: Answers,
+}
+
+/// (sender variant, notice, a withdraw message of it, the job's clock, its answers so far, its batch)
+type MemoKey = (u8, u8, bool, Phase, Answers, Option<BatchCtx>);
+
+/// (sender variant, the batch's bodies in order, its clock, the prefetch's answers)
+type PrefetchKey = (u8, [Option<Body>; MAX_BATCH], Phase, Answers);
 
 /// The real sender, its inputs, and every history it has been run on.
 pub(super) struct Core {
@@ -63,6 +85,8 @@ pub(super) struct Core {
     keys: Vec<NoticeKey>,
     key_ids: HashMap<NoticeKey, u8>,
     memo: FastMap<MemoKey, Step>,
+    /// Every finished prefetch, by its inputs: what the batch's records are delivered with.
+    prefetched: FastMap<PrefetchKey, Option<Arc<Prefetched>>>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -89,7 +113,15 @@ impl Core {
             });
             let job = Job::parse(&body.to_string()).map_err(|e| setup(&e))?;
             let digest = job.content_digest();
-            list.push(Notice { name, job, digest });
+            let mut withdraw = body.clone();
+            withdraw["action"] = serde_json::json!("withdraw");
+            list.push(Notice {
+                name,
+                job,
+                digest,
+                body: body.to_string(),
+                withdraw_body: withdraw.to_string(),
+            });
         }
         let script: Shared = Arc::default();
         let facts = Facts { digests: Arc::new(list.iter().map(|n| n.digest.clone()).collect()) };
@@ -140,6 +172,7 @@ impl Core {
             keys: Vec::new(),
             key_ids: HashMap::new(),
             memo: FastMap::default(),
+            prefetched: FastMap::default(),
             runtime,
         })
     }
@@ -187,7 +220,7 @@ impl Core {
     }
 
     /// The next step of a job of `notice`, received at `now` by sender `variant`, whose port calls
-    /// got `answers` so far.
+    /// got `answers` so far — in `batch`, when it came in one: then the batch's prefetch first.
     pub(super) fn step(
         &mut self,
         variant: u8,
@@ -195,17 +228,19 @@ impl Core {
         withdraw: bool,
         now: Phase,
         answers: Answers,
+        batch: Option<BatchCtx>,
     ) -> Result<Step, VerifyError> {
-        let memo_key = (variant, notice, withdraw, now, answers);
+        let memo_key = (variant, notice, withdraw, now, answers, batch);
         if let Some(step) = self.memo.get(&memo_key) {
             return Ok(*step);
         }
-        let step = self.run(variant, notice, withdraw, now, answers)?;
+        let step = self.run(variant, notice, withdraw, now, answers, batch)?;
         self.memo.insert(memo_key, step);
         Ok(step)
     }
 
-    /// Runs the real `deliver` with `answers` scripted, up to its first unanswered call.
+    /// Runs the real `deliver` with `answers` scripted, up to its first unanswered call (in a
+    /// batch, the real `prefetch` before it, with the batch's answers).
     fn run(
         &mut self,
         variant: u8,
@@ -213,7 +248,20 @@ impl Core {
         withdraw: bool,
         now: Phase,
         answers: Answers,
+        batch: Option<BatchCtx>,
     ) -> Result<Step, VerifyError> {
+        let prefetched = match batch {
+            None => None,
+            Some(batch) => match self.prefetch(variant, (notice, withdraw), batch, now)? {
+                Ok(prefetched) => prefetched,
+                Err(_) if !answers.is_empty() => {
+                    return Err(VerifyError::Unexpected(
+                        "a record made port calls before its batch's prefetch finished".into(),
+                    ));
+                }
+                Err(step) => return Ok(step),
+            },
+        };
         let sender = Arc::clone(self.sender(variant)?);
         let job = self.notice(notice)?.job.clone();
         let job_key = sender.key(&job);
@@ -222,7 +270,8 @@ impl Core {
             if withdraw {
                 sender.withdraw(&Withdrawal { identity: job.identity.clone(), reason: None }, now.at()).await
             } else {
-                sender.deliver(&job, DeliverContext::at(now.at())).await
+                let ctx = DeliverContext::at(now.at()).with_prefetched(prefetched.as_deref());
+                sender.deliver(&job, ctx).await
             }
         });
         let polled = {
@@ -257,12 +306,108 @@ impl Core {
         }
     }
 
+    /// The batch's prefetch (`NoticeSender::prefetch` over the bodies of every record of the
+    /// batch) run with its answers so far: what it returned (remembered), or the step it waits on.
+    #[allow(clippy::type_complexity)]
+    fn prefetch(
+        &mut self,
+        variant: u8,
+        record: Body,
+        batch: BatchCtx,
+        now: Phase,
+    ) -> Result<Result<Option<Arc<Prefetched>>, Step>, VerifyError> {
+        let mut bodies = [Some(record), batch.mate];
+        bodies.sort();
+        let memo_key = (variant, bodies, now, batch.answers);
+        if let Some(done) = self.prefetched.get(&memo_key) {
+            return Ok(Ok(done.clone()));
+        }
+        let sender = Arc::clone(self.sender(variant)?);
+        let mut texts = Vec::with_capacity(MAX_BATCH);
+        for &(notice, withdraw) in bodies.iter().flatten() {
+            let n = self.notice(notice)?;
+            texts.push(if withdraw { n.withdraw_body.clone() } else { n.body.clone() });
+        }
+        *lock(&self.script) = Script { answers: batch.answers.to_vec(), ..Script::default() };
+        let mut prefetch = Box::pin(async move {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            sender.prefetch(&refs, now.at()).await
+        });
+        let polled = {
+            let _runtime = self.runtime.enter();
+            prefetch.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        };
+        drop(prefetch);
+        let script = std::mem::take(&mut *lock(&self.script));
+        if let Some(what) = script.unexpected {
+            return Err(VerifyError::Unexpected(what));
+        }
+        match (polled, script.call) {
+            (Poll::Ready(prefetched), None) => {
+                if script.next != script.answers.len() {
+                    return Err(VerifyError::Unexpected(format!(
+                        "the prefetch finished after {} of {} scripted answers",
+                        script.next,
+                        script.answers.len()
+                    )));
+                }
+                let prefetched = prefetched.map(Arc::new);
+                self.prefetched.insert(memo_key, prefetched.clone());
+                Ok(Ok(prefetched))
+            }
+            (Poll::Pending, Some(Call::ReadMany(keys))) => {
+                let keys = self.batch_keys(keys.into_iter().map(Ok))?;
+                Ok(Err(Step::BatchRead { keys }))
+            }
+            (Poll::Pending, Some(Call::Token(seeds))) => {
+                // The gate is asked by domain and shard seed: the batch's keys, by their seeds.
+                let mut candidates = Vec::with_capacity(MAX_BATCH);
+                for &(notice, _) in bodies.iter().flatten() {
+                    candidates.push(self.sender(variant)?.key(&self.notice(notice)?.job));
+                }
+                let keys = self.batch_keys(seeds.into_iter().map(|seed| {
+                    candidates.iter().find(|k| k.seed(1) == seed).cloned().ok_or_else(|| {
+                        VerifyError::Unexpected("the batch took a token for a key of no record".into())
+                    })
+                }))?;
+                Ok(Err(Step::BatchToken { keys }))
+            }
+            (Poll::Pending, Some(call)) => {
+                Err(VerifyError::Unexpected(format!("the prefetch made a call it never makes: {call:?}")))
+            }
+            (Poll::Ready(_), Some(call)) => {
+                Err(VerifyError::Unexpected(format!("the prefetch finished while waiting on {call:?}")))
+            }
+            (Poll::Pending, None) => {
+                Err(VerifyError::Unexpected("the prefetch waited on something other than its ports".into()))
+            }
+        }
+    }
+
+    /// Key ids of a batch call's keys, in the call's order.
+    fn batch_keys(
+        &mut self,
+        keys: impl Iterator<Item = Result<NoticeKey, VerifyError>>,
+    ) -> Result<[Option<u8>; MAX_BATCH], VerifyError> {
+        let mut ids = [None; MAX_BATCH];
+        for (i, key) in keys.enumerate() {
+            let id = self.intern(key?)?;
+            *ids.get_mut(i).ok_or_else(|| {
+                VerifyError::Bound(format!("a batch call over more than {MAX_BATCH} keys"))
+            })? = Some(id);
+        }
+        Ok(ids)
+    }
+
     fn step_for(&mut self, call: Call, job_key: NoticeKey) -> Result<Step, VerifyError> {
         // The gate is asked by domain: a token take is the job's own key's.
         let key = self.intern(call.key().cloned().unwrap_or(job_key))?;
         Ok(match call {
             Call::Read(_) => Step::Read { key },
-            Call::Token => Step::Token { key },
+            Call::Token(_) => Step::Token { key },
+            Call::ReadMany(_) => {
+                return Err(VerifyError::Unexpected("a record made a batch read of its own".into()));
+            }
             Call::Claim(_) => Step::Claim { key },
             Call::RecordMissed(_) => Step::RecordMissed { key },
             Call::Send(_) => Step::Send { key },

@@ -6,6 +6,8 @@ use super::args::{Bounds, Faults};
 use super::model::{Invariant, Model};
 use super::mutants::{Mutant, Rules};
 use super::search::{explore, explore_from, Explored};
+use super::sender::BatchCtx;
+use super::world::{Answer, Answers, Phase, Step};
 
 fn small() -> Bounds {
     Bounds {
@@ -19,7 +21,15 @@ fn small() -> Bounds {
         rate_gate: true,
         withdraws: 0,
         parking: true,
+        batch: 1,
     }
+}
+
+/// The batch path with the operator's release: A's original and its replay, each alone or both in
+/// one batch. One worker and no in-flight redelivery, to stay quick in a debug build (the default
+/// run's `batch` world has two workers).
+fn batched() -> Bounds {
+    Bounds { workers: 1, batch: 2, in_flight_redelivery: false, ..small() }
 }
 
 /// A world with the producer's withdraw of notice A, enqueued at any time. Parking off, to keep
@@ -73,8 +83,10 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
         (Mutant::EventLeavesWithdrawn, &[SentAfterWithdrawPaged][..]),
         (Mutant::ParkWithTtl, &[NoSilentEnd][..]),
         (Mutant::HideTooLong, &[NoSilentEnd][..]),
+        (Mutant::StaleBatchRead, &[NoSilentEnd][..]),
     ] {
         let bounds = match (mutant.needs_withdraw(), mutant.needs_release()) {
+            _ if mutant.needs_batch() => batched(),
             _ if mutant.needs_parking() => small(),
             (true, true) => released_then_withdrawn(),
             (true, false) => withdrawing(),
@@ -96,19 +108,103 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
 }
 
 #[test]
-fn every_mutant_is_listed_and_the_gate_mutants_need_a_gate() {
-    assert_eq!(Mutant::ALL.len(), 15);
-    let gateless = Bounds { rate_gate: false, ..released_then_withdrawn() };
-    let unparked = released_then_withdrawn();
-    let gateless = Bounds { parking: true, ..gateless };
+fn every_mutant_is_listed_and_runs_only_where_it_can_be_told_apart() {
+    assert_eq!(Mutant::ALL.len(), 16);
+    // A world with everything a mutant may need; each check takes one thing away.
+    let full = Bounds { batch: 2, ..released_then_withdrawn() };
+    let full = Bounds { parking: true, ..full };
+    type Needs = fn(Mutant) -> bool;
+    let without: [(Bounds, Needs); 6] = [
+        (Bounds { rate_gate: false, ..full }, Mutant::needs_gate),
+        (Bounds { withdraws: 0, ..full }, Mutant::needs_withdraw),
+        (Bounds { releases: 0, ..full }, Mutant::needs_release),
+        (Bounds { parking: false, ..full }, Mutant::needs_parking),
+        (Bounds { batch: 1, ..full }, Mutant::needs_batch),
+        (Bounds { in_flight_redelivery: false, ..full }, Mutant::needs_in_flight_redelivery),
+    ];
     for mutant in Mutant::ALL {
         let name = mutant.name();
-        assert_eq!(Model::new(gateless, Rules::with(mutant)).is_err(), mutant.needs_gate(), "{name}");
-        let refused = Model::new(small(), Rules::with(mutant)).is_err();
-        assert_eq!(refused, mutant.needs_withdraw(), "{name}");
-        let refused = Model::new(unparked, Rules::with(mutant)).is_err();
-        assert_eq!(refused, mutant.needs_parking(), "{name}");
+        assert!(Model::new(full, Rules::with(mutant)).is_ok(), "{name}");
+        for (bounds, needs) in without {
+            assert_eq!(Model::new(bounds, Rules::with(mutant)).is_err(), needs(mutant), "{name}: {bounds:?}");
+        }
     }
+}
+
+#[test]
+fn a_batch_reads_once_and_its_records_claim_without_reading() {
+    // Two copies of A in one batch: the real prefetch reads A's row once and takes one token for
+    // it; then each record, delivered with the prefetch, goes straight to its conditional claim.
+    let mut model = Model::new(batched(), Rules::real()).unwrap();
+    let core = &mut model.core;
+    let a = core.key_of(0, 0).unwrap();
+    let batch = |answers: &[Answer]| {
+        let mut all = Answers::default();
+        for x in answers {
+            all = all.with(*x).unwrap();
+        }
+        Some(BatchCtx { mate: Some((0, false)), answers: all })
+    };
+    let step = |core: &mut super::sender::Core, prefetch: &[Answer]| {
+        core.step(0, 0, false, Phase::Open, Answers::default(), batch(prefetch)).unwrap()
+    };
+    assert_eq!(step(core, &[]), Step::BatchRead { keys: [Some(a), None] });
+    assert_eq!(step(core, &[Answer::Free]), Step::BatchToken { keys: [Some(a), None] });
+    assert_eq!(step(core, &[Answer::Free, Answer::Admitted]), Step::Claim { key: a });
+    // Limited for the batch: every record of the key is deferred, nothing claimed.
+    let limited = step(core, &[Answer::Free, Answer::Limited]);
+    assert!(matches!(limited, Step::Done { outcome: "rate_limited", .. }), "{limited:?}");
+    // Held by a claim the batch read as old: suppressed without a claim; as young: in flight.
+    let held =
+        |young| Answer::Held { state: notice_ledger::ledger::RowState::Claimed, digest: Some(0), young };
+    assert!(matches!(step(core, &[held(false)]), Step::Done { outcome: "suppressed", .. }));
+    assert!(matches!(step(core, &[held(true)]), Step::Done { outcome: "in_flight", .. }));
+    // The batch read failed: no token for the batch; each record reads its own row.
+    assert_eq!(step(core, &[Answer::Failed]), Step::Read { key: a });
+    // The batch take failed: each record takes its own token.
+    assert_eq!(step(core, &[Answer::Free, Answer::GateFailed]), Step::Token { key: a });
+    // Before the window the prefetch reads nothing: the record is deferred.
+    let early = core.step(0, 0, false, Phase::Early, Answers::default(), batch(&[])).unwrap();
+    assert!(matches!(early, Step::Done { outcome: "deferred", .. }), "{early:?}");
+}
+
+#[test]
+fn the_real_rules_hold_on_the_batch_path() {
+    let run = run(batched(), Rules::real());
+    clean(&run);
+    // Batches of two (both orders) and the prefetch's own steps make a larger world than each
+    // job reading alone.
+    let alone = run_alone(Bounds { batch: 1, ..batched() });
+    assert!(run.states > 2 * alone.states, "{} vs {}", run.states, alone.states);
+}
+
+fn run_alone(bounds: Bounds) -> Explored {
+    let run = run(bounds, Rules::real());
+    clean(&run);
+    run
+}
+
+#[test]
+fn only_the_batch_path_with_a_release_catches_a_stale_batch_read() {
+    // The same world each job reading alone: the batch read is never made, the mutant changes
+    // nothing, and it escapes — the batch world is the one that catches it.
+    let alone = Bounds { batch: 1, ..batched() };
+    let forced = explore(&mut [Model::build(alone, Rules::with(Mutant::StaleBatchRead)).unwrap()]).unwrap();
+    assert!(forced.violation.is_none(), "caught without a batch read");
+    assert_eq!(forced.states, run_alone(alone).states, "the mutant changed the world without a batch read");
+    // Without an operator release it escapes too: a claim its own sender released was young
+    // moments before, so a read that misses the release finds it in flight and comes back.
+    let unreleased = Bounds { releases: 0, deliveries: 2, ..batched() };
+    let forced =
+        explore(&mut [Model::build(unreleased, Rules::with(Mutant::StaleBatchRead)).unwrap()]).unwrap();
+    assert!(forced.violation.is_none(), "caught without a release");
+    // With both: caught, the replay acked as a duplicate of a claim the operator had released.
+    let caught = run(batched(), Rules::with(Mutant::StaleBatchRead));
+    let Some((v, trace)) = caught.violation else { panic!("escaped over {} states", caught.states) };
+    assert_eq!(v.invariant, Invariant::NoSilentEnd, "{}", v.detail);
+    let text = trace.join("\n");
+    assert!(text.contains("operator releases") && text.contains("batch read"), "{text}");
+    assert!(text.contains("held (claimed, stale)") && text.contains("ends suppressed"), "{text}");
 }
 
 #[test]
@@ -199,11 +295,14 @@ fn the_default_run_is_its_named_worlds_and_any_flag_is_one_world() {
     let run = worlds(&["--json", "--no-mutants"]);
     assert_eq!(run, super::args::DEFAULT_RUN.to_vec());
     // What `verify --help` and docs/proof.md say the run is.
-    let names: Vec<&str> = run.iter().map(|(name, _)| *name).collect();
-    assert_eq!(names, ["deliveries", "withdraw", "withdraw-release"]);
-    assert_eq!(run[0].1, Bounds::DEFAULT);
-    assert_eq!(run[1].1, Bounds { withdraws: 1, releases: 0, ..Bounds::DEFAULT });
-    assert_eq!(run[2].1, Bounds { withdraws: 1, workers: 1, ..Bounds::DEFAULT });
+    let expected = [
+        ("deliveries", Bounds::DEFAULT),
+        ("withdraw", Bounds { withdraws: 1, releases: 0, ..Bounds::DEFAULT }),
+        ("withdraw-release", Bounds { withdraws: 1, workers: 1, ..Bounds::DEFAULT }),
+        ("batch", Bounds { batch: 2, deliveries: 1, in_flight_redelivery: false, ..Bounds::DEFAULT }),
+    ];
+    assert_eq!(run, expected);
+    assert_eq!(worlds(&["--batch", "2"]), [("custom", Bounds { batch: 2, ..Bounds::DEFAULT })]);
     assert_eq!(worlds(&["--parking", "off"]), [("custom", Bounds { parking: false, ..Bounds::DEFAULT })]);
     assert_eq!(worlds(&["--withdraws", "1"]), [("custom", Bounds { withdraws: 1, ..Bounds::DEFAULT })]);
     assert_eq!(worlds(&["--stale-deletes"]).len(), 1);
@@ -211,4 +310,41 @@ fn the_default_run_is_its_named_worlds_and_any_flag_is_one_world() {
     for mutant in Mutant::ALL {
         assert!(run.iter().any(|(_, b)| mutant.runs_in(b)), "{} runs in no default world", mutant.name());
     }
+}
+
+#[test]
+fn every_answer_survives_its_byte() {
+    use notice_ledger::ledger::RowState;
+    let mut all = vec![
+        Answer::Free,
+        Answer::Admitted,
+        Answer::Limited,
+        Answer::GateFailed,
+        Answer::Minted,
+        Answer::Recorded,
+        Answer::Failed,
+        Answer::Refused,
+        Answer::Written,
+        Answer::NotAccepted,
+        Answer::Rejected,
+        Answer::Unknown,
+    ];
+    all.extend((0..8).map(Answer::Accepted));
+    for state in RowState::ALL {
+        for digest in [None, Some(0), Some(1), Some(2)] {
+            for young in [false, true] {
+                all.push(Answer::Held { state, digest, young });
+            }
+        }
+    }
+    for answer in all {
+        let answers = Answers::default().with(answer).unwrap();
+        assert_eq!(answers.to_vec(), [answer], "{answer:?}");
+    }
+    // The state stays small: every world's frontier holds full states.
+    assert!(
+        std::mem::size_of::<super::model::State>() <= 216,
+        "{}",
+        std::mem::size_of::<super::model::State>()
+    );
 }

@@ -17,6 +17,9 @@ pub(super) const MAX_NOTICES: usize = 3;
 /// Most port calls one job makes (read, token, claim, send, commit).
 pub(super) const MAX_CALLS: usize = 5;
 
+/// Most records one receive hands a worker (an SQS batch, as the sender Lambda gets it).
+pub(super) const MAX_BATCH: usize = 2;
+
 /// The world's clock, coarse: where `now` stands relative to every notice's send window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Phase {
@@ -112,36 +115,108 @@ impl Answer {
     }
 }
 
-/// The answers one job got, in call order.
+impl Answer {
+    /// The answer as one byte (never 0: that is "no answer"), so a job's history is a few bytes
+    /// of the state. `None`: a number past what a byte holds here (the model's bounds keep them in).
+    fn code(self) -> Option<u8> {
+        Some(match self {
+            Answer::Free => 1,
+            Answer::Admitted => 2,
+            Answer::Limited => 3,
+            Answer::GateFailed => 4,
+            Answer::Minted => 5,
+            Answer::Recorded => 6,
+            Answer::Failed => 7,
+            Answer::Refused => 8,
+            Answer::Written => 9,
+            Answer::NotAccepted => 10,
+            Answer::Rejected => 11,
+            Answer::Unknown => 12,
+            Answer::Accepted(m) if m < 16 => 16 + m,
+            Answer::Held { state, digest, young } => {
+                let state = u8::try_from(RowState::ALL.iter().position(|s| *s == state)?).ok()?;
+                let digest = match digest {
+                    None => 0,
+                    Some(d) if d < 3 => d + 1,
+                    Some(_) => return None,
+                };
+                (state < 16).then_some(64 + ((state * 4 + digest) * 2 + u8::from(young)))?
+            }
+            Answer::Accepted(_) => return None,
+        })
+    }
+
+    fn from_code(code: u8) -> Option<Answer> {
+        Some(match code {
+            1 => Answer::Free,
+            2 => Answer::Admitted,
+            3 => Answer::Limited,
+            4 => Answer::GateFailed,
+            5 => Answer::Minted,
+            6 => Answer::Recorded,
+            7 => Answer::Failed,
+            8 => Answer::Refused,
+            9 => Answer::Written,
+            10 => Answer::NotAccepted,
+            11 => Answer::Rejected,
+            12 => Answer::Unknown,
+            16..=31 => Answer::Accepted(code - 16),
+            64.. => {
+                let held = code - 64;
+                let digest = (held / 2) % 4;
+                Answer::Held {
+                    state: *RowState::ALL.get(usize::from(held / 8))?,
+                    digest: digest.checked_sub(1),
+                    young: held % 2 == 1,
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// The answers one job got, in call order, one byte each ([`Answer::code`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct Answers {
     len: u8,
-    items: [Option<Answer>; MAX_CALLS],
+    codes: [u8; MAX_CALLS],
 }
 
 impl Answers {
     pub(super) fn with(mut self, answer: Answer) -> Result<Self, VerifyError> {
+        let code = answer
+            .code()
+            .ok_or_else(|| VerifyError::Bound(format!("{answer:?} is past what the model numbers")))?;
         let slot = self
-            .items
+            .codes
             .get_mut(usize::from(self.len))
             .ok_or_else(|| VerifyError::Bound(format!("a job made more than {MAX_CALLS} port calls")))?;
-        *slot = Some(answer);
+        *slot = code;
         self.len += 1;
         Ok(self)
     }
 
     /// Every slot, answered or not (the answered ones first: `len` is their count).
     pub(super) fn items(self) -> [Option<Answer>; MAX_CALLS] {
-        self.items
+        self.codes.map(Answer::from_code)
+    }
+
+    /// Every slot's byte (0: not answered), as the state's fingerprint reads them.
+    pub(super) fn codes(self) -> [u8; MAX_CALLS] {
+        self.codes
     }
 
     pub(super) fn to_vec(self) -> Vec<Answer> {
-        self.items.iter().flatten().copied().collect()
+        self.items().iter().flatten().copied().collect()
+    }
+
+    pub(super) fn is_empty(self) -> bool {
+        self.len == 0
     }
 
     /// The job's token take was refused or failed: it has no token.
     pub(super) fn without_token(self) -> bool {
-        self.items.iter().flatten().any(|a| matches!(a, Answer::Limited | Answer::GateFailed))
+        self.items().iter().flatten().any(|a| matches!(a, Answer::Limited | Answer::GateFailed))
     }
 }
 
@@ -193,6 +268,15 @@ pub(super) enum Step {
     Withdraw {
         key: u8,
     },
+    /// The batch's one ledger read (`NoticeSender::prefetch`): the rows of these keys, in the
+    /// order the sender asked for them.
+    BatchRead {
+        keys: [Option<u8>; MAX_BATCH],
+    },
+    /// The batch's one token take, for these keys (the ones the batch read found claimable).
+    BatchToken {
+        keys: [Option<u8>; MAX_BATCH],
+    },
     Done {
         outcome: &'static str,
         queue: QueueAction,
@@ -211,6 +295,8 @@ impl Step {
             Step::CommitRejected { .. } => "commit rejected",
             Step::Release { .. } => "release",
             Step::Withdraw { .. } => "withdraw",
+            Step::BatchRead { .. } => "batch read",
+            Step::BatchToken { .. } => "batch token take",
             Step::Done { .. } => "ack/retry",
         }
     }

@@ -2,8 +2,10 @@
 //! rate-gate path, without a line of the core changed: the sender keeps calling its ports in its
 //! own order, and the wrapper around the scripted ports turns that order into the mutant's.
 //!
-//! * [`Wiring::SkipRead`]: the dedupe read answers "no row" without asking the ledger.
-//! * [`Wiring::FailedReadIsFree`]: a read that failed answers "no row".
+//! * [`Wiring::SkipRead`]: the dedupe read answers "no row" without asking the ledger (a batch's
+//!   read too: no rows).
+//! * [`Wiring::FailedReadIsFree`]: a read that failed answers "no row" (a batch read that failed:
+//!   no rows).
 //! * [`Wiring::TokenAfterClaim`]: the gate the sender sees admits everything; the ledger takes the
 //!   token *after* its claim is minted and, when no token is left (limited, or the take failed),
 //!   releases the claim and answers an error (the sender retries: `ledger_unavailable`).
@@ -42,6 +44,16 @@ impl RowReader for WiredLedger {
             Wiring::SkipRead => Ok(None),
             Wiring::FailedReadIsFree => Ok(self.inner.get(key).await.unwrap_or(None)),
             Wiring::Real | Wiring::TokenAfterClaim => self.inner.get(key).await,
+        }
+    }
+
+    /// The batch read, one call as the adapters make it (not the trait's default of one read a
+    /// key), rewired like the single read.
+    async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
+        match self.wiring {
+            Wiring::SkipRead => Ok(Vec::new()),
+            Wiring::FailedReadIsFree => Ok(self.inner.get_many(keys).await.unwrap_or_default()),
+            Wiring::Real | Wiring::TokenAfterClaim => self.inner.get_many(keys).await,
         }
     }
 }

@@ -26,11 +26,12 @@ impl Model {
             info.notice == notice
                 && matches!(q, Msg::Visible | Msg::InFlight(_) | Msg::Orphan | Msg::Parked | Msg::HiddenLong)
         });
+        let of_notice = |slot: u8| self.slots.get(usize::from(slot)).is_some_and(|i| i.notice == notice);
         let in_worker = s
             .workers
             .iter()
             .flatten()
-            .any(|j| self.slots.get(usize::from(j.slot)).is_some_and(|i| i.notice == notice));
+            .any(|j| of_notice(j.slot) || j.batch.and_then(|b| b.next).is_some_and(of_notice));
         !on_queue && !in_worker
     }
 
@@ -103,7 +104,9 @@ impl Model {
                 Some(RowState::Sent | RowState::Rejected | RowState::Missed | RowState::Withdrawn) => true,
                 Some(RowState::Claimed) => row.map_or(Ok(false), |r| self.on_quarantine_view(info.key, r))?,
                 None => s.retired & bit(info.key) != 0,
-                Some(RowState::Released) => false,
+                // An alias (a key-rotation marker) is never the row a message's notice ends on;
+                // no world writes one yet.
+                Some(RowState::Released | RowState::Alias) => false,
             };
             if !fine {
                 let what = row.map_or("no ledger row".to_owned(), |r| format!("its row {}", r.state));
@@ -130,6 +133,8 @@ pub(super) fn backwards(before: &State, after: &State, ttl: bool, model: &Model)
                 }
                 RowState::Claimed => a.state != RowState::Claimed || a.token == b.token,
                 RowState::Released => true,
+                // A key-rotation marker never moves.
+                RowState::Alias => a.state == RowState::Alias,
             },
         };
         if !ok {

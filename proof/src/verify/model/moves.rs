@@ -6,13 +6,14 @@ use notice_ledger::ledger::RowState;
 use super::invariants::backwards;
 use super::rules::{Model, Probe};
 use super::state::{
-    broken, Attempt, Invariant, Job, Label, Msg, Role, Row, Sent, SlotInfo, State, Succ, Violation,
-    NOT_NEEDED, TOO_LATE, WITHDRAWN,
+    bit, broken, Attempt, Batch, Invariant, Job, Label, Msg, Role, Row, Sent, SlotInfo, State, Succ,
+    Violation, NOT_NEEDED, TOO_LATE, WITHDRAWN,
 };
 use super::symmetry::canonical;
 use crate::verify::args::Faults;
 use crate::verify::error::VerifyError;
-use crate::verify::world::{Answer, Answers, Phase, QueueAction, Step, MAX_SENDS};
+use crate::verify::sender::BatchCtx;
+use crate::verify::world::{Answer, Answers, Phase, QueueAction, Step, MAX_BATCH, MAX_SENDS};
 
 impl Model {
     // ── successors ──
@@ -55,25 +56,18 @@ impl Model {
             match s.queue[i] {
                 Msg::Visible => {
                     if let Some(w) = idle {
-                        let mut n = s.clone();
-                        n.queue[i] = Msg::InFlight(w as u8);
-                        let job = Job {
-                            slot: i as u8,
-                            now: s.phase,
-                            token: None,
-                            answers: Answers::default(),
-                            acked: false,
-                            read_decided: None,
-                        };
-                        n.workers[w] = Some(job);
-                        self.push(
-                            out,
-                            s,
-                            Label::Receive { worker: w as u8, slot: i as u8, now: s.phase },
-                            n,
-                            None,
-                            false,
-                        );
+                        self.receive(out, s, w, i, None)?;
+                        // With the batch path, the same receive may bring any other visible message
+                        // along, the two records run in either order after the batch's prefetch.
+                        if usize::from(self.bounds.batch) >= MAX_BATCH {
+                            for j in (0..n_slots).filter(|&j| j != i && s.queue[j] == Msg::Visible) {
+                                // A mutant's per-delivery keys give each message its own sender:
+                                // a batch is one sender's.
+                                if self.slots[j].variant == self.slots[i].variant {
+                                    self.receive(out, s, w, i, Some(j))?;
+                                }
+                            }
+                        }
                     }
                 }
                 Msg::InFlight(_) if !self.bounds.in_flight_redelivery => {}
@@ -107,12 +101,16 @@ impl Model {
             let Some(job) = s.workers[w] else { continue };
             let info = self.slot(job.slot)?;
             let withdraw = info.role == Role::Withdraw;
-            let step = self.core.step(info.variant, info.notice, withdraw, job.now, job.answers)?;
-            // A crash between any two steps: the job is gone, its message comes back by visibility.
+            let batch = job.batch.map(|b| BatchCtx { mate: b.mate.map(Batch::body), answers: b.answers });
+            let step = self.core.step(info.variant, info.notice, withdraw, job.now, job.answers, batch)?;
+            // A crash between any two steps: the job is gone, its message (and its batch's record
+            // still to run) comes back by visibility.
             let mut n = s.clone();
             n.workers[w] = None;
-            if n.queue[usize::from(job.slot)] == Msg::InFlight(w as u8) {
-                n.queue[usize::from(job.slot)] = Msg::Orphan;
+            for slot in std::iter::once(job.slot).chain(job.batch.and_then(|b| b.next)) {
+                if n.queue[usize::from(slot)] == Msg::InFlight(w as u8) {
+                    n.queue[usize::from(slot)] = Msg::Orphan;
+                }
             }
             self.push(out, s, Label::Crash { worker: w as u8, before: step.name() }, n, None, false);
             match step {
@@ -147,6 +145,69 @@ impl Model {
         Ok(())
     }
 
+    /// Worker `w` receives message `i` — alone, or in a batch with `next`, which runs after it.
+    fn receive(
+        &self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        i: usize,
+        next: Option<usize>,
+    ) -> Result<(), VerifyError> {
+        let mut n = s.clone();
+        n.queue[i] = Msg::InFlight(w as u8);
+        let batch = if usize::from(self.bounds.batch) >= MAX_BATCH {
+            let mate = match next {
+                Some(j) => {
+                    n.queue[j] = Msg::InFlight(w as u8);
+                    Some(self.body_code(j as u8)?)
+                }
+                None => None,
+            };
+            let next = next.map(|j| j as u8);
+            Some(Batch { next, mate, answers: Answers::default(), read: 0, decided: 0 })
+        } else {
+            None
+        };
+        let job = Job {
+            slot: i as u8,
+            now: s.phase,
+            token: None,
+            answers: Answers::default(),
+            acked: false,
+            read_decided: None,
+            batch,
+        };
+        n.workers[w] = Some(job);
+        let label =
+            Label::Receive { worker: w as u8, slot: i as u8, next: next.map(|j| j as u8), now: s.phase };
+        self.push(out, s, label, n, None, false);
+        Ok(())
+    }
+
+    /// The body message `slot` carries, as [`Batch::mate`] names it.
+    fn body_code(&self, slot: u8) -> Result<u8, VerifyError> {
+        let info = self.slot(slot)?;
+        Ok(Batch::body_code(info.notice, info.role == Role::Withdraw))
+    }
+
+    /// What worker runs after `job` ends: its batch's next record, with the batch's prefetch
+    /// (`None`: the worker is idle).
+    fn next_record(&self, job: Job) -> Result<Option<Job>, VerifyError> {
+        let Some(batch) = job.batch else { return Ok(None) };
+        let Some(next) = batch.next else { return Ok(None) };
+        let batch = Batch { next: None, mate: Some(self.body_code(job.slot)?), ..batch };
+        Ok(Some(Job {
+            slot: next,
+            now: job.now,
+            token: None,
+            answers: Answers::default(),
+            acked: false,
+            read_decided: None,
+            batch: Some(batch),
+        }))
+    }
+
     /// Canonical form (workers sorted), the backwards check, and the successor itself.
     pub(super) fn push(
         &self,
@@ -175,7 +236,8 @@ impl Model {
         let slot = usize::from(job.slot);
         let current = s.queue[slot] == Msg::InFlight(w as u8);
         let mut n = s.clone();
-        n.workers[w] = None;
+        // The worker goes on with its batch's next record, if any, with the same prefetch.
+        n.workers[w] = self.next_record(job)?;
         n.withdraw_answers |= match outcome {
             "withdrawn" => WITHDRAWN,
             "withdraw_too_late" => TOO_LATE,
@@ -332,8 +394,10 @@ impl Model {
                 }
             }
             Step::Token { key } => {
-                // Decided when the job read it (or, with no read, now).
-                let decided = match job.read_decided {
+                // Decided when the job read it (itself, or its batch's read answered it), or,
+                // with no read, now.
+                let read = job.read_decided.or_else(|| job.batch.and_then(|b| b.decided_at_read(key)));
+                let decided = match read {
                     Some(d) => d,
                     None => {
                         let t = self.fresh_token(s)?;
@@ -509,7 +573,178 @@ impl Model {
                 let branches = answers.into_iter().map(|(answer, row)| (answer, row.map(Some), None));
                 self.written_answers(out, s, w, step, key, branches)?;
             }
+            Step::BatchRead { keys } => self.batch_read(out, s, w, job, step, keys)?,
+            Step::BatchToken { keys } => self.batch_token(out, s, w, job, step, keys)?,
             Step::Done { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// The batch's one ledger read: each key answered from its row as it stands (a strongly
+    /// consistent read), every combination of the keys' answers, or the whole read failing.
+    fn batch_read(
+        &self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        job: Job,
+        step: Step,
+        keys: [Option<u8>; MAX_BATCH],
+    ) -> Result<(), VerifyError> {
+        let t = self.fresh_token(s)?;
+        // (the answers so far, the keys decided when read)
+        let mut combos: Vec<(Vec<Answer>, u8)> = vec![(Vec::new(), 0)];
+        let mut read = 0u8;
+        for key in keys.iter().flatten().copied() {
+            let row = s.rows[usize::from(key)];
+            let decided = self.verdict(key, row, Probe::Read(t))? == Verdict::Refuse;
+            let mut options = Vec::new();
+            match row.filter(|_| decided) {
+                Some(r) => {
+                    for &young in self.claim_ages(s, row) {
+                        options.push(Answer::Held { state: r.state, digest: r.notice, young });
+                    }
+                }
+                None => options.push(Answer::Free),
+            }
+            if self.rules.batch_read_misses_release() {
+                options.extend(self.before_release(s, row));
+            }
+            read |= bit(key);
+            let d = if decided { bit(key) } else { 0 };
+            combos = combos
+                .into_iter()
+                .flat_map(|(so_far, decided)| {
+                    options.iter().map(move |o| {
+                        let mut answers = so_far.clone();
+                        answers.push(*o);
+                        (answers, decided | d)
+                    })
+                })
+                .collect();
+        }
+        let mut branches: Vec<(Vec<Answer>, u8, u8)> =
+            combos.into_iter().map(|(answers, decided)| (answers, read, decided)).collect();
+        if self.bounds.ledger_faults != Faults::Off {
+            // The records then read their own rows.
+            branches.push((vec![Answer::Failed], 0, 0));
+        }
+        for (answers, read, decided) in branches {
+            let mut j = job;
+            let mut batch =
+                j.batch.ok_or_else(|| VerifyError::Unexpected("a batch read outside a batch".into()))?;
+            let mut shown = [None; MAX_BATCH];
+            for (i, a) in answers.iter().enumerate() {
+                batch.answers = batch.answers.with(*a)?;
+                if let Some(slot) = shown.get_mut(i) {
+                    *slot = Some(*a);
+                }
+            }
+            batch.read |= read;
+            batch.decided |= decided;
+            j.batch = Some(batch);
+            let mut n = s.clone();
+            n.workers[w] = Some(j);
+            let label = Label::Prefetch { worker: w as u8, step, answers: shown, applied: false };
+            self.push(out, s, label, n, None, false);
+        }
+        Ok(())
+    }
+
+    /// What a read that misses the row's latest write answers (the stale-batch-read mutant): a
+    /// released row as the claim it released — as young as a claim whose own sender released it
+    /// (a sender runs shorter than a claim's lifetime, and the read lags the release by moments),
+    /// young or old when an operator released it.
+    fn before_release(&self, s: &State, row: Option<Row>) -> Vec<Answer> {
+        let Some(r) = row.filter(|r| r.state == RowState::Released && r.token.is_some()) else {
+            return Vec::new();
+        };
+        let operator = notice_ledger::ledger::Origin::ALL
+            .iter()
+            .position(|o| *o == notice_ledger::ledger::Origin::Operator)
+            .is_some_and(|i| usize::from(r.origin) == i);
+        let claimed = Row { state: RowState::Claimed, ..r };
+        let ages: &[bool] = if operator { self.claim_ages(s, Some(claimed)) } else { &[true] };
+        ages.iter().map(|&young| Answer::Held { state: RowState::Claimed, digest: r.notice, young }).collect()
+    }
+
+    /// The batch's one token take, for the keys its read found claimable: each granted or
+    /// limited, or the whole take failing (with or without its tokens spent).
+    fn batch_token(
+        &self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        job: Job,
+        step: Step,
+        keys: [Option<u8>; MAX_BATCH],
+    ) -> Result<(), VerifyError> {
+        let batch =
+            job.batch.ok_or_else(|| VerifyError::Unexpected("a batch take outside a batch".into()))?;
+        // Each key's: decided when the batch read it (or, with no read, now).
+        let mut decided = Vec::with_capacity(MAX_BATCH);
+        for key in keys.iter().flatten().copied() {
+            let d = match batch.decided_at_read(key) {
+                Some(d) => d,
+                None => {
+                    let t = self.fresh_token(s)?;
+                    self.verdict(key, s.rows[usize::from(key)], Probe::Read(t))? == Verdict::Refuse
+                }
+            };
+            decided.push((key, d));
+        }
+        // (the answers, the keys whose token was spent)
+        let mut branches: Vec<(Vec<Answer>, Vec<u8>)> = vec![(Vec::new(), Vec::new())];
+        for &(key, _) in &decided {
+            branches = branches
+                .into_iter()
+                .flat_map(|(answers, spent)| {
+                    [(Answer::Admitted, true), (Answer::Limited, false)].into_iter().map(move |(a, took)| {
+                        let mut answers = answers.clone();
+                        answers.push(a);
+                        let mut spent = spent.clone();
+                        if took {
+                            spent.push(key);
+                        }
+                        (answers, spent)
+                    })
+                })
+                .collect();
+        }
+        if self.bounds.ledger_faults != Faults::Off {
+            branches.push((vec![Answer::GateFailed], Vec::new()));
+        }
+        if self.bounds.ledger_faults == Faults::Ambiguous {
+            branches.push((vec![Answer::GateFailed], decided.iter().map(|(k, _)| *k).collect()));
+        }
+        for (answers, spent) in branches {
+            let mut b = batch;
+            let mut shown = [None; MAX_BATCH];
+            for (i, a) in answers.iter().enumerate() {
+                b.answers = b.answers.with(*a)?;
+                if let Some(slot) = shown.get_mut(i) {
+                    *slot = Some(*a);
+                }
+            }
+            let mut j = job;
+            j.batch = Some(b);
+            let mut n = s.clone();
+            n.workers[w] = Some(j);
+            let on_decided = spent.iter().find(|k| decided.iter().any(|(d, was)| d == *k && *was));
+            let v = match on_decided {
+                Some(&key) => broken(
+                    Invariant::NoTokenOnDecided,
+                    format!(
+                        "the batch of {} spent a token on {}, which the ledger had already decided when it was read",
+                        self.slot_role(job.slot),
+                        self.key_name(key)
+                    ),
+                ),
+                None => None,
+            };
+            let applied = !spent.is_empty();
+            let label = Label::Prefetch { worker: w as u8, step, answers: shown, applied };
+            self.push(out, s, label, n, v, false);
         }
         Ok(())
     }

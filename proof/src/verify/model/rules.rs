@@ -21,13 +21,13 @@ use crate::verify::fast_hash::FastMap;
 use crate::verify::mutants::Rules;
 use crate::verify::sender::Core;
 use crate::verify::world::{
-    epoch, message_id, parse_message_id, parse_token, token, Phase, EVENTS, MAX_KEYS, MAX_NOTICES, MAX_SENDS,
-    MAX_SLOTS, MAX_WORKERS,
+    epoch, message_id, parse_message_id, parse_token, token, Phase, EVENTS, MAX_BATCH, MAX_KEYS, MAX_NOTICES,
+    MAX_SENDS, MAX_SLOTS, MAX_WORKERS,
 };
 
 /// The world with its rules.
 pub(in crate::verify) struct Model {
-    pub(super) core: Core,
+    pub(in crate::verify) core: Core,
     pub(super) rules: Rules,
     pub(super) bounds: Bounds,
     pub(super) slots: Vec<SlotInfo>,
@@ -39,7 +39,18 @@ pub(in crate::verify) struct Model {
 }
 
 impl Model {
+    /// The world `bounds` describes, under `rules`; refused if `rules` has a mutant the world
+    /// cannot run ([`Mutant::runs_in`](crate::verify::mutants::Mutant::runs_in)).
     pub(in crate::verify) fn new(bounds: Bounds, rules: Rules) -> Result<Self, VerifyError> {
+        if rules.mutant.is_some_and(|m| !m.runs_in(&bounds)) {
+            return Err(VerifyError::Bound("this mutant needs --rate-gate on (a withdraw mutant --withdraws 1, a parking mutant --parking on, a batch mutant --batch 2; see `Mutant::runs_in`)".into()));
+        }
+        Self::build(bounds, rules)
+    }
+
+    /// [`Model::new`] without the mutant check: a test shows with it that a world which cannot
+    /// run a mutant indeed cannot tell it from the real rules.
+    pub(in crate::verify) fn build(bounds: Bounds, rules: Rules) -> Result<Self, VerifyError> {
         let bad = |what: String| Err(VerifyError::Bound(what));
         if !(1..=MAX_WORKERS).contains(&usize::from(bounds.workers)) {
             return bad(format!("--workers must be 1 to {MAX_WORKERS}"));
@@ -47,8 +58,8 @@ impl Model {
         if !(1..=MAX_NOTICES).contains(&usize::from(bounds.notices)) {
             return bad(format!("--notices must be 1 to {MAX_NOTICES}"));
         }
-        if rules.mutant.is_some_and(|m| !m.runs_in(&bounds)) {
-            return bad("this mutant needs --rate-gate on (a withdraw mutant --withdraws 1, a parking mutant --parking on)".into());
+        if !(1..=MAX_BATCH).contains(&usize::from(bounds.batch)) {
+            return bad(format!("--batch must be 1 to {MAX_BATCH}"));
         }
         let mut plan = Vec::new();
         for notice in 0..bounds.notices {

@@ -6,8 +6,8 @@ use notice_ledger::ledger::{DeliveryStatus, RowState};
 use serde::Serialize;
 
 use crate::verify::world::{
-    Answer, Answers, Phase, QueueAction, Step, MAX_CALLS, MAX_KEYS, MAX_NOTICES, MAX_SENDS, MAX_SLOTS,
-    MAX_WORKERS,
+    Answer, Answers, Phase, QueueAction, Step, MAX_BATCH, MAX_CALLS, MAX_KEYS, MAX_NOTICES, MAX_SENDS,
+    MAX_SLOTS, MAX_WORKERS,
 };
 
 /// Where one SQS message is.
@@ -70,8 +70,46 @@ pub(super) struct Job {
     /// The queue already deleted its message (ack-before-commit mutant).
     pub(super) acked: bool,
     /// Whether the ledger had already decided the key (a claim would be refused) when this job
-    /// read it; `None` before a read (or without one).
+    /// read it; `None` before a read (or without one: a record answered by its batch's read
+    /// finds it in [`Batch::decided`]).
     pub(super) read_decided: Option<bool>,
+    /// The batch path (`--batch 2`): the batch this job's record came in, whose prefetch it runs
+    /// first (`None`: the job reads and takes its token alone).
+    pub(super) batch: Option<Batch>,
+}
+
+/// What a worker's batch shares: the prefetch's answers, what its read found, and the record
+/// still to run. Its records run one after the other, each as a [`Job`] of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Batch {
+    /// The batch's record still to run after this one: its message, held by this worker.
+    pub(super) next: Option<u8>,
+    /// The body of the batch's other record ([`Batch::body_code`]), one of the bodies the
+    /// prefetch reads for (`None`: a batch of one).
+    pub(super) mate: Option<u8>,
+    /// The prefetch's port calls' answers so far: the read's (one a key, or one failure), then
+    /// the token take's (one a key, or one failure).
+    pub(super) answers: Answers,
+    /// Keys the batch read answered (it did not fail).
+    pub(super) read: u8,
+    /// Of those, the ones the ledger had already decided when the batch read them.
+    pub(super) decided: u8,
+}
+
+impl Batch {
+    /// A body (notice, withdraw) as one number.
+    pub(super) fn body_code(notice: u8, withdraw: bool) -> u8 {
+        notice << 1 | u8::from(withdraw)
+    }
+
+    pub(super) fn body(code: u8) -> (u8, bool) {
+        (code >> 1, code & 1 == 1)
+    }
+
+    /// Whether the batch read answered `key`, and if so whether the key was decided then.
+    pub(super) fn decided_at_read(self, key: u8) -> Option<bool> {
+        (self.read & bit(key) != 0).then_some(self.decided & bit(key) != 0)
+    }
 }
 
 /// A message the provider accepted.
@@ -117,6 +155,13 @@ impl std::hash::Hash for State {
             let [a, b] = job.map_or([0, 0], packed_job);
             h.write_u64(a);
             h.write_u64(b);
+            // Only a batched job writes these (its first word says so): a world without batches
+            // hashes as it always did.
+            if let Some(batch) = job.and_then(|j| j.batch) {
+                for word in packed_batch(batch) {
+                    h.write_u64(word);
+                }
+            }
         }
         for row in &self.rows {
             h.write_u64(row.map_or(0, packed_row));
@@ -161,43 +206,27 @@ fn msg(q: Msg) -> u64 {
     tag << 8 | u64::from(worker)
 }
 
-/// One answer: 4 bits of kind, 13 of content.
-fn answer(a: Option<Answer>) -> u64 {
-    let (tag, content) = match a {
-        None => (0, 0),
-        Some(Answer::Free) => (1, 0),
-        Some(Answer::Admitted) => (2, 0),
-        Some(Answer::Limited) => (3, 0),
-        Some(Answer::GateFailed) => (4, 0),
-        Some(Answer::Minted) => (5, 0),
-        Some(Answer::Held { state, digest, young }) => {
-            (6, (state as u64) << 10 | u64::from(young) << 9 | opt(digest))
-        }
-        Some(Answer::Recorded) => (7, 0),
-        Some(Answer::Failed) => (8, 0),
-        Some(Answer::Refused) => (9, 0),
-        Some(Answer::Written) => (10, 0),
-        Some(Answer::Accepted(m)) => (11, u64::from(m)),
-        Some(Answer::NotAccepted) => (12, 0),
-        Some(Answer::Rejected) => (13, 0),
-        Some(Answer::Unknown) => (14, 0),
-    };
-    tag << 13 | content
+/// Answers in one word: up to three (a byte each, at 17-bit strides).
+fn packed_answers(answers: Answers, range: std::ops::Range<usize>) -> u64 {
+    answers.codes().get(range).unwrap_or_default().iter().fold(0, |w, a| w << 17 | u64::from(*a))
 }
 
-/// A job in two words: its fields and two answers, then three answers (17 bits each).
+/// A job in two words: its fields and two answers, then three answers.
 fn packed_job(j: Job) -> [u64; 2] {
-    let items = j.answers.items();
-    let answers = |range: std::ops::Range<usize>| {
-        items.get(range).unwrap_or_default().iter().fold(0, |w, a| w << 17 | answer(*a))
-    };
     let fields = 1 << 29
         | u64::from(j.slot) << 21
         | (j.now as u64) << 19
         | opt(j.token) << 10
         | u64::from(j.acked) << 9
+        | u64::from(j.batch.is_some()) << 2
         | u64::from(j.read_decided.map_or(2, u8::from));
-    [fields << 34 | answers(0..2), answers(2..MAX_CALLS)]
+    [fields << 34 | packed_answers(j.answers, 0..2), packed_answers(j.answers, 2..MAX_CALLS)]
+}
+
+/// A job's batch in three words: its fields, then its prefetch's answers.
+fn packed_batch(b: Batch) -> [u64; 3] {
+    let fields = opt(b.next) << 34 | opt(b.mate) << 16 | u64::from(b.read) << 8 | u64::from(b.decided);
+    [fields, packed_answers(b.answers, 0..2), packed_answers(b.answers, 2..MAX_CALLS)]
 }
 
 /// A row in one word (57 bits).
@@ -242,6 +271,8 @@ pub(in crate::verify) enum Label {
     Receive {
         worker: u8,
         slot: u8,
+        /// The batch's second record (a batch of two; it runs after `slot`).
+        next: Option<u8>,
         now: Phase,
     },
     Expire {
@@ -257,6 +288,13 @@ pub(in crate::verify) enum Label {
         answer: Answer,
         applied: bool,
         attempts: [Option<Attempt>; 2],
+    },
+    /// A step of the batch's prefetch: one answer a key (or one failure).
+    Prefetch {
+        worker: u8,
+        step: Step,
+        answers: [Option<Answer>; MAX_BATCH],
+        applied: bool,
     },
     Finish {
         worker: u8,

@@ -2,7 +2,7 @@
 //! one canonical order, so the search visits each state once whatever their names.
 
 use super::rules::Model;
-use super::state::{Job, Msg, State};
+use super::state::{Batch, Job, Msg, State};
 use crate::verify::world::{MAX_SLOTS, MAX_WORKERS};
 
 impl Model {
@@ -22,8 +22,18 @@ impl Model {
                     Msg::Parked => 6,
                     Msg::HiddenLong => 7,
                 };
-                let mut jobs =
-                    s.workers.map(|j| j.filter(|j| usize::from(j.slot) == i).map(|j| Job { slot: 0, ..j }));
+                // The jobs holding it: running it, or holding it as their batch's next record.
+                let holds = |j: &Job| {
+                    usize::from(j.slot) == i
+                        || j.batch.and_then(|b| b.next).is_some_and(|n| usize::from(n) == i)
+                };
+                let mut jobs = s.workers.map(|j| {
+                    j.filter(holds).map(|j| {
+                        let runs = usize::from(j.slot) == i;
+                        let batch = j.batch.map(|b| Batch { next: b.next.map(|_| 0), ..b });
+                        (runs, Job { slot: 0, batch, ..j })
+                    })
+                });
                 jobs.sort();
                 (kind, jobs)
             };
@@ -39,6 +49,9 @@ impl Model {
             }
             for job in s.workers.iter_mut().flatten() {
                 job.slot = moved[usize::from(job.slot)];
+                if let Some(next) = job.batch.as_mut().and_then(|b| b.next.as_mut()) {
+                    *next = moved[usize::from(*next)];
+                }
             }
         }
         moved

@@ -4,7 +4,7 @@ use notice_ledger::ledger::RowState;
 
 use super::rules::Model;
 use super::state::{bit, Attempt, Label, Role, State};
-use crate::verify::world::{Answer, QueueAction, Step, EVENTS, MAX_SENDS};
+use crate::verify::world::{Answer, QueueAction, Step, EVENTS, MAX_BATCH, MAX_SENDS};
 
 impl Model {
     // ── names for traces ──
@@ -56,8 +56,17 @@ impl Model {
         let what = match label {
             Label::Tick(p) => format!("clock: now {}", p.name()),
             Label::Enqueue { slot } => format!("enqueue {}", m(slot)),
-            Label::Receive { worker, slot, now } => {
+            Label::Receive { worker, slot, next: None, now } => {
                 format!("{} receives {} ({})", w(worker), m(slot), now.name())
+            }
+            Label::Receive { worker, slot, next: Some(next), now } => {
+                format!(
+                    "{} receives {} and {} in one batch, to run in that order ({})",
+                    w(worker),
+                    m(slot),
+                    m(next),
+                    now.name()
+                )
             }
             Label::Expire { slot } => {
                 format!("visibility of {} expires: visible again", m(slot))
@@ -74,7 +83,7 @@ impl Model {
                     | Step::CommitRejected { key }
                     | Step::Release { key }
                     | Step::Withdraw { key } => self.key_name(*key),
-                    Step::Done { .. } => String::new(),
+                    Step::BatchRead { .. } | Step::BatchToken { .. } | Step::Done { .. } => String::new(),
                 };
                 let provider: Vec<String> = attempts
                     .iter()
@@ -100,6 +109,25 @@ impl Model {
                 }
                 if *answer == Answer::GateFailed && *applied {
                     line.push_str(" (the take was applied: a token spent)");
+                }
+                line
+            }
+            Label::Prefetch { worker, step, answers, applied } => {
+                let keys = match step {
+                    Step::BatchRead { keys } | Step::BatchToken { keys } => *keys,
+                    _ => [None; MAX_BATCH],
+                };
+                let keys: Vec<String> = keys.iter().flatten().map(|k| self.key_name(*k)).collect();
+                let seen: Vec<String> = answers.iter().flatten().map(|a| a.describe()).collect();
+                let mut line = format!(
+                    "{} {} {} → sender sees {}",
+                    w(worker),
+                    step.name(),
+                    keys.join(", "),
+                    seen.join(", ")
+                );
+                if *applied && answers.iter().flatten().any(|a| *a == Answer::GateFailed) {
+                    line.push_str(" (the take was applied: tokens spent)");
                 }
                 line
             }
