@@ -93,7 +93,8 @@ impl StateDir {
     }
 }
 
-fn random_secret() -> String {
+/// 32 random bytes, hex: a new secret of the recommended strength (the local one, a rotation's).
+pub(crate) fn random_secret() -> String {
     use rand::RngCore;
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);

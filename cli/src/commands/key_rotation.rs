@@ -287,14 +287,7 @@ fn period_long_past(row: &LedgerRow, now: chrono::DateTime<Utc>) -> bool {
         .is_ok_and(|start| start + chrono::Duration::days(PERIOD_MARGIN_DAYS) < now.date_naive())
 }
 
-/// 32 random bytes, hex: the recommended strength ([`NoticeSecret::configured`] checks it).
+/// A new version's secret: the local secret's generator, checked as configuration is.
 fn random_secret() -> anyhow::Result<NoticeSecret> {
-    use rand::RngCore;
-    let mut bytes = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    Ok(NoticeSecret::configured(hex_of(&bytes))?)
-}
-
-fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(NoticeSecret::configured(crate::local::random_secret())?)
 }

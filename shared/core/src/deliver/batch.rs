@@ -106,9 +106,7 @@ impl NoticeSender {
         }
         if self.keys.rotating() {
             for (key, job) in jobs.iter_mut() {
-                let older = self.keys.older_keys(&job.identity);
-                let older = older.into_iter().map(|k| (k.clone(), rows.get(&k).cloned().flatten())).collect();
-                *key = Placement::decide(key.clone(), older).key;
+                *key = Placement::of(&self.keys, &job.identity, |k| rows.get(k).cloned().flatten()).key;
             }
         }
         // Tokens for the keys that would claim (in shadow mode every key sends, so every key).
