@@ -56,6 +56,14 @@ pub(crate) struct VerifyArgs {
     /// its token alone (the world before the batch path was modelled, to the state) [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     batch: Option<u8>,
+    /// The key secret mid-rotation (`on`): two versions active, and every receive taken by a
+    /// worker holding `v1` alone (not switched yet) or `v1` and `v2` with `v2` current (switched),
+    /// in any mix for the whole run — each places the notice with the real `NoticeSender::place`
+    /// (a switched worker's read of the `v1` key, then its first write under `v2` carrying an
+    /// alias at the `v1` key in the same atomic write). `off`: one version (the world before
+    /// rotation was modelled, to the state) [default: off].
+    #[arg(long, value_enum)]
+    rotation: Option<Switch>,
     /// Check the real rules only, not the mutants.
     #[arg(long)]
     pub(super) no_mutants: bool,
@@ -67,8 +75,8 @@ pub(crate) struct VerifyArgs {
 /// The default run: named worlds, one after the other, each a variation of [`Bounds::DEFAULT`].
 /// Together they cover the deliveries with the operator's release and replay; the producer's
 /// withdraw racing two deliveries on two workers; a withdraw together with a release only with one
-/// worker (with two, the three together outgrow the run's time and memory budget); and the batch
-/// path. A world added here is checked by `verify` with every mutant it can run; the test
+/// worker (with two, the three together outgrow the run's time and memory budget); the batch
+/// path; and the key secret mid-rotation, in two worlds. A world added here is checked by `verify` with every mutant it can run; the test
 /// `the_default_run_is_its_named_worlds_and_any_flag_is_one_world` and docs/proof.md name them.
 pub(super) const DEFAULT_RUN: &[(&str, Bounds)] = &[
     ("deliveries", Bounds::DEFAULT),
@@ -79,6 +87,17 @@ pub(super) const DEFAULT_RUN: &[(&str, Bounds)] = &[
     // in-flight redelivery: with it (and the release) the world is 65.8 M states, past the
     // run's budget; the other worlds check in-flight redelivery.
     ("batch", Bounds { batch: 2, deliveries: 1, in_flight_redelivery: false, ..Bounds::DEFAULT }),
+    // The key secret mid-rotation: A's original and a duplicate (an old job replayed after the
+    // switch, a job parked before it and fired after it), each received by a worker on either side
+    // of the switch, racing on two workers. Without the release: with it the world is 36.2 M
+    // states, past the run's budget; the next world has it.
+    ("rotation", Bounds { rotation: true, releases: 0, ..Bounds::DEFAULT }),
+    // … and the operator's release and replay of a notice placed under either version, with one
+    // message of A (without in-flight redelivery: the same reason).
+    (
+        "rotation-release",
+        Bounds { rotation: true, deliveries: 1, in_flight_redelivery: false, ..Bounds::DEFAULT },
+    ),
 ];
 
 impl VerifyArgs {
@@ -94,7 +113,8 @@ impl VerifyArgs {
             || self.stale_deletes
             || self.rate_gate.is_some()
             || self.parking.is_some()
-            || self.batch.is_some();
+            || self.batch.is_some()
+            || self.rotation.is_some();
         if !given {
             return DEFAULT_RUN.to_vec();
         }
@@ -111,6 +131,7 @@ impl VerifyArgs {
             rate_gate: self.rate_gate.map_or(d.rate_gate, |g| g == Switch::On),
             parking: self.parking.map_or(d.parking, |p| p == Switch::On),
             batch: self.batch.unwrap_or(d.batch),
+            rotation: self.rotation.map_or(d.rotation, |r| r == Switch::On),
         };
         vec![("custom", world)]
     }
@@ -146,6 +167,8 @@ pub(super) struct Bounds {
     pub(super) parking: bool,
     /// Records a receive may bring (2: the batch path, one prefetch for the batch).
     pub(super) batch: u8,
+    /// The key secret mid-rotation: each receive by a worker on either side of the switch.
+    pub(super) rotation: bool,
 }
 
 impl Bounds {
@@ -162,6 +185,7 @@ impl Bounds {
         rate_gate: true,
         parking: true,
         batch: 1,
+        rotation: false,
     };
 }
 

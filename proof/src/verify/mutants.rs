@@ -50,10 +50,16 @@ pub(crate) enum Mutant {
     /// The batch read may miss the latest write to a row (`BatchGetItem` without `ConsistentRead`,
     /// or a prefetch kept from an earlier batch): a released claim still reads as held.
     StaleBatchRead,
+    /// While the secret rotates, a first write under the newer version goes without its alias.
+    RotationWithoutAlias,
+    /// An alias is written over whatever row the older key holds.
+    AliasOverwritesRow,
+    /// The ledger's TTL covers aliases: one may expire while its notice's claim is still open.
+    AliasExpires,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 16] = [
+    pub(crate) const ALL: [Mutant; 19] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
@@ -70,6 +76,9 @@ impl Mutant {
         Mutant::ParkWithTtl,
         Mutant::HideTooLong,
         Mutant::StaleBatchRead,
+        Mutant::RotationWithoutAlias,
+        Mutant::AliasOverwritesRow,
+        Mutant::AliasExpires,
     ];
 
     /// Whether the mutant lives on the rate-gate path (read → token → claim): a world without a
@@ -88,8 +97,18 @@ impl Mutant {
     /// operator releases an old claim, the one a stale batch read can take for settled (a claim
     /// its own sender released was young moments before: read stale, it is `in_flight` and comes
     /// back).
+    ///
+    /// An alias the TTL deleted matters only once its notice's open claim is released and
+    /// replayed: no other message of a settled notice comes.
     pub(crate) fn needs_release(self) -> bool {
-        matches!(self, Mutant::EventLeavesWithdrawn | Mutant::StaleBatchRead)
+        matches!(self, Mutant::EventLeavesWithdrawn | Mutant::StaleBatchRead | Mutant::AliasExpires)
+    }
+
+    /// Whether the mutant needs two deliveries of a notice at once (two messages, or one received
+    /// again while its worker runs): an alias over a real row needs a sender on the older version
+    /// writing that row after a switched one placed the notice.
+    pub(crate) fn needs_two_at_once(self) -> bool {
+        matches!(self, Mutant::AliasOverwritesRow)
     }
 
     /// Whether the mutant needs in-flight redelivery: acking a delivery held by a claim still in
@@ -111,9 +130,19 @@ impl Mutant {
         matches!(self, Mutant::StaleBatchRead)
     }
 
+    /// Whether the mutant is about the key secret's rotation: a world with one version never
+    /// writes an alias. (`key-includes-delivery` gives each delivery a sender of its own, which a
+    /// rotation world gives each secret version instead.)
+    pub(crate) fn needs_rotation(self) -> bool {
+        matches!(self, Mutant::RotationWithoutAlias | Mutant::AliasOverwritesRow | Mutant::AliasExpires)
+    }
+
     /// Whether a world of these bounds can run the mutant.
     pub(crate) fn runs_in(self, bounds: &Bounds) -> bool {
-        (bounds.batch > 1 || !self.needs_batch())
+        (bounds.rotation || !self.needs_rotation())
+            && !(bounds.rotation && self == Mutant::KeyPerDelivery)
+            && (bounds.deliveries > 1 || bounds.in_flight_redelivery || !self.needs_two_at_once())
+            && (bounds.batch > 1 || !self.needs_batch())
             && (bounds.in_flight_redelivery || !self.needs_in_flight_redelivery())
             && (bounds.parking || !self.needs_parking())
             && (bounds.rate_gate || !self.needs_gate())
@@ -139,6 +168,9 @@ impl Mutant {
             Mutant::ParkWithTtl => "park-with-ttl",
             Mutant::HideTooLong => "hide-too-long",
             Mutant::StaleBatchRead => "stale-batch-read",
+            Mutant::RotationWithoutAlias => "rotation-without-alias",
+            Mutant::AliasOverwritesRow => "alias-overwrites-row",
+            Mutant::AliasExpires => "alias-expires",
         }
     }
 
@@ -168,6 +200,11 @@ impl Mutant {
             Mutant::StaleBatchRead => {
                 "the batch read may miss the latest write (no ConsistentRead, or kept from an earlier batch): a released claim reads as held"
             }
+            Mutant::RotationWithoutAlias => {
+                "while the secret rotates, a first write under the newer version puts no alias at the older key"
+            }
+            Mutant::AliasOverwritesRow => "an alias is written over whatever row the older key holds",
+            Mutant::AliasExpires => "the TTL may delete an alias while its notice's claim is still open",
         }
     }
 }
@@ -195,6 +232,7 @@ impl Rules {
     pub(crate) fn permits(self, existing: Option<&LedgerRow>, write: Write<'_>) -> Verdict {
         match write {
             Write::Claim { .. } if self.is(Mutant::UnconditionalClaim) => Verdict::Apply,
+            Write::Alias if self.is(Mutant::AliasOverwritesRow) => Verdict::Apply,
             Write::Withdraw
                 if self.is(Mutant::WithdrawOverwritesClaim)
                     && existing.is_some_and(|r| r.state == RowState::Claimed) =>
@@ -207,7 +245,9 @@ impl Rules {
 
     /// [`rules::expires`], which rows the ledger's TTL may delete.
     pub(crate) fn expires(self, state: RowState) -> bool {
-        self.is(Mutant::TtlExpiresOpenClaim) || rules::expires(state)
+        self.is(Mutant::TtlExpiresOpenClaim)
+            || (self.is(Mutant::AliasExpires) && state == RowState::Alias)
+            || rules::expires(state)
     }
 
     /// Whether the queue acks a job as soon as its send returns.
@@ -245,6 +285,7 @@ impl Rules {
             Some(Mutant::TokenAfterClaim) => Wiring::TokenAfterClaim,
             Some(Mutant::SkipPreRead) => Wiring::SkipRead,
             Some(Mutant::FailedReadIsFree) => Wiring::FailedReadIsFree,
+            Some(Mutant::RotationWithoutAlias) => Wiring::NoAliases,
             _ => Wiring::Real,
         }
     }

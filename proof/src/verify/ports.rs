@@ -24,13 +24,15 @@ pub(super) enum Call {
     /// A token take, one token per request (the gate is asked by domain and shard seed: the model
     /// knows the job's key, and a batch's keys by their seeds).
     Token(Vec<u64>),
-    Claim(NoticeKey),
-    RecordMissed(NoticeKey),
+    /// A claim, with the keys its write also puts an alias at (a first write while the key
+    /// secret rotates).
+    Claim(NoticeKey, Vec<NoticeKey>),
+    RecordMissed(NoticeKey, Vec<NoticeKey>),
     Send(NoticeKey),
     CommitSent(NoticeKey, String),
     CommitRejected(NoticeKey),
     Release(NoticeKey),
-    Withdraw(NoticeKey),
+    Withdraw(NoticeKey, Vec<NoticeKey>),
 }
 
 impl Call {
@@ -39,13 +41,13 @@ impl Call {
         match self {
             Call::Token(_) | Call::ReadMany(_) => None,
             Call::Read(k)
-            | Call::Claim(k)
-            | Call::RecordMissed(k)
+            | Call::Claim(k, _)
+            | Call::RecordMissed(k, _)
             | Call::Send(k)
             | Call::CommitSent(k, _)
             | Call::CommitRejected(k)
             | Call::Release(k)
-            | Call::Withdraw(k) => Some(k),
+            | Call::Withdraw(k, _) => Some(k),
         }
     }
 }
@@ -203,7 +205,7 @@ impl RowReader for ScriptedLedger {
 #[async_trait]
 impl ClaimLedger for ScriptedLedger {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
-        match take(&self.script, Call::Claim(req.key.clone())) {
+        match take(&self.script, Call::Claim(req.key.clone(), req.aliases.clone())) {
             None => std::future::pending().await,
             Some(Answer::Minted) => Ok(ClaimOutcome::Minted(Claim {
                 key: req.key.clone(),
@@ -236,7 +238,7 @@ impl ClaimLedger for ScriptedLedger {
     }
 
     async fn record_missed(&self, req: &ClaimRequest, _: &str) -> Result<Option<LedgerRow>, LedgerError> {
-        match take(&self.script, Call::RecordMissed(req.key.clone())) {
+        match take(&self.script, Call::RecordMissed(req.key.clone(), req.aliases.clone())) {
             None => std::future::pending().await,
             Some(Answer::Recorded) => Ok(None),
             Some(Answer::Held { state, digest, young }) => {
@@ -248,7 +250,7 @@ impl ClaimLedger for ScriptedLedger {
     }
 
     async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
-        match take(&self.script, Call::Withdraw(req.key.clone())) {
+        match take(&self.script, Call::Withdraw(req.key.clone(), req.aliases.clone())) {
             None => std::future::pending().await,
             Some(Answer::Written) => Ok(None),
             Some(Answer::Held { state, digest, young }) => {

@@ -22,6 +22,7 @@ use std::task::{Context, Poll, Waker};
 
 use chrono::{DateTime, Utc};
 use notice_ledger::job::Withdrawal;
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{ClaimLedger, ClaimRequest, LedgerRow, Origin, RowState, WithdrawRequest};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::RateGate;
@@ -95,11 +96,16 @@ impl Core {
     /// delivery (used only by the per-delivery key mutant). `gate`: the senders run with a rate
     /// gate (as deployed by default), so they read the row and take a token before claiming;
     /// `wiring`: the ports as shipped, or rewired for a gate-path mutant.
+    ///
+    /// `rotation`: the key secret is being rotated — two senders, variant 0 holding `v1` alone
+    /// (not switched yet) and variant 1 holding `v1` and `v2`, `v2` current (switched), each
+    /// deciding where a notice lives with its own real `NoticeSender::place`.
     pub(super) fn new(
         notices: usize,
         variants: usize,
         gate: bool,
         wiring: Wiring,
+        rotation: bool,
     ) -> Result<Self, VerifyError> {
         let setup = |e: &dyn std::fmt::Display| VerifyError::Setup(e.to_string());
         let secret = NoticeSecret::new("verify-notice-key-secret").map_err(|e| setup(&e))?;
@@ -129,10 +135,16 @@ impl Core {
         let renderer =
             Arc::new(Renderer::builtin(ManageLinks::new("https://billing.example.com/manage", links)));
         let scripted_gate: Arc<dyn RateGate> = Arc::new(ScriptedGate { script: script.clone() });
-        let senders = (0..variants.max(1))
+        let v1 = KeyRing::from(secret.clone());
+        let rotated = v1.rotated(secret.derive_subkey("verify-rotation-v2"));
+        let variants = if rotation { 2 } else { variants.max(1) };
+        let senders = (0..variants)
             .map(|v| {
-                let secret =
-                    if v == 0 { secret.clone() } else { secret.derive_subkey(&format!("delivery-{v}")) };
+                let keys = match (rotation, v) {
+                    (_, 0) => v1.clone(),
+                    (true, _) => rotated.clone(),
+                    (false, v) => KeyRing::from(secret.derive_subkey(&format!("delivery-{v}"))),
+                };
                 let scripted: Arc<dyn ClaimLedger> =
                     Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() });
                 let ledger: Arc<dyn ClaimLedger> = match wiring {
@@ -150,7 +162,7 @@ impl Core {
                         Arc::new(ScriptedMailer { script: script.clone() }),
                         renderer.clone(),
                         policy.clone(),
-                        secret,
+                        keys,
                     )
                     // The model decides when a send times out (it answers "unknown"); the real timer
                     // never fires.
@@ -294,7 +306,8 @@ impl Core {
         match (polled, script.call) {
             (Poll::Ready(delivery), None) => {
                 let queue = queue_action(&delivery.outcome, delivery.key.as_ref(), now.at());
-                Ok(Step::Done { outcome: delivery.outcome.label(), queue })
+                let key = delivery.key.map(|k| self.intern(k)).transpose()?;
+                Ok(Step::Done { outcome: delivery.outcome.label(), queue, key })
             }
             (Poll::Pending, Some(call)) => self.step_for(call, job_key),
             (Poll::Ready(_), Some(call)) => {
@@ -405,17 +418,34 @@ impl Core {
         Ok(match call {
             Call::Read(_) => Step::Read { key },
             Call::Token(_) => Step::Token { key },
-            Call::ReadMany(_) => {
-                return Err(VerifyError::Unexpected("a record made a batch read of its own".into()));
-            }
-            Call::Claim(_) => Step::Claim { key },
-            Call::RecordMissed(_) => Step::RecordMissed { key },
+            // A record's own read of several keys: where its notice lives while the secret rotates
+            // (the older version's key; the model's rotation has two versions).
+            Call::ReadMany(keys) => match keys.as_slice() {
+                [older] => Step::Place { key: self.intern(older.clone())? },
+                _ => {
+                    return Err(VerifyError::Unexpected(format!(
+                        "a record read {} keys of its own (the model rotates between two versions)",
+                        keys.len()
+                    )));
+                }
+            },
+            Call::Claim(_, aliases) => Step::Claim { key, alias: self.alias(&aliases)? },
+            Call::RecordMissed(_, aliases) => Step::RecordMissed { key, alias: self.alias(&aliases)? },
             Call::Send(_) => Step::Send { key },
             Call::CommitSent(_, id) => Step::CommitSent { key, message: parse_message_id(&id)? },
             Call::CommitRejected(_) => Step::CommitRejected { key },
             Call::Release(_) => Step::Release { key },
-            Call::Withdraw(_) => Step::Withdraw { key },
+            Call::Withdraw(_, aliases) => Step::Withdraw { key, alias: self.alias(&aliases)? },
         })
+    }
+
+    /// The one alias a write carries (the model rotates between two versions), by key id.
+    fn alias(&mut self, aliases: &[NoticeKey]) -> Result<Option<u8>, VerifyError> {
+        match aliases {
+            [] => Ok(None),
+            [older] => Ok(Some(self.intern(older.clone())?)),
+            more => Err(VerifyError::Unexpected(format!("a write with {} aliases", more.len()))),
+        }
     }
 
     /// The row a claim (or a recorded miss) by a job of `notice` writes: the real request's own row.

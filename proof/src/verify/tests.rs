@@ -22,6 +22,7 @@ fn small() -> Bounds {
         withdraws: 0,
         parking: true,
         batch: 1,
+        rotation: false,
     }
 }
 
@@ -45,6 +46,24 @@ fn released_then_withdrawn() -> Bounds {
     Bounds { workers: 1, releases: 1, withdraws: 1, parking: false, ..small() }
 }
 
+/// The key secret mid-rotation, small enough for a debug build: one worker, the original and the
+/// operator's release and replay, each received on either side of the switch.
+fn rotating_released() -> Bounds {
+    Bounds {
+        rotation: true,
+        workers: 1,
+        in_flight_redelivery: false,
+        ledger_faults: Faults::Off,
+        parking: false,
+        ..small()
+    }
+}
+
+/// … and two workers racing the original and a duplicate, no release.
+fn rotating_racing() -> Bounds {
+    Bounds { workers: 2, deliveries: 2, releases: 0, ..rotating_released() }
+}
+
 fn run(bounds: Bounds, rules: Rules) -> Explored {
     explore(&mut [Model::new(bounds, rules).unwrap()]).unwrap()
 }
@@ -62,6 +81,28 @@ fn the_real_rules_hold_over_a_small_world() {
     let run = run(Bounds { in_flight_redelivery: false, ..small() }, Rules::real());
     clean(&run);
     assert!(run.states > 10_000, "the world is too small to mean anything: {} states", run.states);
+}
+
+#[test]
+fn the_real_rules_hold_while_the_secret_rotates() {
+    for bounds in [rotating_released(), rotating_racing()] {
+        let run = run(bounds, Rules::real());
+        clean(&run);
+        assert!(run.states > 10_000, "the world is too small to mean anything: {} states", run.states);
+    }
+}
+
+/// Without rotation a world never writes an alias: the rotation mutants are no-ops there, which is
+/// why they run only in rotation worlds.
+#[test]
+fn only_a_rotation_world_catches_the_rotation_mutants() {
+    let one_version = Bounds { rotation: false, ..rotating_racing() };
+    let real = run(one_version, Rules::real()).states;
+    for mutant in [Mutant::RotationWithoutAlias, Mutant::AliasOverwritesRow] {
+        let escaped = explore(&mut [Model::build(one_version, Rules::with(mutant)).unwrap()]).unwrap();
+        assert!(escaped.violation.is_none(), "{} caught with one version", mutant.name());
+        assert_eq!(escaped.states, real, "{} changed a world with one version", mutant.name());
+    }
 }
 
 #[test]
@@ -84,8 +125,13 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
         (Mutant::ParkWithTtl, &[NoSilentEnd][..]),
         (Mutant::HideTooLong, &[NoSilentEnd][..]),
         (Mutant::StaleBatchRead, &[NoSilentEnd][..]),
+        (Mutant::RotationWithoutAlias, &[OneAcceptance, DuplicatesDetected, NoSilentEnd][..]),
+        (Mutant::AliasOverwritesRow, &[NeverBackwards][..]),
+        (Mutant::AliasExpires, &[NoSilentEnd, DuplicatesDetected, OneAcceptance][..]),
     ] {
         let bounds = match (mutant.needs_withdraw(), mutant.needs_release()) {
+            _ if mutant == Mutant::AliasExpires => rotating_released(),
+            _ if mutant.needs_rotation() => rotating_racing(),
             _ if mutant.needs_batch() => batched(),
             _ if mutant.needs_parking() => small(),
             (true, true) => released_then_withdrawn(),
@@ -109,22 +155,33 @@ fn every_mutant_is_caught_by_the_invariant_it_breaks() {
 
 #[test]
 fn every_mutant_is_listed_and_runs_only_where_it_can_be_told_apart() {
-    assert_eq!(Mutant::ALL.len(), 16);
-    // A world with everything a mutant may need; each check takes one thing away.
+    assert_eq!(Mutant::ALL.len(), 19);
+    // A world with everything a mutant may need (one message of A: `small`); each check takes one
+    // thing away.
     let full = Bounds { batch: 2, ..released_then_withdrawn() };
     let full = Bounds { parking: true, ..full };
     type Needs = fn(Mutant) -> bool;
-    let without: [(Bounds, Needs); 6] = [
-        (Bounds { rate_gate: false, ..full }, Mutant::needs_gate),
-        (Bounds { withdraws: 0, ..full }, Mutant::needs_withdraw),
-        (Bounds { releases: 0, ..full }, Mutant::needs_release),
-        (Bounds { parking: false, ..full }, Mutant::needs_parking),
-        (Bounds { batch: 1, ..full }, Mutant::needs_batch),
-        (Bounds { in_flight_redelivery: false, ..full }, Mutant::needs_in_flight_redelivery),
-    ];
     for mutant in Mutant::ALL {
         let name = mutant.name();
+        // A rotation world gives each secret version a sender, not each delivery.
+        let full = Bounds { rotation: mutant != Mutant::KeyPerDelivery, ..full };
+        let needs_in_flight: Needs = |m| m.needs_in_flight_redelivery() || m.needs_two_at_once();
+        let without: [(Bounds, Needs); 7] = [
+            (Bounds { rate_gate: false, ..full }, Mutant::needs_gate),
+            (Bounds { withdraws: 0, ..full }, Mutant::needs_withdraw),
+            (Bounds { releases: 0, ..full }, Mutant::needs_release),
+            (Bounds { parking: false, ..full }, Mutant::needs_parking),
+            (Bounds { batch: 1, ..full }, Mutant::needs_batch),
+            (Bounds { in_flight_redelivery: false, ..full }, needs_in_flight),
+            (Bounds { rotation: false, ..full }, Mutant::needs_rotation),
+        ];
         assert!(Model::new(full, Rules::with(mutant)).is_ok(), "{name}");
+        assert!(
+            Model::new(Bounds { in_flight_redelivery: false, deliveries: 2, ..full }, Rules::with(mutant))
+                .is_ok()
+                || mutant.needs_in_flight_redelivery(),
+            "{name}: two messages are two deliveries at once"
+        );
         for (bounds, needs) in without {
             assert_eq!(Model::new(bounds, Rules::with(mutant)).is_err(), needs(mutant), "{name}: {bounds:?}");
         }
@@ -150,7 +207,7 @@ fn a_batch_reads_once_and_its_records_claim_without_reading() {
     };
     assert_eq!(step(core, &[]), Step::BatchRead { keys: [Some(a), None] });
     assert_eq!(step(core, &[Answer::Free]), Step::BatchToken { keys: [Some(a), None] });
-    assert_eq!(step(core, &[Answer::Free, Answer::Admitted]), Step::Claim { key: a });
+    assert_eq!(step(core, &[Answer::Free, Answer::Admitted]), Step::Claim { key: a, alias: None });
     // Limited for the batch: every record of the key is deferred, nothing claimed.
     let limited = step(core, &[Answer::Free, Answer::Limited]);
     assert!(matches!(limited, Step::Done { outcome: "rate_limited", .. }), "{limited:?}");
@@ -300,8 +357,14 @@ fn the_default_run_is_its_named_worlds_and_any_flag_is_one_world() {
         ("withdraw", Bounds { withdraws: 1, releases: 0, ..Bounds::DEFAULT }),
         ("withdraw-release", Bounds { withdraws: 1, workers: 1, ..Bounds::DEFAULT }),
         ("batch", Bounds { batch: 2, deliveries: 1, in_flight_redelivery: false, ..Bounds::DEFAULT }),
+        ("rotation", Bounds { rotation: true, releases: 0, ..Bounds::DEFAULT }),
+        (
+            "rotation-release",
+            Bounds { rotation: true, deliveries: 1, in_flight_redelivery: false, ..Bounds::DEFAULT },
+        ),
     ];
     assert_eq!(run, expected);
+    assert_eq!(worlds(&["--rotation", "on"]), [("custom", Bounds { rotation: true, ..Bounds::DEFAULT })]);
     assert_eq!(worlds(&["--batch", "2"]), [("custom", Bounds { batch: 2, ..Bounds::DEFAULT })]);
     assert_eq!(worlds(&["--parking", "off"]), [("custom", Bounds { parking: false, ..Bounds::DEFAULT })]);
     assert_eq!(worlds(&["--withdraws", "1"]), [("custom", Bounds { withdraws: 1, ..Bounds::DEFAULT })]);
@@ -342,8 +405,9 @@ fn every_answer_survives_its_byte() {
         assert_eq!(answers.to_vec(), [answer], "{answer:?}");
     }
     // The state stays small: every world's frontier holds full states.
+    // (217 B: a job's answers have a sixth byte, for the placement read while the secret rotates.)
     assert!(
-        std::mem::size_of::<super::model::State>() <= 216,
+        std::mem::size_of::<super::model::State>() <= 224,
         "{}",
         std::mem::size_of::<super::model::State>()
     );

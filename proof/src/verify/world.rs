@@ -14,8 +14,9 @@ pub(super) const MAX_KEYS: usize = 8;
 pub(super) const MAX_SENDS: usize = 8;
 pub(super) const MAX_NOTICES: usize = 3;
 
-/// Most port calls one job makes (read, token, claim, send, commit).
-pub(super) const MAX_CALLS: usize = 5;
+/// Most port calls one job makes (read, token, claim, send, commit — and, while the key secret
+/// rotates, the placement's read of the older key first).
+pub(super) const MAX_CALLS: usize = 6;
 
 /// Most records one receive hands a worker (an SQS batch, as the sender Lambda gets it).
 pub(super) const MAX_BATCH: usize = 2;
@@ -245,11 +246,19 @@ pub(super) enum Step {
     Token {
         key: u8,
     },
+    /// While the key secret rotates (`--rotation on`): the read of the notice's key under the
+    /// older version, which decides where the notice lives (`NoticeSender::place`).
+    Place {
+        key: u8,
+    },
+    /// A claim of `key`; `alias`: the older version's key its write also puts an alias at.
     Claim {
         key: u8,
+        alias: Option<u8>,
     },
     RecordMissed {
         key: u8,
+        alias: Option<u8>,
     },
     Send {
         key: u8,
@@ -264,9 +273,10 @@ pub(super) enum Step {
     Release {
         key: u8,
     },
-    /// A withdraw message's one write: the tombstone.
+    /// A withdraw message's one write: the tombstone (and its alias, as a claim's).
     Withdraw {
         key: u8,
+        alias: Option<u8>,
     },
     /// The batch's one ledger read (`NoticeSender::prefetch`): the rows of these keys, in the
     /// order the sender asked for them.
@@ -277,9 +287,11 @@ pub(super) enum Step {
     BatchToken {
         keys: [Option<u8>; MAX_BATCH],
     },
+    /// `key`: the key the sender reported (a park's schedule is named by it).
     Done {
         outcome: &'static str,
         queue: QueueAction,
+        key: Option<u8>,
     },
 }
 
@@ -287,6 +299,7 @@ impl Step {
     pub(super) fn name(self) -> &'static str {
         match self {
             Step::Read { .. } => "read",
+            Step::Place { .. } => "placement read",
             Step::Token { .. } => "take token",
             Step::Claim { .. } => "claim",
             Step::RecordMissed { .. } => "record missed",

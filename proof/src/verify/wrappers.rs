@@ -9,6 +9,9 @@
 //! * [`Wiring::TokenAfterClaim`]: the gate the sender sees admits everything; the ledger takes the
 //!   token *after* its claim is minted and, when no token is left (limited, or the take failed),
 //!   releases the claim and answers an error (the sender retries: `ledger_unavailable`).
+//! * [`Wiring::NoAliases`]: a first write under the newer secret version goes without its alias
+//!   at the older key (an adapter that drops `ClaimRequest::aliases`, or a plain put instead of
+//!   the transaction).
 
 use std::sync::Arc;
 
@@ -27,6 +30,7 @@ pub(super) enum Wiring {
     SkipRead,
     FailedReadIsFree,
     TokenAfterClaim,
+    NoAliases,
 }
 
 /// A ledger port wrapped for a mutant (with [`Wiring::Real`], a plain pass-through).
@@ -43,7 +47,7 @@ impl RowReader for WiredLedger {
         match self.wiring {
             Wiring::SkipRead => Ok(None),
             Wiring::FailedReadIsFree => Ok(self.inner.get(key).await.unwrap_or(None)),
-            Wiring::Real | Wiring::TokenAfterClaim => self.inner.get(key).await,
+            Wiring::Real | Wiring::TokenAfterClaim | Wiring::NoAliases => self.inner.get(key).await,
         }
     }
 
@@ -53,7 +57,7 @@ impl RowReader for WiredLedger {
         match self.wiring {
             Wiring::SkipRead => Ok(Vec::new()),
             Wiring::FailedReadIsFree => Ok(self.inner.get_many(keys).await.unwrap_or_default()),
-            Wiring::Real | Wiring::TokenAfterClaim => self.inner.get_many(keys).await,
+            Wiring::Real | Wiring::TokenAfterClaim | Wiring::NoAliases => self.inner.get_many(keys).await,
         }
     }
 }
@@ -61,6 +65,9 @@ impl RowReader for WiredLedger {
 #[async_trait]
 impl ClaimLedger for WiredLedger {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
+        if self.wiring == Wiring::NoAliases {
+            return self.inner.claim(&ClaimRequest { aliases: Vec::new(), ..req.clone() }).await;
+        }
         let outcome = self.inner.claim(req).await?;
         let ClaimOutcome::Minted(claim) = &outcome else { return Ok(outcome) };
         if self.wiring != Wiring::TokenAfterClaim {
@@ -107,10 +114,19 @@ impl ClaimLedger for WiredLedger {
         req: &ClaimRequest,
         reason: &str,
     ) -> Result<Option<LedgerRow>, LedgerError> {
+        if self.wiring == Wiring::NoAliases {
+            return self
+                .inner
+                .record_missed(&ClaimRequest { aliases: Vec::new(), ..req.clone() }, reason)
+                .await;
+        }
         self.inner.record_missed(req, reason).await
     }
 
     async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
+        if self.wiring == Wiring::NoAliases {
+            return self.inner.withdraw(&WithdrawRequest { aliases: Vec::new(), ..req.clone() }).await;
+        }
         self.inner.withdraw(req).await
     }
 }

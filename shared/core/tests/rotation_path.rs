@@ -191,3 +191,122 @@ async fn withdraws_on_either_side_of_the_switch_hold_off_the_other() {
     assert!(matches!(withdraw_old, Outcome::InFlight { withdraw: true, .. }), "{withdraw_old:?}");
     assert_eq!(w.sends(), 0);
 }
+
+/// The SQLite ledger, with a sender still on v1 claiming and releasing the notice's v1 key (the
+/// provider throttled it) between a v2 sender's placement read and its first write — the one
+/// moment the placement can go stale.
+struct ReleasedBetween {
+    inner: Arc<SqliteLedger>,
+    job: notice_ledger::Job,
+    v1_key: notice_ledger::NoticeKey,
+    done: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl RowReader for ReleasedBetween {
+    async fn get(
+        &self,
+        key: &notice_ledger::NoticeKey,
+    ) -> Result<Option<notice_ledger::ledger::LedgerRow>, notice_ledger::LedgerError> {
+        self.inner.get(key).await
+    }
+    async fn get_many(
+        &self,
+        keys: &[notice_ledger::NoticeKey],
+    ) -> Result<Vec<notice_ledger::ledger::LedgerRow>, notice_ledger::LedgerError> {
+        self.inner.get_many(keys).await
+    }
+}
+
+#[async_trait::async_trait]
+impl notice_ledger::ledger::ClaimLedger for ReleasedBetween {
+    async fn claim(
+        &self,
+        req: &notice_ledger::ledger::ClaimRequest,
+    ) -> Result<notice_ledger::ledger::ClaimOutcome, notice_ledger::LedgerError> {
+        use notice_ledger::ledger::{ClaimOutcome, ClaimRequest};
+        if !req.aliases.is_empty() && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let old = ClaimRequest::for_job(&self.job, self.v1_key.clone(), req.at);
+            let ClaimOutcome::Minted(claim) = self.inner.claim(&old).await? else {
+                panic!("the v1 sender's claim was refused");
+            };
+            self.inner.release(&claim, "throttled", req.at).await?;
+        }
+        self.inner.claim(req).await
+    }
+    async fn commit_sent(
+        &self,
+        claim: &notice_ledger::ledger::Claim,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), notice_ledger::LedgerError> {
+        self.inner.commit_sent(claim, message_id, at).await
+    }
+    async fn commit_rejected(
+        &self,
+        claim: &notice_ledger::ledger::Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), notice_ledger::LedgerError> {
+        self.inner.commit_rejected(claim, reason, at).await
+    }
+    async fn release(
+        &self,
+        claim: &notice_ledger::ledger::Claim,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), notice_ledger::LedgerError> {
+        self.inner.release(claim, reason, at).await
+    }
+    async fn record_missed(
+        &self,
+        req: &notice_ledger::ledger::ClaimRequest,
+        reason: &str,
+    ) -> Result<Option<notice_ledger::ledger::LedgerRow>, notice_ledger::LedgerError> {
+        self.inner.record_missed(req, reason).await
+    }
+    async fn withdraw(
+        &self,
+        req: &notice_ledger::ledger::WithdrawRequest,
+    ) -> Result<Option<notice_ledger::ledger::LedgerRow>, notice_ledger::LedgerError> {
+        self.inner.withdraw(req).await
+    }
+}
+
+/// Found by the model check's rotation world: a v2 sender placed the notice under its v2 key
+/// (nothing under v1), then a v1 sender claimed the v1 key and released it. The v2 sender's claim
+/// is refused for its alias with that released row — which must not be taken for "decided" (the
+/// notice would never be sent): the delivery comes back at once, places the notice again (under
+/// v1 now) and sends it.
+#[tokio::test]
+async fn a_placement_gone_stale_is_placed_again_never_suppressed() {
+    let w = world();
+    let job = notice_ledger::Job::from_value(&serde_json::from_str(&job("sub_5")).unwrap()).unwrap();
+    let v1_key = w.old.sender.key(&job);
+    let ledger = Arc::new(ReleasedBetween {
+        inner: w.ledger.clone(),
+        job: job.clone(),
+        v1_key: v1_key.clone(),
+        done: Default::default(),
+    });
+    let mailer = Arc::new(RecordingMailer::default());
+    let links = ManageLinks::new("https://billing.example.com/manage", NoticeSecret::new("links").unwrap());
+    let sender = NoticeSender::new(
+        ledger,
+        mailer.clone(),
+        Arc::new(Renderer::builtin(links)),
+        WindowPolicy::default(),
+        after_switch(),
+    );
+    let first = sender.deliver(&job, DeliverContext::at(open())).await;
+    let Outcome::InFlight { until, withdraw: false } = first.outcome else {
+        panic!("a stale placement must come back, not {:?}", first.outcome);
+    };
+    assert!(until <= open() + Duration::seconds(5), "back at once: {until}");
+    assert_eq!(mailer.sent().len(), 0);
+    assert_eq!(w.ledger.get(&v1_key).await.unwrap().map(|r| r.state), Some(RowState::Released));
+    let again = sender.deliver(&job, DeliverContext::at(open() + Duration::seconds(2))).await;
+    assert!(matches!(again.outcome, Outcome::Sent { .. }), "{:?}", again.outcome);
+    assert_eq!(again.key, Some(v1_key), "sent under the key the notice now lives at");
+    assert_eq!(mailer.sent().len(), 1);
+}

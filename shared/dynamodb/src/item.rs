@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, TimeZone, Utc};
 use notice_ledger::ledger::rules::expires;
-use notice_ledger::ledger::{ClaimToken, LedgerRow, RenderedNotice};
+use notice_ledger::ledger::{ClaimToken, LedgerRow, RenderedNotice, RowState};
 use notice_ledger::{LedgerError, NoticeKey};
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -51,7 +51,8 @@ pub(crate) fn n(value: impl ToString) -> AttributeValue {
 }
 
 /// The item for `row`. Open claims get the GSI keys and never an expiry (TTL must not delete a
-/// claim nobody has resolved); every other state gets `expires_at` and never the GSI keys.
+/// claim nobody has resolved); aliases neither (never expired, never on the quarantine view: see
+/// [`expires`]); every other state gets `expires_at` and never the GSI keys.
 pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
     let mut item = HashMap::from([
         (attr::KEY.to_owned(), s(row.key.as_str())),
@@ -87,7 +88,7 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
     }
     if expires(row.state) {
         item.insert(attr::EXPIRES_AT.to_owned(), n(expires_at));
-    } else {
+    } else if row.state == RowState::Claimed {
         let since = row.claimed_at.unwrap_or(row.updated_at);
         item.insert(attr::OPEN_SHARD.to_owned(), s(open_shard(&row.key)));
         item.insert(attr::OPEN_SINCE.to_owned(), n(since.timestamp_millis()));

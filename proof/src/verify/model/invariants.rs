@@ -24,7 +24,10 @@ impl Model {
     fn quiet(&self, s: &State, notice: u8) -> bool {
         let on_queue = self.slots.iter().zip(&s.queue).any(|(info, q)| {
             info.notice == notice
-                && matches!(q, Msg::Visible | Msg::InFlight(_) | Msg::Orphan | Msg::Parked | Msg::HiddenLong)
+                && matches!(
+                    q,
+                    Msg::Visible | Msg::InFlight(_) | Msg::Orphan | Msg::Parked(_) | Msg::HiddenLong
+                )
         });
         let of_notice = |slot: u8| self.slots.get(usize::from(slot)).is_some_and(|i| i.notice == notice);
         let in_worker = s
@@ -33,6 +36,22 @@ impl Model {
             .flatten()
             .any(|j| of_notice(j.slot) || j.batch.and_then(|b| b.next).is_some_and(of_notice));
         !on_queue && !in_worker
+    }
+
+    /// The key a message of `notice` naming `key` ends on, and its row: while the secret rotates,
+    /// wherever the notice lives ([`Model::home`]); otherwise the message's own key (a mutant may
+    /// give each delivery a key of its own).
+    fn ends_on(
+        &self,
+        s: &State,
+        notice: u8,
+        key: u8,
+    ) -> Result<(u8, Option<super::state::Row>), VerifyError> {
+        if self.bounds.rotation {
+            self.home(s, notice)
+        } else {
+            Ok((key, s.rows[usize::from(key)]))
+        }
     }
 
     // ── invariants on states ──
@@ -65,12 +84,13 @@ impl Model {
                     format!("notice {name}: a withdraw was answered withdrawn, and {accepted} message(s) accepted ({}) after {released} operator release(s)", list(&ids)),
                 ));
             }
-            let sent_tombstone = s.withdraw_answers & WITHDRAWN != 0
-                && self.slots.iter().any(|i| {
-                    i.notice == notice
-                        && i.role == Role::Withdraw
-                        && s.rows[usize::from(i.key)].is_some_and(|r| r.state == RowState::Sent)
-                });
+            let mut sent_tombstone = false;
+            if s.withdraw_answers & WITHDRAWN != 0 {
+                for info in self.slots.iter().filter(|i| i.notice == notice && i.role == Role::Withdraw) {
+                    let (_, row) = self.ends_on(s, info.notice, info.key)?;
+                    sent_tombstone |= row.is_some_and(|r| r.state == RowState::Sent);
+                }
+            }
             if sent_tombstone && !s.paged {
                 return Ok(broken(
                     Invariant::SentAfterWithdrawPaged,
@@ -99,13 +119,12 @@ impl Model {
                 }
                 continue;
             }
-            let row = s.rows[usize::from(info.key)];
+            let (key, row) = self.ends_on(s, info.notice, info.key)?;
             let fine = match row.map(|r| r.state) {
                 Some(RowState::Sent | RowState::Rejected | RowState::Missed | RowState::Withdrawn) => true,
-                Some(RowState::Claimed) => row.map_or(Ok(false), |r| self.on_quarantine_view(info.key, r))?,
-                None => s.retired & bit(info.key) != 0,
-                // An alias (a key-rotation marker) is never the row a message's notice ends on;
-                // no world writes one yet.
+                Some(RowState::Claimed) => row.map_or(Ok(false), |r| self.on_quarantine_view(key, r))?,
+                None => s.retired & bit(key) != 0,
+                // An alias is never where a notice lives (`home` passes over it).
                 Some(RowState::Released | RowState::Alias) => false,
             };
             if !fine {
@@ -133,7 +152,7 @@ pub(super) fn backwards(before: &State, after: &State, ttl: bool, model: &Model)
                 }
                 RowState::Claimed => a.state != RowState::Claimed || a.token == b.token,
                 RowState::Released => true,
-                // A key-rotation marker never moves.
+                // A key-rotation marker never moves (and nothing but the TTL deletes it).
                 RowState::Alias => a.state == RowState::Alias,
             },
         };

@@ -78,16 +78,16 @@ impl Model {
                 }
                 // A schedule fires when the window may be open (a park's wake-up is never before
                 // it); the model's coarse clock has nothing finer.
-                Msg::Parked | Msg::HiddenLong if s.phase != Phase::Early => {
+                Msg::Parked(_) | Msg::HiddenLong if s.phase != Phase::Early => {
                     let mut n = s.clone();
                     n.queue[i] = Msg::Visible;
                     self.push(out, s, Label::Wake { slot: i as u8 }, n, None, false);
                 }
-                Msg::Parked | Msg::HiddenLong => {}
+                Msg::Parked(_) | Msg::HiddenLong => {}
                 Msg::Pending | Msg::Gone | Msg::DeadLetter => {}
             }
             let drop = match s.queue[i] {
-                Msg::Parked if self.rules.park_expires() => Some("the schedule's TTL expired"),
+                Msg::Parked(_) if self.rules.park_expires() => Some("the schedule's TTL expired"),
                 Msg::HiddenLong => Some("the queue's retention ran out while it was hidden"),
                 _ => None,
             };
@@ -102,7 +102,7 @@ impl Model {
             let info = self.slot(job.slot)?;
             let withdraw = info.role == Role::Withdraw;
             let batch = job.batch.map(|b| BatchCtx { mate: b.mate.map(Batch::body), answers: b.answers });
-            let step = self.core.step(info.variant, info.notice, withdraw, job.now, job.answers, batch)?;
+            let step = self.core.step(job.variant, info.notice, withdraw, job.now, job.answers, batch)?;
             // A crash between any two steps: the job is gone, its message (and its batch's record
             // still to run) comes back by visibility.
             let mut n = s.clone();
@@ -114,7 +114,7 @@ impl Model {
             }
             self.push(out, s, Label::Crash { worker: w as u8, before: step.name() }, n, None, false);
             match step {
-                Step::Done { outcome, queue } => {
+                Step::Done { outcome, queue, key } => {
                     // A job holding a claim ends `ledger_unavailable` only when its release failed.
                     let failed_release = outcome == "ledger_unavailable" && job.token.is_some();
                     let queue = if (outcome == "in_flight" && self.rules.acks_held_in_flight())
@@ -129,7 +129,7 @@ impl Model {
                     } else {
                         queue
                     };
-                    self.finish(out, s, w, job, outcome, queue)?
+                    self.finish(out, s, w, job, (outcome, key), queue)?
                 }
                 _ => {
                     if self.rules.acks_before_commit() && step.is_post_send_write() && !job.acked {
@@ -154,6 +154,25 @@ impl Model {
         i: usize,
         next: Option<usize>,
     ) -> Result<(), VerifyError> {
+        // A worker holds one version of the key secret: the message's own sender, or while the
+        // secret rotates either version — a fleet mid-switch, in any mix, for the whole run.
+        let variants: &[u8] = if self.bounds.rotation { &[0, 1] } else { &[self.slots[i].variant] };
+        for &variant in variants {
+            self.receive_as(out, s, w, i, next, variant)?;
+        }
+        Ok(())
+    }
+
+    /// [`Model::receive`] by a worker running sender `variant`.
+    fn receive_as(
+        &self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        i: usize,
+        next: Option<usize>,
+        variant: u8,
+    ) -> Result<(), VerifyError> {
         let mut n = s.clone();
         n.queue[i] = Msg::InFlight(w as u8);
         let batch = if usize::from(self.bounds.batch) >= MAX_BATCH {
@@ -171,6 +190,7 @@ impl Model {
         };
         let job = Job {
             slot: i as u8,
+            variant,
             now: s.phase,
             token: None,
             answers: Answers::default(),
@@ -179,8 +199,13 @@ impl Model {
             batch,
         };
         n.workers[w] = Some(job);
-        let label =
-            Label::Receive { worker: w as u8, slot: i as u8, next: next.map(|j| j as u8), now: s.phase };
+        let label = Label::Receive {
+            worker: w as u8,
+            slot: i as u8,
+            next: next.map(|j| j as u8),
+            now: s.phase,
+            variant,
+        };
         self.push(out, s, label, n, None, false);
         Ok(())
     }
@@ -199,6 +224,7 @@ impl Model {
         let batch = Batch { next: None, mate: Some(self.body_code(job.slot)?), ..batch };
         Ok(Some(Job {
             slot: next,
+            variant: job.variant,
             now: job.now,
             token: None,
             answers: Answers::default(),
@@ -230,7 +256,7 @@ impl Model {
         s: &State,
         w: usize,
         job: Job,
-        outcome: &'static str,
+        (outcome, key): (&'static str, Option<u8>),
         queue: QueueAction,
     ) -> Result<(), VerifyError> {
         let slot = usize::from(job.slot);
@@ -271,16 +297,15 @@ impl Model {
             }
             QueueAction::Retry => self.push(out, s, label("stale receipt, ignored"), n, None, false),
             QueueAction::Park if current => {
-                // One schedule per key, named by it: a second park finds it ("already parked") and
-                // acks its copy only while that schedule has not fired.
-                let key = self.slot(job.slot)?.key;
-                let scheduled = (0..self.slots.len())
-                    .any(|i| i != slot && self.slots[i].key == key && s.queue[i] == Msg::Parked);
+                // One schedule per key, named by the key the sender reported: a second park finds
+                // it ("already parked") and acks its copy only while that schedule has not fired.
+                let key = key.unwrap_or(self.slot(job.slot)?.key);
+                let scheduled = (0..self.slots.len()).any(|i| i != slot && s.queue[i] == Msg::Parked(key));
                 if scheduled {
                     n.queue[slot] = Msg::Gone;
                     self.push(out, s, label("already parked: deleted"), n, None, false);
                 } else {
-                    n.queue[slot] = Msg::Parked;
+                    n.queue[slot] = Msg::Parked(key);
                     self.push(
                         out,
                         s,
@@ -316,11 +341,13 @@ impl Model {
     /// the key.
     fn left_claim(&self, s: &State, job: Job) -> Result<Option<Violation>, VerifyError> {
         let (Some(t), true) = (job.token, job.answers.without_token()) else { return Ok(None) };
-        let key = self.slot(job.slot)?.key;
-        let row = s.rows[usize::from(key)];
-        if !row.is_some_and(|r| r.state == RowState::Claimed && r.token == Some(t)) {
+        // Tokens are unique: the key holding claim `t` is the job's (whichever version it was).
+        let Some(key) = (0..s.rows.len())
+            .find(|&k| s.rows[k].is_some_and(|r| r.state == RowState::Claimed && r.token == Some(t)))
+        else {
             return Ok(None);
-        }
+        };
+        let key = key as u8;
         Ok(broken(
             Invariant::LimitedLeavesNoClaim,
             format!(
@@ -393,6 +420,32 @@ impl Model {
                     self.push(out, s, label, n, None, false);
                 }
             }
+            Step::Place { key } => {
+                // Where the notice lives: the older version's row as it stands — any row, a
+                // released or an alias one too (the placement tells them apart), or none.
+                let row = s.rows[usize::from(key)];
+                let mut answers = Vec::new();
+                match row {
+                    Some(r) => {
+                        for &young in self.claim_ages(s, row) {
+                            answers.push(Answer::Held { state: r.state, digest: r.notice, young });
+                        }
+                    }
+                    None => answers.push(Answer::Free),
+                }
+                if faults {
+                    answers.push(Answer::Failed);
+                }
+                for answer in answers {
+                    let mut n = s.clone();
+                    let mut j = job;
+                    j.answers = j.answers.with(answer)?;
+                    n.workers[w] = Some(j);
+                    let label =
+                        Label::Call { worker: w as u8, step, answer, applied: false, attempts: [None; 2] };
+                    self.push(out, s, label, n, None, false);
+                }
+            }
             Step::Token { key } => {
                 // Decided when the job read it (itself, or its batch's read answered it), or,
                 // with no read, now.
@@ -434,34 +487,41 @@ impl Model {
                     self.push(out, s, label, n, v, false);
                 }
             }
-            Step::Claim { key } | Step::RecordMissed { key } => {
+            Step::Claim { key, alias } | Step::RecordMissed { key, alias } => {
                 let t = self.fresh_token(s)?;
                 let verdict = self.verdict(key, s.rows[usize::from(key)], Probe::Claim(t))?;
                 let row = s.rows[usize::from(key)];
                 let held = row.map(|r| Answer::Held { state: r.state, digest: r.notice, young: false });
                 let missed = matches!(step, Step::RecordMissed { .. });
+                // Written with an alias: the whole write is refused, reporting the older key's row,
+                // when that row takes no alias (the notice already lives there).
+                let alias_refused = self.alias_refused(s, alias)?;
+                // (the refusal, the row it reports, whose age the sender judges)
                 let refused = match (verdict, held) {
                     // The memory ledger's reading: a refused claim reports the row; its own token
                     // (a retried write) is its claim; anything else writes.
-                    (Verdict::Refuse, Some(h)) => Some(h),
-                    (Verdict::AlreadyOwn, Some(h)) if missed => Some(h),
+                    (Verdict::Refuse, Some(h)) => Some((h, row)),
+                    (Verdict::AlreadyOwn, Some(h)) if missed => Some((h, row)),
                     (Verdict::AlreadyOwn, Some(_)) => {
                         branches.push((Answer::Minted, None, true));
                         None
                     }
-                    _ => {
-                        let state = if missed { RowState::Missed } else { RowState::Claimed };
-                        let written = Some(Some(self.written(info.notice, key, job.now, t, state)?));
-                        let ok = if missed { Answer::Recorded } else { Answer::Minted };
-                        branches.push((ok, written, !missed));
-                        if ambiguous {
-                            branches.push((Answer::Failed, written, false));
+                    _ => match (alias_refused, alias) {
+                        (Some(h), Some(a)) => Some((h, s.rows[usize::from(a)])),
+                        _ => {
+                            let state = if missed { RowState::Missed } else { RowState::Claimed };
+                            let written = Some(Some(self.written(info.notice, key, job.now, t, state)?));
+                            let ok = if missed { Answer::Recorded } else { Answer::Minted };
+                            branches.push((ok, written, !missed));
+                            if ambiguous {
+                                branches.push((Answer::Failed, written, false));
+                            }
+                            None
                         }
-                        None
-                    }
+                    },
                 };
-                if let Some(h) = refused {
-                    for &age in self.claim_ages(s, row) {
+                if let Some((h, reported)) = refused {
+                    for &age in self.claim_ages(s, reported) {
                         let h = match h {
                             Answer::Held { state, digest, .. } => Answer::Held { state, digest, young: age },
                             other => other,
@@ -477,7 +537,7 @@ impl Model {
                     s,
                     w,
                     step,
-                    key,
+                    (key, alias),
                     branches.into_iter().map(|(a, row, owns)| (a, row, owns.then_some(t))),
                 )?;
             }
@@ -543,14 +603,23 @@ impl Model {
                     answers.push((Answer::Failed, None));
                 }
                 let branches = answers.into_iter().map(|(answer, row)| (answer, row.map(Some), None));
-                self.written_answers(out, s, w, step, key, branches)?;
+                self.written_answers(out, s, w, step, (key, None), branches)?;
             }
-            Step::Withdraw { key } => {
+            Step::Withdraw { key, alias } => {
                 let row = s.rows[usize::from(key)];
                 let verdict = self.verdict(key, row, Probe::Withdraw)?;
+                let alias_refused = self.alias_refused(s, alias)?;
                 // (answer, the row written if any)
                 let mut answers: Vec<(Answer, Option<Row>)> = Vec::new();
                 match (verdict, row) {
+                    (Verdict::Apply, _) if alias_refused.is_some() => {
+                        let older = alias.and_then(|a| s.rows[usize::from(a)]);
+                        for &young in self.claim_ages(s, older) {
+                            if let Some(Answer::Held { state, digest, .. }) = alias_refused {
+                                answers.push((Answer::Held { state, digest, young }, None));
+                            }
+                        }
+                    }
                     (Verdict::Apply, _) => {
                         let tombstone = self.tombstone(info.notice, key, job.now)?;
                         answers.push((Answer::Written, Some(tombstone)));
@@ -571,7 +640,7 @@ impl Model {
                     answers.push((Answer::Failed, None));
                 }
                 let branches = answers.into_iter().map(|(answer, row)| (answer, row.map(Some), None));
-                self.written_answers(out, s, w, step, key, branches)?;
+                self.written_answers(out, s, w, step, (key, alias), branches)?;
             }
             Step::BatchRead { keys } => self.batch_read(out, s, w, job, step, keys)?,
             Step::BatchToken { keys } => self.batch_token(out, s, w, job, step, keys)?,
@@ -750,20 +819,25 @@ impl Model {
     }
 
     /// One successor per answer to a ledger write of `key`: the answer, the row left on the key if
-    /// the write was applied, and the claim token the job holds from then on, if it got one.
+    /// the write was applied, and the claim token the job holds from then on, if it got one. A
+    /// write applied with an alias (`alias`: the older version's key) puts the alias there in the
+    /// same atomic write.
     fn written_answers(
         &self,
         out: &mut Vec<Succ>,
         s: &State,
         w: usize,
         step: Step,
-        key: u8,
+        (key, alias): (u8, Option<u8>),
         branches: impl IntoIterator<Item = (Answer, Option<Option<Row>>, Option<u8>)>,
     ) -> Result<(), VerifyError> {
         let job = s.workers[w].ok_or_else(|| VerifyError::Unexpected(format!("worker {w} has no job")))?;
         for (answer, write, owns) in branches {
             let mut n = s.clone();
             if let Some(row) = write {
+                if let (Some(a), Some(written)) = (alias, row) {
+                    n.rows[usize::from(a)] = Some(self.alias_row(a, key, written)?);
+                }
                 n.rows[usize::from(key)] = row;
             }
             let mut j = job;
@@ -777,6 +851,17 @@ impl Model {
             self.push(out, s, label, n, None, false);
         }
         Ok(())
+    }
+
+    /// How a write carrying an alias at `alias` is refused for the alias's sake: the older key's
+    /// row as the ledger reports it (`None`: no alias, or the older key takes one).
+    fn alias_refused(&self, s: &State, alias: Option<u8>) -> Result<Option<Answer>, VerifyError> {
+        let Some(a) = alias else { return Ok(None) };
+        let row = s.rows[usize::from(a)];
+        if self.verdict(a, row, Probe::Alias)? != Verdict::Refuse {
+            return Ok(None);
+        }
+        Ok(row.map(|r| Answer::Held { state: r.state, digest: r.notice, young: false }))
     }
 
     /// A claim token no row and no job holds: what `ClaimToken::random` gives in practice.

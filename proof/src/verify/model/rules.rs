@@ -33,6 +33,8 @@ pub(in crate::verify) struct Model {
     pub(super) slots: Vec<SlotInfo>,
     /// The notice each key belongs to.
     pub(super) key_notice: Vec<u8>,
+    /// Each notice's keys, oldest secret version first (one unless the world rotates the secret).
+    pub(super) notice_keys: Vec<Vec<u8>>,
     /// Groups of interchangeable messages (the duplicates of one notice, all claiming one key).
     pub(super) twins: Vec<Vec<usize>>,
     pub(super) calls: Calls,
@@ -80,7 +82,16 @@ impl Model {
             ));
         }
         let variants = if rules.key_per_delivery() { plan.len() } else { 1 };
-        let mut core = Core::new(usize::from(bounds.notices), variants, bounds.rate_gate, rules.wiring())?;
+        if bounds.rotation && rules.key_per_delivery() {
+            return bad("a rotation world runs one sender per secret version, not one per delivery".into());
+        }
+        let mut core = Core::new(
+            usize::from(bounds.notices),
+            variants,
+            bounds.rate_gate,
+            rules.wiring(),
+            bounds.rotation,
+        )?;
         let mut slots = Vec::with_capacity(plan.len());
         let mut key_notice = Vec::new();
         for (i, (notice, role)) in plan.into_iter().enumerate() {
@@ -90,6 +101,20 @@ impl Model {
                 key_notice.push(notice);
             }
             slots.push(SlotInfo { notice, role, key, variant });
+        }
+        // Each notice's keys, oldest version first: the one its messages name, then (rotating)
+        // its key under the newer version.
+        let mut notice_keys: Vec<Vec<u8>> = (0..bounds.notices)
+            .map(|n| slots.iter().filter(|s| s.notice == n).map(|s| s.key).take(1).collect())
+            .collect();
+        if bounds.rotation {
+            for (notice, keys) in (0..bounds.notices).zip(notice_keys.iter_mut()) {
+                let key = core.key_of(1, notice)?;
+                if usize::from(key) == key_notice.len() {
+                    key_notice.push(notice);
+                }
+                keys.push(key);
+            }
         }
         let mut twins = Vec::new();
         if !rules.key_per_delivery() {
@@ -102,7 +127,7 @@ impl Model {
                 }
             }
         }
-        Ok(Self { core, rules, bounds, slots, key_notice, twins, calls: Calls::default() })
+        Ok(Self { core, rules, bounds, slots, key_notice, notice_keys, twins, calls: Calls::default() })
     }
 
     pub(in crate::verify) fn initial(&self) -> State {
@@ -129,6 +154,28 @@ impl Model {
             .get(usize::from(slot))
             .copied()
             .ok_or_else(|| VerifyError::Corrupt(format!("no message {slot}")))
+    }
+
+    /// The key `notice` lives at and its row: the oldest key holding a row of it other than an
+    /// alias, else one whose decided row the TTL deleted, else its newest key — the real placement's rule ([`Placement::decide`]), read off
+    /// the whole ledger. Without rotation, its one key.
+    ///
+    /// [`Placement::decide`]: notice_ledger::deliver::Placement::decide
+    pub(super) fn home(&self, s: &State, notice: u8) -> Result<(u8, Option<Row>), VerifyError> {
+        let keys = self
+            .notice_keys
+            .get(usize::from(notice))
+            .ok_or_else(|| VerifyError::Corrupt(format!("no keys of notice {notice}")))?;
+        let lives =
+            keys.iter().find(|&&k| s.rows[usize::from(k)].is_some_and(|r| r.state != RowState::Alias));
+        // A decided row the TTL deleted: the notice lived there.
+        let retired = keys.iter().find(|&&k| s.retired & bit(k) != 0);
+        let key = lives
+            .or(retired)
+            .or(keys.last())
+            .copied()
+            .ok_or_else(|| VerifyError::Corrupt(format!("notice {notice} has no key")))?;
+        Ok((key, s.rows[usize::from(key)]))
     }
 
     pub(super) fn notice_of_key(&self, key: u8) -> Result<u8, VerifyError> {
@@ -214,6 +261,8 @@ pub(super) enum Probe {
     Commit(u8),
     Operator,
     Withdraw,
+    /// An alias beside a first write under the newer secret version.
+    Alias,
 }
 
 /// What applying one provider event did.
@@ -235,6 +284,7 @@ pub(super) struct Calls {
     written: Cache<(u8, u8, Phase, u8, RowState), Row>,
     on_view: Cache<(u8, Row), bool>,
     tombstones: Cache<(u8, u8, Phase), Row>,
+    aliases: Cache<(u8, u8, Row), Row>,
 }
 
 fn remember<K: std::hash::Hash + Eq, V: Copy>(
@@ -262,6 +312,7 @@ impl Model {
                 Probe::Commit(t) => self.rules.permits(existing.as_ref(), Write::Commit { token: &token(t) }),
                 Probe::Operator => self.rules.permits(existing.as_ref(), Write::Operator),
                 Probe::Withdraw => self.rules.permits(existing.as_ref(), Write::Withdraw),
+                Probe::Alias => self.rules.permits(existing.as_ref(), Write::Alias),
             })
         })
     }
@@ -340,6 +391,15 @@ impl Model {
     pub(super) fn tombstone(&self, notice: u8, key: u8, now: Phase) -> Result<Row, VerifyError> {
         remember(&self.calls.tombstones, (notice, key, now), || {
             self.compact(&self.core.tombstone_row(notice, key, now)?)
+        })
+    }
+
+    /// The alias at `alias` (the notice's key under the older secret version) that a first write
+    /// of `row` at `key` puts there: the real `LedgerRow::alias_at`.
+    pub(super) fn alias_row(&self, alias: u8, key: u8, row: Row) -> Result<Row, VerifyError> {
+        remember(&self.calls.aliases, (alias, key, row), || {
+            let written = self.real(&row, key)?;
+            self.compact(&LedgerRow::alias_at(self.core.key(alias)?, &written))
         })
     }
 

@@ -22,8 +22,9 @@ pub(super) enum Msg {
     Orphan,
     Gone,
     DeadLetter,
-    /// Off the queue in its key's schedule (one per key): back on the queue when it fires.
-    Parked,
+    /// Off the queue in the schedule named by this key (one per key): back on the queue when it
+    /// fires.
+    Parked(u8),
     /// Hidden on the queue for longer than the queue keeps a message (hide-too-long mutant).
     HiddenLong,
 }
@@ -43,7 +44,7 @@ pub(super) struct SlotInfo {
     pub(super) role: Role,
     /// The key this message's jobs claim.
     pub(super) key: u8,
-    /// The sender (key variant) its jobs run on.
+    /// The sender (key variant) its jobs run on (in a rotation world, each receive chooses).
     pub(super) variant: u8,
 }
 
@@ -64,6 +65,9 @@ pub(super) struct Row {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct Job {
     pub(super) slot: u8,
+    /// The sender (key variant) running it: the message's own, or in a rotation world the
+    /// version the receiving worker holds (0: the old secret alone, 1: both, the new current).
+    pub(super) variant: u8,
     pub(super) now: Phase,
     pub(super) token: Option<u8>,
     pub(super) answers: Answers,
@@ -200,15 +204,15 @@ fn msg(q: Msg) -> u64 {
         Msg::Orphan => (3, 0),
         Msg::Gone => (4, 0),
         Msg::DeadLetter => (5, 0),
-        Msg::Parked => (6, 0),
+        Msg::Parked(key) => (6, key),
         Msg::HiddenLong => (7, 0),
     };
     tag << 8 | u64::from(worker)
 }
 
-/// Answers in one word: up to three (a byte each, at 17-bit strides).
+/// Answers in one word: up to eight (a byte each).
 fn packed_answers(answers: Answers, range: std::ops::Range<usize>) -> u64 {
-    answers.codes().get(range).unwrap_or_default().iter().fold(0, |w, a| w << 17 | u64::from(*a))
+    answers.codes().get(range).unwrap_or_default().iter().fold(0, |w, a| w << 8 | u64::from(*a))
 }
 
 /// A job in two words: its fields and two answers, then three answers.
@@ -218,6 +222,7 @@ fn packed_job(j: Job) -> [u64; 2] {
         | (j.now as u64) << 19
         | opt(j.token) << 10
         | u64::from(j.acked) << 9
+        | u64::from(j.variant & 0x3f) << 3
         | u64::from(j.batch.is_some()) << 2
         | u64::from(j.read_decided.map_or(2, u8::from));
     [fields << 34 | packed_answers(j.answers, 0..2), packed_answers(j.answers, 2..MAX_CALLS)]
@@ -274,6 +279,8 @@ pub(in crate::verify) enum Label {
         /// The batch's second record (a batch of two; it runs after `slot`).
         next: Option<u8>,
         now: Phase,
+        /// The sender (key variant) the receiving worker runs.
+        variant: u8,
     },
     Expire {
         slot: u8,

@@ -13,13 +13,14 @@ impl Model {
         for group in &self.twins {
             let signature = |i: usize| {
                 let kind = match s.queue[i] {
-                    Msg::Pending => 0,
+                    Msg::Pending => 0usize,
                     Msg::Visible => 1,
                     Msg::InFlight(_) => 2,
                     Msg::Orphan => 3,
                     Msg::Gone => 4,
                     Msg::DeadLetter => 5,
-                    Msg::Parked => 6,
+                    // Parked under its schedule's key: two schedules are not interchangeable.
+                    Msg::Parked(key) => 8 + usize::from(key),
                     Msg::HiddenLong => 7,
                 };
                 // The jobs holding it: running it, or holding it as their batch's next record.

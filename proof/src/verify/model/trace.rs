@@ -36,6 +36,15 @@ impl Model {
         }
     }
 
+    /// The secret versions a worker running sender `variant` holds, while the world rotates them.
+    fn holds(&self, variant: u8) -> &'static str {
+        match (self.bounds.rotation, variant) {
+            (false, _) => "",
+            (true, 0) => " (holding v1 only)",
+            (true, _) => " (holding v1 and v2, v2 current)",
+        }
+    }
+
     pub(super) fn key_name(&self, key: u8) -> String {
         let prefix = self.core.key(key).map(|k| k.prefix().to_owned()).unwrap_or_default();
         format!("key {}…", &prefix[..prefix.len().min(8)])
@@ -56,13 +65,14 @@ impl Model {
         let what = match label {
             Label::Tick(p) => format!("clock: now {}", p.name()),
             Label::Enqueue { slot } => format!("enqueue {}", m(slot)),
-            Label::Receive { worker, slot, next: None, now } => {
-                format!("{} receives {} ({})", w(worker), m(slot), now.name())
+            Label::Receive { worker, slot, next: None, now, variant } => {
+                format!("{}{} receives {} ({})", w(worker), self.holds(*variant), m(slot), now.name())
             }
-            Label::Receive { worker, slot, next: Some(next), now } => {
+            Label::Receive { worker, slot, next: Some(next), now, variant } => {
                 format!(
-                    "{} receives {} and {} in one batch, to run in that order ({})",
+                    "{}{} receives {} and {} in one batch, to run in that order ({})",
                     w(worker),
+                    self.holds(*variant),
                     m(slot),
                     m(next),
                     now.name()
@@ -74,15 +84,21 @@ impl Model {
             Label::Crash { worker, before } => format!("{} crashes before {before}", w(worker)),
             Label::Call { worker, step, answer, applied, attempts } => {
                 let key = match step {
+                    Step::Claim { key, alias: Some(a) }
+                    | Step::RecordMissed { key, alias: Some(a) }
+                    | Step::Withdraw { key, alias: Some(a) } => {
+                        format!("{} (alias at {})", self.key_name(*key), self.key_name(*a))
+                    }
                     Step::Read { key }
+                    | Step::Place { key }
                     | Step::Token { key }
-                    | Step::Claim { key }
-                    | Step::RecordMissed { key }
+                    | Step::Claim { key, .. }
+                    | Step::RecordMissed { key, .. }
                     | Step::Send { key }
                     | Step::CommitSent { key, .. }
                     | Step::CommitRejected { key }
                     | Step::Release { key }
-                    | Step::Withdraw { key } => self.key_name(*key),
+                    | Step::Withdraw { key, .. } => self.key_name(*key),
                     Step::BatchRead { .. } | Step::BatchToken { .. } | Step::Done { .. } => String::new(),
                 };
                 let provider: Vec<String> = attempts

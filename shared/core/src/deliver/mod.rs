@@ -367,6 +367,8 @@ impl NoticeSender {
                 Outcome::WithdrawTooLate { state: held.state, at: held.updated_at }
             }
             // The ledger refused a write its own rule permits: a ledger fault, retried.
+            // Only the alias can refuse a withdraw over a released row (see `placed_stale`).
+            WithdrawAnswer::Withdraw if held.state == RowState::Released => self.placed_stale(now, true),
             WithdrawAnswer::Withdraw => {
                 Metrics::incr(&m.ledger_errors);
                 error!(state = %held.state, "ledger refused a withdraw its row permits");
@@ -645,6 +647,9 @@ impl NoticeSender {
     /// — or the row is an alias: the notice lives under a newer secret version's key that this
     /// sender does not hold yet, so it cannot tell what happened there (back after its refresh).
     fn held(&self, row: &LedgerRow, now: DateTime<Utc>, m: &Metrics) -> Outcome {
+        if row.state == RowState::Released {
+            return self.placed_stale(now, false);
+        }
         if row.state == RowState::Alias {
             let until = now + ALIAS_WAIT;
             info!(until = %until, "the notice lives under a newer secret version's key this sender does not hold yet: back after its key refresh");
@@ -657,6 +662,17 @@ impl NoticeSender {
         }
         info!(state = %row.state, "duplicate suppressed");
         Outcome::Suppressed { state: row.state }
+    }
+
+    /// A first write under the current key refused for its alias by a *released* row at an older
+    /// version's key (nothing else refuses a claim, a missed record or a withdraw with a released
+    /// row): since this delivery placed the notice, a sender on the older version claimed the
+    /// older key and released it. The notice lives there now and may still be sent — back at
+    /// once to place it again, never acked as if decided.
+    fn placed_stale(&self, now: DateTime<Utc>, withdraw: bool) -> Outcome {
+        let until = now + REPLACE_WAIT;
+        info!(until = %until, "the notice moved to an older secret version's key since it was placed: placed again");
+        Outcome::InFlight { until, withdraw }
     }
 
     /// When the sender of an open claim younger than `claim_lifetime` is surely gone (a claim
@@ -714,6 +730,10 @@ impl NoticeSender {
         Some(self.budget.send_timeout.min(left / 2))
     }
 }
+
+/// How long a delivery whose placement went stale waits before it places the notice again: a
+/// moment — the older key's row is there to read.
+pub const REPLACE_WAIT: chrono::Duration = chrono::Duration::seconds(1);
 
 /// How long a delivery that met an alias it cannot follow waits: at least the key ring's refresh
 /// interval, after which this environment holds the version the alias was written under.

@@ -116,9 +116,14 @@ pub fn withdraw_answer(existing: Option<&LedgerRow>) -> WithdrawAnswer {
 
 /// Whether a row in `state` may carry a TTL expiry (DynamoDB's `expires_at`). An open claim never
 /// expires: deleting a claim nobody resolved would reopen the key under a message that may have
-/// gone out, and take the claim off the quarantine view.
+/// gone out, and take the claim off the quarantine view. Nor does an alias: it is written with
+/// its notice's first row under the newer secret version, and that row may stay an open claim
+/// for longer than any retention period — an alias expiring before it would let a sender still on
+/// the older version claim the older key and send the notice a second time, unseen as a
+/// duplicate (the model check's `alias-expires` mutant). Aliases are small and written only while
+/// a rotation is in progress.
 pub fn expires(state: RowState) -> bool {
-    state != RowState::Claimed
+    !matches!(state, RowState::Claimed | RowState::Alias)
 }
 
 #[cfg(test)]
@@ -177,6 +182,7 @@ mod tests {
         assert_eq!(permits(None, Write::Backfill), Apply);
         assert_eq!(permits(Some(&row(Released, "x")), Write::Backfill), Refuse, "backfill never overwrites");
         assert!(!expires(Claimed), "an open claim never expires");
+        assert!(!expires(Alias), "an alias lives as long as its notice's open claim may");
         assert!([Sent, Rejected, Missed, Released, Withdrawn].into_iter().all(expires));
         // A tombstone is decided: nothing claims, commits, resolves or backfills over it.
         let tomb = row(Withdrawn, "");
