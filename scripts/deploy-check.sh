@@ -146,6 +146,8 @@ while read -r logical_id code_uri binary <&3; do
     refuse=()
     case $binary in
         notice-sender) refuse=(--refuse-without NOTICE_KEY_SECRET_ARN --refusal-mentions NOTICE_KEY_SECRET) ;;
+        # The intake: no kind, no start (it would enqueue jobs under a kind nobody chose).
+        notice-intake) refuse=(--refuse-without NOTICE_INTAKE_KIND) ;;
         *) refuse=(--refuse-without NOTICE_TABLE) ;;
     esac
     qemu_arg=()

@@ -13,7 +13,8 @@ gives the function (Globals + the function's own variables, intrinsic functions 
 values CloudFormation would produce for a stack named `notice-ledger` in us-east-1) plus the
 variables the Lambda service sets (AWS_LAMBDA_RUNTIME_API, AWS_LAMBDA_FUNCTION_NAME, credentials,
 …). AWS_LAMBDA_RUNTIME_API points at a Runtime API stub served here; AWS_ENDPOINT_URL points at the
-same stub, which answers Secrets Manager GetSecretValue for the secret the template names, SES
+same stub, which answers Secrets Manager GetSecretValue for the secrets the template names
+(every `*_SECRET_ARN` variable of the function: the key secret, the intake's webhook secret), SES
 v2 GetAccount (the sender's account rate), DynamoDB GetItem/PutItem of the ledger's key check (none
 yet: the first start records it), SSM GetParameter for the notice configuration's pointer
 and S3 GetObject for the configuration it points at (examples/notices-de, packed as
@@ -286,9 +287,10 @@ def published_bundle(directory):
 
 
 class Stub:
-    def __init__(self, secret_arn, config=None):
-        """`config`: (SSM parameter name, bucket, published bytes, their hex digest) or None."""
-        self.secret_arn = secret_arn
+    def __init__(self, secret_arns, config=None):
+        """`secret_arns`: the secrets GetSecretValue answers (each with the same random value).
+        `config`: (SSM parameter name, bucket, published bytes, their hex digest) or None."""
+        self.secret_arns = set(secret_arns)
         self.config = config
         self.secret_value = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(64))
         self.events = queue.Queue()
@@ -352,7 +354,7 @@ class Stub:
                     request = json.loads(data or b"{}")
                     asked = request.get("SecretId")
                     stub.events.put(("aws", f"secretsmanager.GetSecretValue({asked})"))
-                    if stub.secret_arn and asked == stub.secret_arn:
+                    if asked in stub.secret_arns:
                         out = {"ARN": asked, "Name": asked.split(":")[-1], "SecretString": stub.secret_value,
                                "VersionId": "00000000-0000-0000-0000-000000000001",
                                "VersionStages": ["AWSCURRENT"], "CreatedDate": 1767225600.0}
@@ -427,8 +429,13 @@ def bad_log_lines(lines):
     return bad
 
 
-def run_once(cmd, env, secret_arn, timeout, config=None):
-    stub = Stub(secret_arn, config)
+def secret_arns(fn_env):
+    """The secrets a function reads at start: the values of its `*_SECRET_ARN` variables."""
+    return [v for k, v in sorted(fn_env.items()) if k.endswith("_SECRET_ARN") and v]
+
+
+def run_once(cmd, env, secret_arns, timeout, config=None):
+    stub = Stub(secret_arns, config)
     env = dict(env)
     env["AWS_LAMBDA_RUNTIME_API"] = stub.address
     # Not part of Lambda's environment: keeps every AWS call of the start on the stub.
@@ -510,7 +517,7 @@ def start(args):
         data, digest = published_bundle(os.path.join(os.path.dirname(os.path.abspath(args.template)),
                                                      "examples", "notices-de"))
         config = (fn_env["NOTICE_CONFIG"][len("ssm:"):], params.get("NoticeConfigBucket", ""), data, digest)
-    r = run_once(cmd, env, fn_env.get("NOTICE_KEY_SECRET_ARN"), args.timeout, config)
+    r = run_once(cmd, env, secret_arns(fn_env), args.timeout, config)
     problems = []
     if not r["polled"]:
         if r["exit"] is not None:
@@ -543,7 +550,7 @@ def start(args):
             print(f"    FAILED: --refuse-without {var}: the template does not give {name} that variable")
             return 1
         without = {k: v for k, v in env.items() if k != var}
-        r = run_once(cmd, without, fn_env.get("NOTICE_KEY_SECRET_ARN"), args.timeout, config)
+        r = run_once(cmd, without, secret_arns(fn_env), args.timeout, config)
         text = "\n".join(r["lines"])
         if r["polled"] or r["exit"] in (None, 0) or mention not in text:
             print(f"    FAILED: without {var}, {name} "

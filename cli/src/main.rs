@@ -86,6 +86,8 @@ enum Command {
     Smoke(commands::smoke::SmokeArgs),
     /// Verify a manage link (`link verify URL`): exit 0 valid, 1 does not verify under this secret, 2 malformed.
     Link(commands::link::LinkArgs),
+    /// Re-publish the outcome events of the ledger rows written in a time range (`outcomes republish --since … --until … --bus …`; --dry-run counts by outcome).
+    Outcomes(commands::outcomes::OutcomesArgs),
 }
 
 fn init_tracing(verbose: bool) {
@@ -118,6 +120,7 @@ async fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Smoke(args) => commands::smoke::run(cli.state_dir, args).await,
         Command::Link(args) => commands::link::run(cli.state_dir, args).await,
+        Command::Outcomes(args) => commands::outcomes::run(cli.state_dir, args).await,
     };
     match result {
         Ok(code) => code,

@@ -44,7 +44,7 @@ fn stdout(o: &Output) -> String {
 async fn seeded() -> (Moto, DynamoLedger, tempfile::TempDir) {
     let moto = start_moto().await;
     moto.create_ledger_table(TABLE).await;
-    let ledger = DynamoLedger::new(moto.dynamodb().await, TABLE);
+    let ledger = DynamoLedger::new(notice_setup::aws::dynamodb_client(&moto.sdk_config().await), TABLE);
     let secret = NoticeSecret::new(SECRET).unwrap();
     // Jobs 0..6 were sent, 6 is an open claim, 7 was released: 8..10 are new.
     for i in 0..8 {
@@ -343,7 +343,7 @@ async fn replay_of_a_mostly_delivered_backlog_stops_unless_forced() {
     let moto = start_moto().await;
     moto.create_ledger_table(TABLE).await;
     let queue = moto.create_queue("reminders").await;
-    let ledger = DynamoLedger::new(moto.dynamodb().await, TABLE);
+    let ledger = DynamoLedger::new(notice_setup::aws::dynamodb_client(&moto.sdk_config().await), TABLE);
     let secret = NoticeSecret::new(SECRET).unwrap();
     for i in 0..40 {
         let parsed = Job::parse(&job(i)).unwrap();

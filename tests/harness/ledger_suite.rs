@@ -14,7 +14,8 @@
 //! the core's one definition of the transition rules), `withdraws` (tombstones: what they hold
 //! off, evidence over them, racing a claim), `buckets` (the per-domain rate buckets each store
 //! keeps beside its rows: compare-and-set, burst and refill, racing senders), `rotation` (alias
-//! rows while two key secret versions are active) and `evidence` (the
+//! rows while two key secret versions are active), `updated_rows` (the operator's read of the
+//! rows written in a time range, page by page) and `evidence` (the
 //! charge time, jurisdiction and rendered-notice evidence a row keeps for an audit). The key
 //! check each store keeps beside its rows is one case here,
 //! [`the_first_key_check_recorded_is_the_one_every_opening_reads`].
@@ -25,6 +26,7 @@ mod evidence;
 mod resolution;
 mod rotation;
 mod rules;
+mod updated_rows;
 mod withdraws;
 
 pub use buckets::{
@@ -49,6 +51,7 @@ pub use rotation::{
     aliases_keep_a_notice_claimable_under_one_key, claims_under_two_versions_racing_mint_once,
 };
 pub use rules::every_write_obeys_the_transition_rules;
+pub use updated_rows::rows_are_read_by_the_time_of_their_last_write;
 pub use withdraws::{
     a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other,
     a_tombstone_holds_off_every_claim_and_only_a_send_event_moves_it,
@@ -92,6 +95,7 @@ macro_rules! ledger_suite_tests {
             a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other,
             aliases_keep_a_notice_claimable_under_one_key,
             claims_under_two_versions_racing_mint_once,
+            rows_are_read_by_the_time_of_their_last_write,
         );
         $crate::ledger_suite_tests!(@bucket_cases $fixture;
             bucket_writes_apply_only_under_their_condition,

@@ -16,10 +16,12 @@
 //! - [`postgres`]: a throwaway PostgreSQL cluster.
 //! - [`ledger_suite`]: the behaviour every ledger adapter shares.
 //! - [`sender_app`]: the sender Lambda over moto.
+//! - [`outcome_bus`]: an EventBridge bus whose outcome events a test reads back from a queue.
 
 mod http;
 pub mod ledger_suite;
 mod moto;
+pub mod outcome_bus;
 pub mod postgres;
 pub mod sender_app;
 pub mod ses_events;

@@ -198,7 +198,7 @@ pub fn ids(event: &SqsEvent) -> Vec<String> {
 }
 
 pub async fn ledger(env: &Env) -> DynamoLedger {
-    DynamoLedger::new(env.moto.dynamodb().await, TABLE)
+    DynamoLedger::new(notice_setup::aws::dynamodb_client(&env.moto.sdk_config().await), TABLE)
 }
 
 pub async fn state(env: &Env, key: &NoticeKey) -> Option<RowState> {

@@ -329,7 +329,7 @@ async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_a
     ])
     .await;
     let cfg = f.moto.sdk_config().await.to_builder().endpoint_url(stub.endpoint()).build();
-    let via_stub = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&cfg), TABLE);
+    let via_stub = DynamoLedger::new(notice_setup::aws::dynamodb_client(&cfg), TABLE);
     let rows = via_stub.get_many(std::slice::from_ref(&k)).await.expect("get_many");
     assert_eq!(rows.len(), 1, "the unprocessed key was asked for again");
     assert_eq!((rows[0].key.clone(), rows[0].state), (k.clone(), RowState::Claimed));
@@ -337,7 +337,7 @@ async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_a
 
     let stuck = notice_e2e::start_ses_stub(vec![notice_e2e::StubReply::Json(unprocessed.clone())]).await;
     let cfg = f.moto.sdk_config().await.to_builder().endpoint_url(stuck.endpoint()).build();
-    let via_stuck = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&cfg), TABLE);
+    let via_stuck = DynamoLedger::new(notice_setup::aws::dynamodb_client(&cfg), TABLE);
     let err = via_stuck.get_many(std::slice::from_ref(&k)).await.expect_err("never answered");
     assert!(err.to_string().contains("unprocessed"), "{err}");
 
@@ -349,7 +349,7 @@ async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_a
     .await;
     let cfg = f.moto.sdk_config().await.to_builder().endpoint_url(lean.endpoint()).build();
     let client = notice_setup::aws::dynamodb_client(&cfg);
-    assert!(client.hot.is_some(), "the sender's client has the lean path");
+    assert!(client.lean().endpoint().is_some(), "the sender's client has the lean path");
     let via_lean = DynamoLedger::new(client, TABLE);
     let rows = via_lean.get_many(std::slice::from_ref(&k)).await.expect("get_many (lean)");
     assert_eq!((rows.len(), rows[0].state), (1, RowState::Claimed));
@@ -360,13 +360,13 @@ async fn a_batch_read_asks_again_for_unprocessed_keys_and_never_takes_them_for_a
     assert_eq!(rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), vec![k.clone()]);
 }
 
-/// The evidence attributes (charge time in epoch ms, jurisdiction) reach the item through both
-/// write paths — the lean client the sender uses and the SDK client — on claims and missed rows,
-/// and a commit (an `UpdateItem` that rewrites only what it sets) keeps them.
+/// The evidence attributes (charge time in epoch ms, jurisdiction) reach the item through the one
+/// write path (the lean client), from two clients alike, on claims and missed rows, and a commit
+/// (an `UpdateItem` that rewrites only what it sets) keeps them.
 #[tokio::test]
 async fn evidence_attributes_are_written_by_the_lean_client_and_the_sdk_alike() {
     let f = fixture().await;
-    let sdk_only = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&f.moto.sdk_config().await), TABLE);
+    let second = DynamoLedger::new(notice_setup::aws::dynamodb_client(&f.moto.sdk_config().await), TABLE);
     let charge = t(360_000);
     let expected = |item: &HashMap<String, AttributeValue>, what: &str| {
         assert_eq!(
@@ -376,7 +376,7 @@ async fn evidence_attributes_are_written_by_the_lean_client_and_the_sdk_alike() 
         );
         assert_eq!(item.get("jurisdiction"), Some(&AttributeValue::S("US-CA".into())), "{what}");
     };
-    for (ledger, path) in [(&*f.ledger, "lean client"), (&sdk_only, "SDK")] {
+    for (ledger, path) in [(&*f.ledger, "lean client"), (&second, "a second client")] {
         let evidence = |k: &NoticeKey| ClaimRequest {
             charge_at: Some(charge),
             jurisdiction: Some("US-CA".into()),
@@ -403,12 +403,12 @@ async fn evidence_attributes_are_written_by_the_lean_client_and_the_sdk_alike() 
 }
 
 /// What rendered the message (configuration version, template, digest of the rendering) reaches
-/// the item through both write paths, on claims and missed rows, and stays through a commit; an
+/// the item through the one write path from two clients, on claims and missed rows, and stays through a commit; an
 /// item holding only part of it — someone removed an attribute by hand — reads as corrupt.
 #[tokio::test]
 async fn rendered_notice_attributes_are_written_by_both_paths_and_partial_ones_are_corrupt() {
     let f = fixture().await;
-    let sdk_only = DynamoLedger::new(aws_sdk_dynamodb::Client::new(&f.moto.sdk_config().await), TABLE);
+    let second = DynamoLedger::new(notice_setup::aws::dynamodb_client(&f.moto.sdk_config().await), TABLE);
     let rendered = RenderedNotice {
         config_version: "builtin:0a1b2c".into(),
         template: "annual_renewal/default".into(),
@@ -422,7 +422,7 @@ async fn rendered_notice_attributes_are_written_by_both_paths_and_partial_ones_a
         let stored = (text("config_version"), text("template"), text("rendered_digest"));
         assert_eq!(stored, (rendered.config_version.clone(), rendered.template.clone(), "5e".repeat(32)));
     };
-    for (ledger, path) in [(&*f.ledger, "lean client"), (&sdk_only, "SDK")] {
+    for (ledger, path) in [(&*f.ledger, "lean client"), (&second, "a second client")] {
         let claimed = key();
         let req = request(&claimed, t(0)).with_rendered(rendered.clone());
         let ClaimOutcome::Minted(claim) = ledger.claim(&req).await.expect("claim") else {

@@ -226,7 +226,8 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
     }
     assert_eq!(bucket_tat(&moto, "slow.example").await, drained, "duplicates took no token");
     let key = Job::parse(&late).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
-    let row = DynamoLedger::new(moto.dynamodb().await, TABLE).get(&key).await.unwrap();
+    let row =
+        DynamoLedger::new(aws::dynamodb_client(&moto.sdk_config().await), TABLE).get(&key).await.unwrap();
     assert!(row.is_none(), "the limited job claimed nothing: {row:?}");
     assert_eq!(mailer.sent.lock().unwrap().len(), BURST);
     let m = s.metrics().drain();

@@ -4,6 +4,12 @@
 //! with raw message delivery) — the default wiring in `template.yaml` — or a single EventBridge
 //! event (`source: aws.ses`). Every tagged event is applied to the ledger with
 //! [`notice_ledger::ledger::EvidenceLedger::apply_evidence`]; a malformed body fails only its own record.
+//!
+//! Outcomes: a `Bounce` or `Complaint` applied to a notice's row is published as a `bounced` or
+//! `complained` event ([`OutcomeSink`], `NOTICE_OUTCOME_BUS`), built from the evidence and the
+//! row it was applied to, the batch's events in one bounded publish after every record is
+//! applied — as the sender does: a failure is counted (`OutcomePublishFailed`) and logged with the
+//! notice key, and never fails a record (the ledger has the status; republish from it).
 
 use std::sync::{Arc, LazyLock};
 
@@ -11,8 +17,9 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use chrono::Utc;
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
-use notice_ledger::ledger::{EvidenceEffect, EvidenceLedger};
+use notice_ledger::ledger::{DeliveryStatus, EvidenceEffect, EvidenceLedger, ProviderEvidence, RowReader};
 use notice_ledger::metrics::emf_document;
+use notice_ledger::outcomes::{publish_bounded, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET};
 use notice_ledger::ConfigError;
 use notice_ses::events::{self, SesNotification};
 use notice_setup::aws;
@@ -35,6 +42,9 @@ pub struct Tally {
     pub validation: u64,
     pub malformed: u64,
     pub ledger_errors: u64,
+    /// Outcome events (`bounced`, `complained`) put on the bus, and those that could not be.
+    pub outcomes_published: u64,
+    pub outcome_publish_failed: u64,
 }
 
 /// The EMF `Function` dimension: the deployed function's own name (`AWS_LAMBDA_FUNCTION_NAME`), so
@@ -50,16 +60,38 @@ pub struct ReconcilerApp {
 
 impl ReconcilerApp {
     pub async fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self::from_env_with_outcomes().await?.0)
+    }
+
+    /// [`ReconcilerApp::from_env`], with the outcome events' sink when `NOTICE_OUTCOME_BUS`
+    /// names a bus (the start-up log says which).
+    pub async fn from_env_with_outcomes() -> Result<(Self, Option<OutcomeSink>), ConfigError> {
         LazyLock::force(&FUNCTION_NAME);
         let sdk = aws::load_sdk_config().await;
-        Ok(Self { ledger: ledger_from_env(&sdk).await?, concurrency: 10 })
+        let ledger = ledger_from_env(&sdk).await?;
+        let publisher = notice_setup::assemble::outcome_publisher(
+            &sdk,
+            notice_setup::settings::OutcomeSettings::from_env().as_ref(),
+        )?;
+        let sink = publisher.map(|publisher| OutcomeSink { publisher, rows: ledger.clone() });
+        Ok((Self { ledger, concurrency: 10 }, sink))
     }
+}
+
+/// Where the reconciler's outcome events go, and the rows it builds them from (a bounce names
+/// only the key; the event carries the notice's identity from its row).
+#[derive(Clone)]
+pub struct OutcomeSink {
+    pub publisher: Arc<dyn OutcomePublisher>,
+    pub rows: Arc<dyn RowReader>,
 }
 
 /// What happened to one notification.
 #[derive(Debug)]
 enum Handled {
-    Effect(EvidenceEffect),
+    /// Applied; with the evidence when it is a bounce or complaint on the notice's own message
+    /// (an outcome to publish).
+    Effect(EvidenceEffect, Option<ProviderEvidence>),
     Untagged,
     Validation,
     Malformed(String),
@@ -69,10 +101,19 @@ enum Handled {
 /// Entry point for both shapes. SQS → `SqsBatchResponse`; EventBridge → a small JSON summary, or an
 /// error so Lambda's async retry (and the function's failure destination) keeps the event.
 pub async fn handle(app: &ReconcilerApp, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
+    handle_with_outcomes(app, None, event).await
+}
+
+/// [`handle`], publishing `bounced` and `complained` outcome events through `outcomes`.
+pub async fn handle_with_outcomes(
+    app: &ReconcilerApp,
+    outcomes: Option<&OutcomeSink>,
+    event: LambdaEvent<Value>,
+) -> Result<Value, lambda_runtime::Error> {
     let payload = event.payload;
     if payload.get("Records").is_some() {
         let sqs: SqsEvent = serde_json::from_value(payload)?;
-        let (response, tally) = handle_sqs(app, sqs).await;
+        let (response, tally) = handle_sqs_with_outcomes(app, outcomes, sqs).await;
         publish(&tally);
         return Ok(serde_json::to_value(response)?);
     }
@@ -82,6 +123,7 @@ pub async fn handle(app: &ReconcilerApp, event: LambdaEvent<Value>) -> Result<Va
         Err(e) => Handled::Malformed(e.to_string()),
     };
     count(&mut tally, &handled);
+    publish_outcomes(outcomes, std::slice::from_ref(&handled), &mut tally).await;
     publish(&tally);
     match handled {
         Handled::Malformed(e) | Handled::LedgerError(e) => Err(e.into()),
@@ -91,6 +133,16 @@ pub async fn handle(app: &ReconcilerApp, event: LambdaEvent<Value>) -> Result<Va
 
 /// Processes an SQS batch; failed records are retried and then dead-lettered by the queue.
 pub async fn handle_sqs(app: &ReconcilerApp, event: SqsEvent) -> (SqsBatchResponse, Tally) {
+    handle_sqs_with_outcomes(app, None, event).await
+}
+
+/// [`handle_sqs`], then the batch's `bounced` and `complained` events in one bounded publish
+/// through `outcomes` (after every record is applied; the answer does not depend on it).
+pub async fn handle_sqs_with_outcomes(
+    app: &ReconcilerApp,
+    outcomes: Option<&OutcomeSink>,
+    event: SqsEvent,
+) -> (SqsBatchResponse, Tally) {
     let results: Vec<(String, Handled)> = futures::stream::iter(event.records)
         .map(|record| {
             let message_id = record.message_id.clone().unwrap_or_default();
@@ -109,15 +161,50 @@ pub async fn handle_sqs(app: &ReconcilerApp, event: SqsEvent) -> (SqsBatchRespon
         .await;
     let mut tally = Tally::default();
     let mut response = SqsBatchResponse::default();
-    for (message_id, handled) in results {
-        count(&mut tally, &handled);
+    for (message_id, handled) in &results {
+        count(&mut tally, handled);
         if matches!(handled, Handled::Malformed(_) | Handled::LedgerError(_)) {
             let mut failure = BatchItemFailure::default();
-            failure.item_identifier = message_id;
+            failure.item_identifier = message_id.clone();
             response.batch_item_failures.push(failure);
         }
     }
+    let handled: Vec<Handled> = results.into_iter().map(|(_, h)| h).collect();
+    publish_outcomes(outcomes, &handled, &mut tally).await;
     (response, tally)
+}
+
+/// The outcome events of what was applied: each bounce or complaint with the row it was applied
+/// to (read back; a row without an identity — learned from provider events — has no event),
+/// published in one bounded call. Failures are counted and logged with the key, never returned.
+async fn publish_outcomes(outcomes: Option<&OutcomeSink>, handled: &[Handled], tally: &mut Tally) {
+    let Some(sink) = outcomes else { return };
+    let mut events = Vec::new();
+    for h in handled {
+        let Handled::Effect(_, Some(evidence)) = h else { continue };
+        match sink.rows.get(&evidence.key).await {
+            Ok(Some(row)) => match OutcomeEvent::for_evidence(&row, evidence) {
+                Some(event) => events.push(event),
+                None => {
+                    info!(notice_key = %evidence.key.as_str(), "no outcome event: the row has no identity (learned from provider events)")
+                }
+            },
+            Ok(None) => warn!(notice_key = %evidence.key.as_str(), "no outcome event: the row is gone"),
+            Err(e) => {
+                tally.outcome_publish_failed += 1;
+                error!(notice_key = %evidence.key.as_str(), error = %e, "outcome event not built: the row could not be read; republish with `noticectl outcomes republish`");
+            }
+        }
+    }
+    if events.is_empty() {
+        return;
+    }
+    let report = publish_bounded(sink.publisher.as_ref(), events, PUBLISH_BUDGET).await;
+    tally.outcomes_published += report.published as u64;
+    for (event, e) in &report.failed {
+        tally.outcome_publish_failed += 1;
+        error!(notice_key = %event.notice_key, outcome = event.outcome.as_str(), error = %e, "outcome event not published: the ledger has it; republish with `noticectl outcomes republish`");
+    }
 }
 
 async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
@@ -135,6 +222,10 @@ async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
     tracing::Span::current().record("notice_key", evidence.key.as_str());
     match app.ledger.apply_evidence(&evidence).await {
         Ok(effect) => {
+            // A bounce or complaint on the notice's own message is an outcome; on a duplicate's
+            // (a second message id) or a withdrawn row's, it is not the notice's.
+            let outcome = matches!(effect, EvidenceEffect::Updated | EvidenceEffect::Resolved)
+                && matches!(evidence.status, DeliveryStatus::Bounced | DeliveryStatus::Complained);
             match &effect {
                 EvidenceEffect::DuplicateSend { first, second } => error!(
                     first_message_id = %first,
@@ -159,7 +250,7 @@ async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
                     "event for a withdrawn notice without its Send: the row stays withdrawn until a Send proves it went out"
                 ),
             }
-            Handled::Effect(effect)
+            Handled::Effect(effect, outcome.then_some(evidence))
         }
         Err(e) => {
             error!(error = %e, "could not apply provider evidence");
@@ -170,12 +261,12 @@ async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
 
 fn count(tally: &mut Tally, handled: &Handled) {
     match handled {
-        Handled::Effect(EvidenceEffect::Resolved) => tally.resolved += 1,
-        Handled::Effect(EvidenceEffect::Learned) => tally.learned += 1,
-        Handled::Effect(EvidenceEffect::Updated) => tally.updated += 1,
-        Handled::Effect(EvidenceEffect::DuplicateSend { .. }) => tally.duplicates += 1,
-        Handled::Effect(EvidenceEffect::SentAfterWithdraw) => tally.sent_after_withdraw += 1,
-        Handled::Effect(EvidenceEffect::KeptWithdrawn) => tally.kept_withdrawn += 1,
+        Handled::Effect(EvidenceEffect::Resolved, _) => tally.resolved += 1,
+        Handled::Effect(EvidenceEffect::Learned, _) => tally.learned += 1,
+        Handled::Effect(EvidenceEffect::Updated, _) => tally.updated += 1,
+        Handled::Effect(EvidenceEffect::DuplicateSend { .. }, _) => tally.duplicates += 1,
+        Handled::Effect(EvidenceEffect::SentAfterWithdraw, _) => tally.sent_after_withdraw += 1,
+        Handled::Effect(EvidenceEffect::KeptWithdrawn, _) => tally.kept_withdrawn += 1,
         Handled::Untagged => tally.untagged += 1,
         Handled::Validation => tally.validation += 1,
         Handled::Malformed(e) => {
@@ -197,6 +288,8 @@ fn publish(t: &Tally) {
         ("UntaggedEvents", t.untagged),
         ("MalformedEvents", t.malformed),
         ("LedgerErrors", t.ledger_errors),
+        ("OutcomesPublished", t.outcomes_published),
+        ("OutcomePublishFailed", t.outcome_publish_failed),
     ];
     let doc = emf_document(
         &FUNCTION_NAME,

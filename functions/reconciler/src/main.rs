@@ -9,10 +9,13 @@ use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let app = notice_reconciler::ReconcilerApp::from_env().await.map_err(|e| {
+    let (app, outcomes) = notice_reconciler::ReconcilerApp::from_env_with_outcomes().await.map_err(|e| {
         tracing::error!(error = %e, "notice-reconciler cannot start");
         e
     })?;
-    let app = &app;
-    run(service_fn(move |event: LambdaEvent<serde_json::Value>| notice_reconciler::handle(app, event))).await
+    let (app, outcomes) = (&app, outcomes.as_ref());
+    run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+        notice_reconciler::handle_with_outcomes(app, outcomes, event)
+    }))
+    .await
 }

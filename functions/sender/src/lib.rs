@@ -8,6 +8,13 @@
 //! redrive policy) — then an `SqsBatchResponse`. Nothing here decides, and nothing here carries
 //! a decision out beyond the SQS calls themselves.
 //!
+//! Outcomes: each record that reached an outcome the business hears about (the core's
+//! [`notice_ledger::outcomes::published_as`]) becomes an event; after every record is committed
+//! and carried out, and before the batch's answer is returned, the batch's events go to the bus in
+//! one `PutEvents` call (`NOTICE_OUTCOME_BUS`; [`publish_outcomes`]). A failure there is counted
+//! (`OutcomePublishFailed`) and logged with the notice key, never more: no record's answer waits
+//! on it or changes with it.
+//!
 //! Metrics: one EMF document per invocation, plus one per replay batch seen in it (the notices that
 //! carried a `replay_batch` attribute, with that value as a property) — see [`emf_documents`].
 
@@ -21,8 +28,11 @@ use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
+use notice_ledger::job::Message;
 use notice_ledger::keycheck::{check_ring, KeyCheck, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
 use notice_ledger::ledger::Ledger;
+use notice_ledger::metrics::Metrics;
+use notice_ledger::outcomes::{publish_bounded, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET};
 use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
 use notice_ledger::rate::BucketStore;
@@ -34,7 +44,7 @@ use notice_setup::assemble::{self, Assembled, SenderPorts};
 use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
 use notice_setup::notices::{ConfigSpec, ConfigWatch};
-pub use notice_setup::settings::{ParkingSettings, SenderSettings};
+pub use notice_setup::settings::{OutcomeSettings, ParkingSettings, SenderSettings};
 use notice_sqs::{Attribute, ReceivedMessage, REPLAY_BATCH_ATTRIBUTE};
 use rand::Rng;
 use serde_json::Value;
@@ -67,6 +77,9 @@ pub struct SenderApp {
     /// The published notice configuration's pointer, looked up again between batches
     /// (`None`: built-in texts, a directory, or one pinned version).
     config_watch: Option<tokio::sync::Mutex<ConfigWatch>>,
+    /// Where each notice's outcome event goes (`None`: `NOTICE_OUTCOME_BUS` unset, none is
+    /// published).
+    outcomes: Option<Arc<dyn OutcomePublisher>>,
 }
 
 impl SenderApp {
@@ -109,7 +122,10 @@ impl SenderApp {
             }
             _ => None,
         };
-        let app = Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, sqs).with_parker(parker);
+        let outcomes = assemble::outcome_publisher(&sdk, OutcomeSettings::from_env().as_ref())?;
+        let app = Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, sqs)
+            .with_parker(parker)
+            .with_outcomes(outcomes);
         Ok(app.with_config_watch(watch))
     }
 
@@ -146,6 +162,12 @@ impl SenderApp {
     pub fn with_parker(mut self, parker: Option<Arc<dyn Parker>>) -> Self {
         self.queue_policy = assemble::queue_policy(parker.as_ref(), self.queue_policy.park_spread);
         self.parker = parker;
+        self
+    }
+
+    /// Publishes each notice's outcome event through `publisher` (`None`: none is published).
+    pub fn with_outcomes(mut self, publisher: Option<Arc<dyn OutcomePublisher>>) -> Self {
+        self.outcomes = publisher;
         self
     }
 
@@ -205,6 +227,7 @@ impl SenderApp {
             refusals: Mutex::default(),
             function_name: notice_setup::config::function_name("notice-sender"),
             config_watch: None,
+            outcomes: None,
         }
     }
 }
@@ -275,12 +298,14 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
     let bodies: Vec<&str> = event.payload.records.iter().filter_map(|r| r.body.as_deref()).collect();
     let prefetched = app.sender.prefetch(&bodies, Utc::now()).await;
     let prefetched = prefetched.as_ref();
-    let failures: Vec<String> = futures::stream::iter(event.payload.records)
+    let processed: Vec<(Option<String>, Option<OutcomeEvent>)> = futures::stream::iter(event.payload.records)
         .map(|record| process_record(app, record, &batch, prefetched))
         .buffer_unordered(app.concurrency)
-        .filter_map(|failed| async move { failed })
         .collect()
         .await;
+    let (failures, events): (Vec<_>, Vec<_>) = processed.into_iter().unzip();
+    let failures: Vec<String> = failures.into_iter().flatten().collect();
+    publish_outcomes(app, events.into_iter().flatten().collect(), batch.deadline).await;
     let metrics = emf_documents(app, replays, Utc::now().timestamp_millis());
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures
@@ -294,6 +319,39 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
     (response, metrics)
 }
 
+/// Time kept back from the invocation's end when publishing: the answer must still be returned.
+const PUBLISH_MARGIN: Duration = Duration::from_millis(500);
+
+/// The batch's outcome events onto the bus in one bounded publish ([`publish_bounded`]: one
+/// call, one retry of the failed entries, at most [`PUBLISH_BUDGET`] and never past the
+/// invocation's deadline less a margin). Every event not published is counted in
+/// `OutcomePublishFailed` and logged with its notice key — the ledger has the outcome, and
+/// `noticectl outcomes republish` puts it on the bus later. Nothing else happens: the records'
+/// answers are already decided.
+pub async fn publish_outcomes(app: &SenderApp, events: Vec<OutcomeEvent>, deadline: Option<Instant>) {
+    let Some(publisher) = &app.outcomes else { return };
+    if events.is_empty() {
+        return;
+    }
+    let metrics = app.sender.metrics();
+    let budget = match deadline {
+        Some(deadline) => PUBLISH_BUDGET
+            .min(deadline.saturating_duration_since(Instant::now()).saturating_sub(PUBLISH_MARGIN)),
+        None => PUBLISH_BUDGET,
+    };
+    let report = publish_bounded(publisher.as_ref(), events, budget).await;
+    metrics.outcomes_published.fetch_add(report.published as u64, std::sync::atomic::Ordering::Relaxed);
+    for (event, error) in &report.failed {
+        Metrics::incr(&metrics.outcome_publish_failed);
+        tracing::error!(
+            notice_key = %event.notice_key,
+            outcome = event.outcome.as_str(),
+            error = %error,
+            "outcome event not published: the ledger has it; republish with `noticectl outcomes republish`"
+        );
+    }
+}
+
 /// What every record of one invocation shares.
 struct Batch<'a> {
     deadline: Option<Instant>,
@@ -301,13 +359,14 @@ struct Batch<'a> {
     replays: &'a ReplayBatches,
 }
 
-/// Processes one record; returns its message id when SQS must keep it.
+/// Processes one record; returns its message id when SQS must keep it, and its outcome event
+/// when it reached an outcome the business hears about (and a bus is configured).
 async fn process_record(
     app: &SenderApp,
     record: SqsMessage,
     batch: &Batch<'_>,
     prefetched: Option<&Prefetched>,
-) -> Option<String> {
+) -> (Option<String>, Option<OutcomeEvent>) {
     let message_id = record.message_id.clone().unwrap_or_default();
     let replay_batch = replay_batch(&record);
     let metrics = batch.replays.metrics_for(app, replay_batch.as_deref());
@@ -327,7 +386,7 @@ async fn process_record(
             Executor { policy: &app.queue_policy, parker: app.parker.as_deref(), metrics: &metrics };
         if message.body.is_empty() {
             warn!("record has no body");
-            return keep(dead_letter(&message, "record has no body").await, message_id);
+            return (keep(dead_letter(&message, "record has no body").await, message_id), None);
         }
         let delivery = app
             .sender
@@ -355,10 +414,28 @@ async fn process_record(
         if let Some(reason) = carried.refused {
             *app.refusals.lock().unwrap_or_else(|p| p.into_inner()).entry(reason.as_str()).or_default() += 1;
         }
-        keep(carried.disposition, message_id)
+        let event = outcome_event(app, &message.body, &delivery, receive.now);
+        (keep(carried.disposition, message_id), event)
     }
     .instrument(span)
     .await
+}
+
+/// The outcome event of one delivery, when a bus is configured and the outcome is published. The
+/// body is parsed again only then (a few microseconds, for the identity the delivery does not
+/// carry back); the configuration version is the one in force, which only changes between
+/// batches ([`SenderApp::refresh_config`]).
+fn outcome_event(
+    app: &SenderApp,
+    body: &str,
+    delivery: &notice_ledger::Delivery,
+    at: DateTime<Utc>,
+) -> Option<OutcomeEvent> {
+    app.outcomes.as_ref()?;
+    notice_ledger::outcomes::published_as(&delivery.outcome)?;
+    let message = Message::parse(body).ok()?;
+    let version = app.sender.notices().renderer.config().version().to_string();
+    OutcomeEvent::for_delivery(delivery, &message, at, Some(&version))
 }
 
 /// The record's id when SQS must keep it.

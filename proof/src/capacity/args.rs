@@ -49,6 +49,11 @@ pub(crate) struct CapacityArgs {
     pub(super) replay_domain: String,
     #[arg(long, default_value_t = 60.0, value_parser = non_negative)]
     pub(super) replay_at_secs: f64,
+    /// The replay is the run's only traffic: no producers, no steady-state backlog — how fast a
+    /// replay to one provider drains against that provider's bucket alone (docs/capacity.md,
+    /// *A replay to one provider*).
+    #[arg(long)]
+    pub(super) replay_alone: bool,
     /// Enqueue the replay at this many messages a second (`noticectl replay --rate`; 0: all at once).
     #[arg(long, default_value_t = 0)]
     pub(super) replay_per_sec: u32,
@@ -82,8 +87,14 @@ pub(crate) struct CapacityArgs {
     pub(super) in_flight_cap: i64,
     #[arg(long, default_value_t = 20)]
     pub(super) max_receives: u32,
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// The sender's event source mapping's BatchSize (template.yaml: 25).
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub(super) batch_size: u32,
+    /// The sender's event source mapping's MaximumBatchingWindowInSeconds (template.yaml: 1): how
+    /// long Lambda gathers records before invoking with fewer than a full batch (0 to 300; Lambda
+    /// requires at least 1 for a BatchSize over 10).
+    #[arg(long, default_value_t = 1.0, value_parser = non_negative)]
+    pub(super) batch_window_secs: f64,
     #[arg(long, default_value_t = 8.0, value_parser = positive)]
     pub(super) sqs_latency_ms: f64,
     /// The event source mapping's MaximumConcurrency (template.yaml's SenderMaxConcurrency).
@@ -154,6 +165,7 @@ pub(super) struct Params {
     pub(super) replay_domain: String,
     pub(super) replay_at: Us,
     pub(super) replay_per_sec: u32,
+    pub(super) replay_alone: bool,
     pub(super) crash_rate: f64,
     pub(super) redelivery_rate: f64,
     pub(super) dynamo: DynamoLimits,
@@ -178,6 +190,8 @@ pub(super) struct Config {
     pub(super) max_concurrency: u32,
     pub(super) account_concurrency: u32,
     pub(super) park_spread_secs: u64,
+    pub(super) batch_size: usize,
+    pub(super) batch_window_secs: f64,
     pub(super) table_warm_wcu: f64,
     pub(super) table_warm_rcu: f64,
     pub(super) table_quota: f64,
@@ -222,6 +236,19 @@ pub(super) fn peak_send_rate(per_hour: u64, minutes: f64, fixed_billing_day: boo
 
 impl Params {
     pub(super) fn from_args(a: &CapacityArgs) -> Result<Self, String> {
+        // The event source mapping's own rules (Lambda's CreateEventSourceMapping refuses the rest).
+        if a.batch_window_secs > 300.0 {
+            return Err("--batch-window-secs: Lambda allows at most 300".into());
+        }
+        if a.batch_size > 10 && a.batch_window_secs < 1.0 {
+            return Err(format!(
+                "--batch-size {}: Lambda requires a batching window of at least 1 s (--batch-window-secs) for a batch over 10",
+                a.batch_size
+            ));
+        }
+        if a.replay_alone && a.replay == 0 {
+            return Err("--replay-alone needs --replay N".into());
+        }
         let named_domains = parse_domains(&a.domains)?;
         let mut p = Params {
             per_hour: a.per_hour,
@@ -236,6 +263,7 @@ impl Params {
             replay_domain: a.replay_domain.to_ascii_lowercase(),
             replay_at: (a.replay_at_secs * SEC as f64) as Us,
             replay_per_sec: a.replay_per_sec,
+            replay_alone: a.replay_alone,
             crash_rate: a.crash_rate,
             redelivery_rate: a.redelivery_rate,
             dynamo: DynamoLimits {
@@ -251,6 +279,7 @@ impl Params {
                 in_flight_cap: a.in_flight_cap,
                 max_receives: a.max_receives,
                 batch: a.batch_size as usize,
+                window: (a.batch_window_secs * SEC as f64) as Us,
             },
             sqs_latency: Latency::ms(a.sqs_latency_ms),
             lambda: LambdaLimits {
@@ -286,8 +315,12 @@ impl Params {
         Ok(p)
     }
 
-    /// Live schedules in steady state: every job parks from its enqueue to its window's opening.
+    /// Live schedules in steady state: every job parks from its enqueue to its window's opening
+    /// (none for a replay alone: it has no producers).
     pub(super) fn steady_schedules(&self) -> f64 {
+        if self.replay_alone {
+            return 0.0;
+        }
         self.per_hour as f64 * self.lead_days * 24.0 / 2.0
     }
 
@@ -353,6 +386,8 @@ impl Params {
             max_concurrency: self.lambda.max_concurrency,
             account_concurrency: self.lambda.account_concurrency,
             park_spread_secs: self.park_spread_secs,
+            batch_size: self.sqs.batch,
+            batch_window_secs: self.sqs.window as f64 / SEC as f64,
             table_warm_wcu: self.dynamo.table_wcu,
             table_warm_rcu: self.dynamo.table_rcu,
             table_quota: self.dynamo.quota_wcu,

@@ -16,8 +16,12 @@ pub(super) struct SqsLimits {
     pub(super) in_flight_cap: i64,
     /// The redrive policy's maxReceiveCount (template: 20).
     pub(super) max_receives: u32,
-    /// Records per Lambda batch (template: 10).
+    /// Records per Lambda batch (template: 25).
     pub(super) batch: usize,
+    /// MaximumBatchingWindowInSeconds (template: 1 s): with fewer than
+    /// a batch visible, the mapping waits this long from the first visible record before it
+    /// invokes with what it has.
+    pub(super) window: Us,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +113,13 @@ impl Queue {
         let msg = self.push(notice, State::Delayed, books);
         out.push((now + delay, Ev::Visible { msg, vis: 0 }));
         self.requeued += 1;
+    }
+
+    /// Whether a receive now would fill a whole batch. Counts the visible list's entries, a few of
+    /// which may be stale (a duplicate delivery whose message was deleted since): at worst a
+    /// batch goes a little short, as a real poller's receive sometimes does.
+    pub(super) fn fills_a_batch(&self) -> bool {
+        self.ready.len() >= self.limits.batch
     }
 
     /// Whether a receive now would find anything.
@@ -308,7 +319,7 @@ mod tests {
     }
 
     fn limits(cap: i64) -> SqsLimits {
-        SqsLimits { visibility: 180 * SEC, in_flight_cap: cap, max_receives: 3, batch: 10 }
+        SqsLimits { visibility: 180 * SEC, in_flight_cap: cap, max_receives: 3, batch: 10, window: 0 }
     }
 
     #[test]

@@ -65,6 +65,11 @@ pub(super) struct Report {
     /// drained by the end), and the rate that is.
     pub(super) replay_drain_secs: Option<f64>,
     pub(super) replay_sends_per_sec: Option<f64>,
+    /// The bucket the replay's domain takes its tokens from besides the account's (`None`: no
+    /// replay, or the account alone limits it) and the rate a replay to it can drain at: the
+    /// lower of that bucket's and the account's.
+    pub(super) replay_bucket: Option<String>,
+    pub(super) replay_bucket_per_sec: Option<f64>,
     pub(super) limits: Vec<LimitUse>,
     pub(super) first_limit: Option<String>,
     pub(super) first_limit_at_secs: Option<f64>,
@@ -155,6 +160,13 @@ impl Report {
             notices.iter().filter(|n| n.source == Source::Replay).collect();
         let replay_drain = (!replayed.is_empty() && replayed.iter().all(|n| n.first_send.is_some()))
             .then(|| replayed.iter().filter_map(|n| n.first_send.map(|f| f - n.opens)).max().unwrap_or(0));
+
+        let replay_bucket = (p.replay > 0).then(|| p.rate_limits.bucket_for(&p.replay_domain)).flatten();
+        let account_rate = p.rate_limits.account().map(|l| l.per_second);
+        let replay_rate = match (replay_bucket.as_ref().map(|b| b.limit.limit.per_second), account_rate) {
+            (Some(b), Some(a)) => Some(b.min(a)),
+            (b, a) => b.or(a).filter(|_| p.replay > 0),
+        };
 
         let sent = notices.iter().filter(|n| n.sends > 0).count() as f64;
         let per_million = |units: f64| if sent > 0.0 { units / sent * 1e6 } else { 0.0 };
@@ -273,6 +285,8 @@ impl Report {
             lateness_p99_secs: percentile(&lateness, 0.99),
             replay_drain_secs: replay_drain.map(secs),
             replay_sends_per_sec: replay_drain.filter(|&d| d > 0).map(|d| replayed.len() as f64 / secs(d)),
+            replay_bucket: replay_bucket.map(|b| b.item),
+            replay_bucket_per_sec: replay_rate,
             limits,
             first_limit: first.as_ref().map(|f| f.1.clone()),
             first_limit_at_secs: first.map(|f| secs(f.0)),
@@ -316,8 +330,14 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "  rate limits {}; SES {}/s; MaximumConcurrency {}; park spread {} s; table warm {} WCU/s",
-            c.rate_limits, c.ses_max_send_rate, c.max_concurrency, c.park_spread_secs, c.table_warm_wcu
+            "  rate limits {}; SES {}/s; MaximumConcurrency {}; batch {} (window {} s); park spread {} s; table warm {} WCU/s",
+            c.rate_limits,
+            c.ses_max_send_rate,
+            c.max_concurrency,
+            c.batch_size,
+            c.batch_window_secs,
+            c.park_spread_secs,
+            c.table_warm_wcu
         );
         let _ = writeln!(s);
         let _ = writeln!(
@@ -332,6 +352,10 @@ impl Report {
         );
         if let (Some(d), Some(r)) = (self.replay_drain_secs, self.replay_sends_per_sec) {
             let _ = writeln!(s, "replay drained in {d:.1} s ({r:.1} sends/s)");
+        }
+        if let Some(rate) = self.replay_bucket_per_sec {
+            let bucket = self.replay_bucket.as_deref().unwrap_or("the account");
+            let _ = writeln!(s, "replay's bucket: {bucket}, {rate:.1}/s (with the account's)");
         }
         let _ = writeln!(s);
         let _ = writeln!(s, "{:<58} {:>14} {:>14} {:>7}", "limit", "peak", "quota", "use");

@@ -128,6 +128,9 @@ pub(super) struct Run {
     idle: Vec<Arc<NoticeSender>>,
     /// Running invocations: their number and environment.
     running: HashMap<TaskId, (u64, Arc<NoticeSender>)>,
+    /// When the event source mapping began gathering a batch it could not yet fill (a batching
+    /// window is set and fewer than a batch are visible); `None` when not gathering.
+    gathering: Option<Us>,
     /// The traffic (arrivals, domains, leads) and the chaos (duplicate deliveries, crashes) draw
     /// from their own streams, so a change in one leaves the other as it was.
     rng: StdRng,
@@ -189,6 +192,7 @@ impl Run {
             renderer,
             idle: Vec::new(),
             running: HashMap::new(),
+            gathering: None,
             rng,
             chaos,
         })
@@ -237,7 +241,11 @@ impl Run {
     /// The notices of the run: the steady-state backlog (parked before the start, due during
     /// it), the producers' first enqueue, the replay, the clock.
     fn seed_events(&mut self) {
-        let due = (self.p.per_hour as f64 * self.p.horizon as f64 / (3_600.0 * SEC as f64)).round() as u32;
+        let due = if self.p.replay_alone {
+            0
+        } else {
+            (self.p.per_hour as f64 * self.p.horizon as f64 / (3_600.0 * SEC as f64)).round() as u32
+        };
         let spread = self.p.park_spread_secs > 0;
         for i in 0..due {
             let opens = if self.p.fixed_billing_day {
@@ -259,7 +267,9 @@ impl Run {
             lock(&self.ctx.books).notices.push(n);
             self.push(fires, Item::Ev(Ev::Fire { idx: i }));
         }
-        self.push(0, Item::Ev(Ev::Produce));
+        if !self.p.replay_alone {
+            self.push(0, Item::Ev(Ev::Produce));
+        }
         if self.p.replay > 0 {
             self.push(self.p.replay_at, Item::Ev(Ev::Replay { left: self.p.replay }));
         }
@@ -371,6 +381,8 @@ impl Run {
                     self.c.crashed += 1;
                 }
             }
+            // Nothing to do here: `dispatch`, after every event, sees that the window has ended.
+            Ev::BatchWindow => {}
             Ev::Tick => {
                 let waiting = lock(&self.ctx.queue).has_visible();
                 self.pollers.tick(now, waiting);
@@ -379,10 +391,36 @@ impl Run {
         }
     }
 
-    /// Free pollers take visible messages, a batch at a time.
+    /// Free pollers take visible messages, a batch at a time: at once when a whole batch is
+    /// visible or no batching window is set, else when the window that began with the first
+    /// visible record ends.
     fn dispatch(&mut self) {
         while self.pollers.free() {
             let now = self.ctx.clock.now();
+            let window = self.p.sqs.window;
+            if window > 0 {
+                let (visible, full) = {
+                    let mut queue = lock(&self.ctx.queue);
+                    (queue.has_visible(), queue.fills_a_batch())
+                };
+                if !visible {
+                    return;
+                }
+                if !full {
+                    let since = match self.gathering {
+                        Some(since) => since,
+                        None => {
+                            self.gathering = Some(now);
+                            self.push(now + window, Item::Ev(Ev::BatchWindow));
+                            now
+                        }
+                    };
+                    if now < since + window {
+                        return;
+                    }
+                }
+                self.gathering = None;
+            }
             let batch = {
                 let mut books = lock(&self.ctx.books);
                 let mut queue = lock(&self.ctx.queue);

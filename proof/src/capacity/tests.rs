@@ -40,7 +40,9 @@ async fn a_million_an_hour_for_ten_minutes_sends_each_once_and_its_counts_are_pi
         assert!(l.peak <= l.quota * 0.5 + 1e-9 || l.name.starts_with("Scheduler live"), "{l:?}");
     }
     let counts = (r.notices, r.due, r.sent_once, r.late, r.invocations, r.dynamodb.calls);
-    assert_eq!(counts, (333_385, 83_194, 141_512, 3, 155_040, 477_458), "{r:#?}");
+    // The template's batches of 25 with a 1 s window (were 10, no window: 3 late, 155 040
+    // invocations, 477 458 DynamoDB calls).
+    assert_eq!(counts, (333_385, 83_194, 141_512, 0, 12_335, 388_382), "{r:#?}");
 }
 
 #[tokio::test]
@@ -88,8 +90,9 @@ async fn a_backlog_deeper_than_the_domain_rate_never_walks_a_job_into_the_dead_l
 /// The replay: 40 000 notices to one domain. Sent at once, the environments used to poll
 /// the domain's one bucket item each interval (4 744 writes/s against 1 000, 37 556 calls
 /// throttled); the gate now holds off a bucket it lost a take on: no throttled write either way.
-/// At once it drains at 56 % of the paced rate (88/s against 157/s when measured): its limited
-/// jobs back off up to 15 minutes while the bucket refills (docs/capacity.md, *What it found*).
+/// At once it drains at under half the paced rate (88/s against 182/s measured with the
+/// template's batches of 25 and 1 s window; 157/s paced with batches of 10): its limited jobs
+/// back off up to 15 minutes while the bucket refills (docs/capacity.md, *What it found*).
 #[tokio::test]
 async fn a_replay_to_one_domain_throttles_no_write_at_once_or_paced() {
     let base = ["--per-hour", "1000000", "--minutes", "10", "--recommended", "--replay", "40000"];
@@ -102,16 +105,25 @@ async fn a_replay_to_one_domain_throttles_no_write_at_once_or_paced() {
     }
     let rate = |r: &Report| r.replay_sends_per_sec.unwrap_or(0.0);
     assert!(rate(&paced) >= 150.0, "paced at 200/s it drains at the domain's rate left: {}", rate(&paced));
-    assert!(rate(&at_once) >= 0.5 * rate(&paced), "at once {} /s, paced {} /s", rate(&at_once), rate(&paced));
+    assert!(
+        rate(&at_once) >= 0.45 * rate(&paced),
+        "at once {} /s, paced {} /s",
+        rate(&at_once),
+        rate(&paced)
+    );
 }
 
 /// Validation: full batches of 10 with the domain mix (35 % gmail.com, 15 % outlook.com,
 /// 10 % yahoo.com, the rest on domains of their own) and limits that never bind cost what the
 /// moto end-to-end test counts — 2.65 calls per notice (tests/tests/calls_per_notice.rs; 2.89 in
-/// the side-by-side run) — within 20 %.
+/// the side-by-side run) — within 20 %. The end-to-end test's batches are of 10, no window.
 #[tokio::test]
 async fn calls_per_notice_match_the_emulator_count_within_a_fifth() {
     let r = report(&[
+        "--batch-size",
+        "10",
+        "--batch-window-secs",
+        "0",
         "--per-hour",
         "60000",
         "--minutes",
@@ -189,4 +201,47 @@ async fn an_unsplit_account_bucket_is_the_first_limit_at_ten_thousand_batches() 
     assert!(one.dynamodb.throttled_calls > 0);
     assert_eq!(split.dynamodb.throttled_calls, 0, "{:?}", split.limits[0]);
     assert!(split.limits[0].peak < 1_000.0, "{:?}", split.limits[0]);
+}
+
+/// The batching window: with fewer records visible than a batch, the mapping waits up to the
+/// window for more, so batches are fuller — fewer invocations, fewer DynamoDB calls per notice
+/// (a batch reads once and takes one token per provider) — for at most the window's lateness.
+#[tokio::test]
+async fn a_batching_window_fills_batches_for_fewer_calls_and_at_most_its_own_lateness() {
+    let base = ["--per-hour", "100000", "--minutes", "10", "--recommended"];
+    let unbatched = report(&[&base[..], &["--batch-size", "10", "--batch-window-secs", "0"]].concat()).await;
+    let windowed = report(&[&base[..], &["--batch-size", "25", "--batch-window-secs", "1"]].concat()).await;
+    for r in [&unbatched, &windowed] {
+        assert_eq!((r.duplicates, r.lost, r.missed), (0, 0, 0), "{r:#?}");
+    }
+    assert_eq!((windowed.config.batch_size, windowed.config.batch_window_secs), (25, 1.0));
+    assert!(
+        windowed.invocations * 4 < unbatched.invocations,
+        "{} against {}",
+        windowed.invocations,
+        unbatched.invocations
+    );
+    let calls = |r: &Report| r.dynamodb.calls_per_sent_notice;
+    assert!(calls(&windowed) < 0.8 * calls(&unbatched), "{} against {}", calls(&windowed), calls(&unbatched));
+    assert!(
+        windowed.lateness_p99_secs <= unbatched.lateness_p99_secs + 1.0,
+        "p99 {} s against {} s",
+        windowed.lateness_p99_secs,
+        unbatched.lateness_p99_secs
+    );
+}
+
+#[test]
+fn a_batch_over_ten_needs_a_window_as_lambda_requires() {
+    let cli = |args: &[&str]| {
+        Cli::try_parse_from(std::iter::once("capacity").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
+            .and_then(|c| Params::from_args(&c.args))
+    };
+    let refused = cli(&["--batch-size", "25", "--batch-window-secs", "0"]).err().unwrap_or_default();
+    assert!(refused.contains("at least 1 s"), "{refused}");
+    assert!(cli(&["--batch-size", "10", "--batch-window-secs", "0"]).is_ok());
+    assert!(cli(&["--batch-size", "25", "--batch-window-secs", "1"]).is_ok());
+    assert!(cli(&["--batch-window-secs", "301"]).is_err(), "Lambda's window is at most 300 s");
+    assert!(cli(&["--replay-alone"]).is_err(), "a replay alone needs a replay");
 }

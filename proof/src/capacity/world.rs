@@ -24,6 +24,8 @@ pub(super) enum Ev {
     Replay { left: u32 },
     /// An invocation crashes where it stands.
     Crash { task: u32, invocation: u64 },
+    /// A batching window that began with fewer than a batch visible ends: invoke with what is there.
+    BatchWindow,
     /// Once a second: Lambda's poller scaling, on-demand growth.
     Tick,
 }

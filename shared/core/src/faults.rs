@@ -294,6 +294,17 @@ impl<L: Ledger> OperatorLedger for FaultyLedger<L> {
         self.enter(false)?;
         self.inner.keys_with_prefix(prefix, limit).await
     }
+
+    async fn rows_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<crate::ledger::RowPage, LedgerError> {
+        self.enter(false)?;
+        self.inner.rows_updated_between(since, until, cursor, limit).await
+    }
 }
 
 /// A mailer that accepts everything and remembers what it was given (no I/O).

@@ -13,13 +13,15 @@
 //! shared/core (this crate)    domain + ports + local adapters
 //! ```
 //!
-//! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
+//! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`intake`] (billing
+//! webhooks → jobs and withdraws, with the revision rule), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
 //! windows), [`notices`] (the notice configuration: texts per kind and locale with their policy,
 //! one checked, content-addressed version), [`locale`] (the customer's language, zone, dates and
 //! money), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
 //! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`], [`text`] (numbers for people); ports
 //! with their local adapters: [`ledger`] (+ `ledger::memory`, feature `testing`), [`mailer`] (+ `mailer::outbox`),
-//! [`park`], [`rate`] (+ the in-process gate); `faults` (feature `testing`): fault-injecting
+//! [`park`], [`rate`] (+ the in-process gate), [`outcomes`] (each notice's outcome as an event for
+//! the business, + `outcomes::testing` doubles); `faults` (feature `testing`): fault-injecting
 //! doubles for tests and the simulation.
 
 pub mod address;
@@ -28,6 +30,7 @@ pub mod error;
 #[cfg(feature = "testing")]
 pub mod faults;
 pub mod identity;
+pub mod intake;
 pub mod job;
 pub mod jurisdiction;
 pub mod keycheck;
@@ -38,6 +41,7 @@ pub mod locale;
 pub mod mailer;
 pub mod metrics;
 pub mod notices;
+pub mod outcomes;
 pub mod park;
 pub mod policy;
 pub mod queue;

@@ -75,6 +75,8 @@ counters! {
     missing_content => "MissingRequiredContent",
     config_refresh_failed => "ConfigRefreshFailed",
     render_failed => "RenderFailed",
+    outcomes_published => "OutcomesPublished",
+    outcome_publish_failed => "OutcomePublishFailed",
 }
 
 impl Metrics {

@@ -1,15 +1,19 @@
-//! The ledger's hot calls without the SDK's per-call machinery: the JSON body DynamoDB's protocol
-//! (`awsJson1_0`) defines, signed and sent by [`notice_awshttp`]. They are the sender's calls on
-//! every batch and every notice — the batch's dedupe read (`BatchGetItem`), the claim and commit
-//! (`PutItem`, `UpdateItem`) and the token takes (the rate buckets' conditional `UpdateItem`s);
-//! single reads, queries and operator commands stay on the SDK client.
+//! The ledger table's calls without the SDK's per-call machinery: the JSON body DynamoDB's
+//! protocol (`awsJson1_0`) defines, signed and sent by [`notice_awshttp`]. Every write the ledger
+//! table takes goes through here — the claim and every transition (`PutItem`, `UpdateItem`), the
+//! claim with its aliases during a key rotation (`TransactWriteItems`), the token takes (the rate
+//! buckets' conditional `UpdateItem`s), the key check, operator transitions and backfill — and so
+//! do the reads on a send path: the batch's dedupe read (`BatchGetItem`) and single consistent
+//! reads (`GetItem`). Queries and scans (the quarantine view, the operator's key and time scans)
+//! stay on the SDK client: operator pace, never on a send path.
 //!
 //! Retries follow the SDK's standard policy, simplified: up to `max_attempts` attempts (the SDK
 //! configuration's, 3 by default) for throttling codes, HTTP 5xx and answers that never came
 //! (connect failures, transport errors, the per-attempt timeout), with full-jitter exponential
 //! backoff from `initial_backoff` (1 s by default) capped at 20 s. No retry quota (token bucket).
 //! A retried write whose first attempt landed comes back as a failed condition with the item it
-//! wrote, which the ledger recognises as its own (see `ledger`).
+//! wrote, which the ledger recognises as its own (see `ledger`); a retried transaction carries
+//! the first attempt's `ClientRequestToken`, so DynamoDB answers it as already applied.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,6 +36,8 @@ const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 const PUT_ITEM: &str = "DynamoDB_20120810.PutItem";
 const UPDATE_ITEM: &str = "DynamoDB_20120810.UpdateItem";
 const BATCH_GET_ITEM: &str = "DynamoDB_20120810.BatchGetItem";
+const GET_ITEM: &str = "DynamoDB_20120810.GetItem";
+const TRANSACT_WRITE_ITEMS: &str = "DynamoDB_20120810.TransactWriteItems";
 const MAX_BACKOFF: Duration = Duration::from_secs(20);
 /// Bounds one attempt, connect to last byte. The SDK client has no operation timeout for
 /// DynamoDB, only stalled-stream protection (a response with no progress for 5 s fails); a hard
@@ -60,11 +66,13 @@ const RETRYABLE_CODES: &[&str] = &[
     "InternalError",
 ];
 
-/// The hot writes' client: one DynamoDB endpoint, the retry policy.
+/// The lean DynamoDB client: one endpoint, the retry policy.
 #[derive(Clone, Debug)]
 pub struct HotWrites {
     http: AwsHttp,
-    target: Target,
+    /// The endpoint, or why none could be resolved ([`HotWrites::unusable`]): every call then
+    /// fails with that reason, as each of the SDK client's calls would.
+    target: Result<Target, String>,
     max_attempts: u32,
     initial_backoff: Duration,
     attempt_timeout: Duration,
@@ -75,6 +83,34 @@ pub struct HotWrites {
 pub(crate) enum HotFailure {
     /// `ConditionalCheckFailedException`, with the item when DynamoDB returned it.
     Condition(Option<Item>),
+    /// Anything else, after the retries; the text names the cause.
+    Other(String),
+}
+
+/// One `Put` of a `TransactWriteItems`: the item, written only if `condition` holds.
+#[derive(Debug)]
+pub(crate) struct TransactPut<'a> {
+    pub(crate) item: Item,
+    pub(crate) condition: &'a str,
+    pub(crate) names: &'a HashMap<String, String>,
+    pub(crate) values: &'a Item,
+}
+
+/// Why one action of a cancelled transaction did not apply (`CancellationReasons`, in the order
+/// of the request's actions): `code` `"None"` for an action that would have applied,
+/// `"ConditionalCheckFailed"` with the item it was checked against (`ALL_OLD`), or another cause.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CancellationReason {
+    pub(crate) code: Option<String>,
+    pub(crate) item: Option<Item>,
+}
+
+/// How a `TransactWriteItems` failed.
+#[derive(Debug)]
+pub(crate) enum TransactFailure {
+    /// `TransactionCanceledException`: nothing was written; a reason per action, and DynamoDB's
+    /// message.
+    Cancelled { reasons: Vec<CancellationReason>, message: String },
     /// Anything else, after the retries; the text names the cause.
     Other(String),
 }
@@ -91,30 +127,25 @@ impl HotWrites {
         use_dual_stack: bool,
         endpoint_override: Option<&str>,
     ) -> Result<Self, EndpointError> {
-        let fail = |reason: String| EndpointError {
-            endpoint: endpoint_override.unwrap_or("<from region>").to_owned(),
-            reason,
-        };
-        let region = region.ok_or_else(|| fail("no region configured".into()))?;
-        let params = Params::builder()
-            .region(region)
-            .use_fips(use_fips)
-            .use_dual_stack(use_dual_stack)
-            .set_endpoint(endpoint_override.map(str::to_owned))
-            .build()
-            .map_err(|e| fail(e.to_string()))?;
-        let endpoint = DefaultResolver::new()
-            .resolve_endpoint(&params)
-            .now_or_never()
-            .ok_or_else(|| fail("the endpoint resolver did not answer at once".into()))?
-            .map_err(|e| fail(e.to_string()))?;
-        Ok(Self {
+        let target = resolve(region, use_fips, use_dual_stack, endpoint_override)?;
+        Ok(Self::with_target(http, Ok(target)))
+    }
+
+    /// A client whose endpoint could not be resolved: every call fails with `error`. The one
+    /// write path stays the one write path even then; the SDK client built from the same
+    /// configuration fails the same way on its first call.
+    pub fn unusable(http: AwsHttp, error: &EndpointError) -> Self {
+        Self::with_target(http, Err(error.to_string()))
+    }
+
+    fn with_target(http: AwsHttp, target: Result<Target, String>) -> Self {
+        Self {
             http,
-            target: Target::new(endpoint.url(), "/", region, "dynamodb")?,
+            target,
             max_attempts: 3,
             initial_backoff: Duration::from_secs(1),
             attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
-        })
+        }
     }
 
     /// The retry policy (the SDK configuration's `RetryConfig`): at least one attempt.
@@ -129,8 +160,14 @@ impl HotWrites {
         self
     }
 
-    pub fn endpoint(&self) -> &http::Uri {
-        self.target.uri()
+    /// The resolved endpoint; `None` for an [`HotWrites::unusable`] client.
+    pub fn endpoint(&self) -> Option<&http::Uri> {
+        self.target.as_ref().ok().map(Target::uri)
+    }
+
+    /// Why the endpoint could not be resolved, for an [`HotWrites::unusable`] client.
+    pub fn endpoint_error(&self) -> Option<&str> {
+        self.target.as_ref().err().map(String::as_str)
     }
 
     pub fn max_attempts(&self) -> u32 {
@@ -209,15 +246,72 @@ impl HotWrites {
             .map_err(|e| HotFailure::Other(format!("unreadable BatchGetItem answer: {e}")))
     }
 
+    /// One strongly consistent `GetItem` of the item at `key`: `None` when there is none. A read
+    /// is idempotent, so the retry policy applies as to the writes.
+    pub(crate) async fn get_item(&self, table: &str, key: &Item) -> Result<Option<Item>, HotFailure> {
+        let body = GetItem { table_name: table, key: ItemJson(key), consistent_read: true };
+        let answer = self.call(GET_ITEM, &body).await?;
+        get_answer(&answer).map_err(|e| HotFailure::Other(format!("unreadable GetItem answer: {e}")))
+    }
+
+    /// One `TransactWriteItems` of conditional puts, all or none. A cancelled transaction
+    /// answers each action's reason, a failed condition with the item it was checked against.
+    /// Its `ClientRequestToken` is drawn once, so an attempt retried after a lost answer is
+    /// recognised by DynamoDB as the one that applied (for 10 minutes), as the SDK's is.
+    pub(crate) async fn transact_put_items(
+        &self,
+        table: &str,
+        puts: &[TransactPut<'_>],
+    ) -> Result<(), TransactFailure> {
+        let token: String = {
+            let mut rng = rand::thread_rng();
+            (0..32).map(|_| char::from(b"0123456789abcdef"[rng.gen_range(0..16)])).collect()
+        };
+        let body = TransactWriteItems {
+            transact_items: puts
+                .iter()
+                .map(|put| TransactItem { put: TransactPutJson { table_name: table, put } })
+                .collect(),
+            client_request_token: &token,
+        };
+        match self.attempts(TRANSACT_WRITE_ITEMS, &body).await {
+            Ok(_) => Ok(()),
+            Err((failure, answer)) => Err(match cancellation(&answer) {
+                Some(Ok((reasons, message))) => TransactFailure::Cancelled { reasons, message },
+                Some(Err(e)) => {
+                    TransactFailure::Other(format!("unreadable TransactionCanceledException: {e}"))
+                }
+                None => TransactFailure::Other(match failure {
+                    HotFailure::Other(text) => text,
+                    HotFailure::Condition(_) => {
+                        "a condition failure outside the transaction's reasons".into()
+                    }
+                }),
+            }),
+        }
+    }
+
     /// One operation with the retry policy; the answer's body when it applied.
     async fn call(&self, operation: &'static str, body: &impl Serialize) -> Result<bytes::Bytes, HotFailure> {
-        let body = serde_json::to_vec(body).map_err(|e| HotFailure::Other(format!("request body: {e}")))?;
+        self.attempts(operation, body).await.map_err(|(failure, _)| failure)
+    }
+
+    /// [`HotWrites::call`], with the last answer's body beside a failure (empty when no answer
+    /// came): a cancelled transaction's reasons are in it.
+    async fn attempts(
+        &self,
+        operation: &'static str,
+        body: &impl Serialize,
+    ) -> Result<bytes::Bytes, (HotFailure, bytes::Bytes)> {
+        let no_answer = |text: String| (HotFailure::Other(text), bytes::Bytes::new());
+        let target = self.target.as_ref().map_err(|e| no_answer(e.clone()))?;
+        let body = serde_json::to_vec(body).map_err(|e| no_answer(format!("request body: {e}")))?;
         let target_header = [(HeaderName::from_static("x-amz-target"), operation)];
         let mut attempt = 1;
         loop {
             let result = self
                 .http
-                .post(&self.target, CONTENT_TYPE, &target_header, body.clone(), self.attempt_timeout)
+                .post(target, CONTENT_TYPE, &target_header, body.clone(), self.attempt_timeout)
                 .await;
             let (verdict, answer) = match result {
                 Ok(response) => (classify(&response), response.body),
@@ -228,10 +322,10 @@ impl HotWrites {
             };
             let Some(failure) = verdict.failure else { return Ok(answer) };
             if !verdict.retry || attempt >= self.max_attempts {
-                return Err(failure);
+                return Err((failure, answer));
             }
             let delay = self.backoff(attempt);
-            debug!(operation, attempt, ?delay, throttled = verdict.throttled, "retrying DynamoDB write");
+            debug!(operation, attempt, ?delay, throttled = verdict.throttled, "retrying DynamoDB call");
             tokio::time::sleep(delay).await;
             attempt += 1;
         }
@@ -254,6 +348,33 @@ struct Verdict {
 
 fn transport(e: &CallError) -> Option<HotFailure> {
     Some(HotFailure::Other(e.to_string()))
+}
+
+/// The endpoint the SDK client would call, from the SDK's own endpoint rules.
+fn resolve(
+    region: Option<&str>,
+    use_fips: bool,
+    use_dual_stack: bool,
+    endpoint_override: Option<&str>,
+) -> Result<Target, EndpointError> {
+    let fail = |reason: String| EndpointError {
+        endpoint: endpoint_override.unwrap_or("<from region>").to_owned(),
+        reason,
+    };
+    let region = region.ok_or_else(|| fail("no region configured".into()))?;
+    let params = Params::builder()
+        .region(region)
+        .use_fips(use_fips)
+        .use_dual_stack(use_dual_stack)
+        .set_endpoint(endpoint_override.map(str::to_owned))
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    let endpoint = DefaultResolver::new()
+        .resolve_endpoint(&params)
+        .now_or_never()
+        .ok_or_else(|| fail("the endpoint resolver did not answer at once".into()))?
+        .map_err(|e| fail(e.to_string()))?;
+    Target::new(endpoint.url(), "/", region, "dynamodb")
 }
 
 /// An HTTP answer to a write. Pure, so every branch is unit-tested.
@@ -375,6 +496,90 @@ fn batch_get_answer(answer: &[u8], table: &str) -> Result<(Vec<Item>, Vec<Item>)
     let unprocessed =
         list(parsed.get("UnprocessedKeys").and_then(|u| u.get(table)).and_then(|t| t.get("Keys")))?;
     Ok((found, unprocessed))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct GetItem<'a> {
+    table_name: &'a str,
+    key: ItemJson<'a>,
+    consistent_read: bool,
+}
+
+/// A `GetItem` answer: the item, or `None` (an absent key answers `{}`).
+fn get_answer(answer: &[u8]) -> Result<Option<Item>, String> {
+    let parsed: Value = serde_json::from_slice(answer).map_err(|e| e.to_string())?;
+    match parsed.get("Item") {
+        None | Some(Value::Null) => Ok(None),
+        Some(item) => item_from_json(item).map(Some),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct TransactWriteItems<'a> {
+    transact_items: Vec<TransactItem<'a>>,
+    client_request_token: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct TransactItem<'a> {
+    put: TransactPutJson<'a>,
+}
+
+/// A transaction's `Put`: as `PutItem`'s body, the table named in each action.
+struct TransactPutJson<'a> {
+    table_name: &'a str,
+    put: &'a TransactPut<'a>,
+}
+
+impl Serialize for TransactPutJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let put = self.put;
+        PutItem {
+            table_name: self.table_name,
+            item: ItemJson(&put.item),
+            condition_expression: put.condition,
+            expression_attribute_names: (!put.names.is_empty()).then_some(put.names),
+            expression_attribute_values: (!put.values.is_empty()).then_some(ItemJson(put.values)),
+            return_values_on_condition_check_failure: "ALL_OLD",
+        }
+        .serialize(serializer)
+    }
+}
+
+/// A `TransactionCanceledException` answer's reasons and message; `None` when the answer is
+/// another error. The reasons come in the request's order, one per action.
+#[allow(clippy::type_complexity)]
+fn cancellation(answer: &[u8]) -> Option<Result<(Vec<CancellationReason>, String), String>> {
+    let parsed: Value = serde_json::from_slice(answer).ok()?;
+    let kind = parsed.get("__type").and_then(Value::as_str)?;
+    if kind.rsplit('#').next() != Some("TransactionCanceledException") {
+        return None;
+    }
+    let message = parsed
+        .get("message")
+        .or_else(|| parsed.get("Message"))
+        .and_then(Value::as_str)
+        .unwrap_or("no reason given")
+        .to_owned();
+    let reasons = match parsed.get("CancellationReasons") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|r| {
+                let code = r.get("Code").and_then(Value::as_str).map(str::to_owned);
+                let item = match r.get("Item") {
+                    None | Some(Value::Null) => None,
+                    Some(item) => Some(item_from_json(item)?),
+                };
+                Ok(CancellationReason { code, item })
+            })
+            .collect::<Result<Vec<_>, String>>(),
+        Some(_) => Err("CancellationReasons is not a list".to_owned()),
+    };
+    Some(reasons.map(|r| (r, message)))
 }
 
 /// An item as DynamoDB's JSON: `{"name": {"S": "…"}, …}`.

@@ -5,12 +5,15 @@
 //!
 //! Recording is one `PutItem` conditioned on `attribute_not_exists(notice_key)`: of two senders
 //! starting at once on an empty table, DynamoDB applies the first and refuses the second, which
-//! then reads the first's check back (strongly consistent).
+//! then reads the first's check back (strongly consistent). Both go through the lean client
+//! ([`crate::hot`]), the table's one write path.
+
+use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::hot::{HotFailure, HotWrites};
 
 use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
 use notice_ledger::LedgerError;
@@ -33,38 +36,36 @@ const VALUE: &str = "key_check";
 /// The key check in the ledger table.
 #[derive(Clone, Debug)]
 pub struct DynamoKeyCheck {
-    client: aws_sdk_dynamodb::Client,
+    lean: HotWrites,
     table: String,
 }
 
 impl DynamoKeyCheck {
-    /// Reads and the one write go through the SDK (once per start, never on a send path).
+    /// Read and written once per start, never on a send path.
     pub fn new(client: impl Into<crate::DynamoClient>, table: impl Into<String>) -> Self {
-        Self { client: client.into().sdk, table: table.into() }
+        Self { lean: client.into().lean().clone(), table: table.into() }
     }
 
-    fn unavailable(&self, op: &str, e: impl std::error::Error) -> LedgerError {
-        LedgerError::Unavailable(format!(
-            "DynamoDB key check {op} on {}: {}",
-            self.table,
-            DisplayErrorContext(e)
-        ))
+    fn unavailable(&self, op: &str, text: &str) -> LedgerError {
+        LedgerError::Unavailable(format!("DynamoDB key check {op} on {}: {text}", self.table))
+    }
+
+    fn key(version: u32) -> HashMap<String, AttributeValue> {
+        HashMap::from([(KEY.to_owned(), AttributeValue::S(item_key(version)))])
     }
 }
 
 #[async_trait]
 impl KeyCheckStore for DynamoKeyCheck {
     async fn key_check_of(&self, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(KEY, AttributeValue::S(item_key(version)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| self.unavailable("GetItem", e))?;
-        let Some(item) = out.item() else { return Ok(None) };
+        let item = match self.lean.get_item(&self.table, &Self::key(version)).await {
+            Ok(item) => item,
+            Err(HotFailure::Other(text)) => return Err(self.unavailable("GetItem", &text)),
+            Err(HotFailure::Condition(_)) => {
+                return Err(self.unavailable("GetItem", "unexpected condition failure"))
+            }
+        };
+        let Some(item) = item else { return Ok(None) };
         match item.get(VALUE) {
             Some(AttributeValue::S(stored)) => KeyCheck::parse(stored).map(Some),
             _ => Err(LedgerError::Corrupt(format!("{KEY_CHECK_ITEM_KEY} item without a string {VALUE}"))),
@@ -72,26 +73,20 @@ impl KeyCheckStore for DynamoKeyCheck {
     }
 
     async fn record_key_check(&self, check: &KeyCheck) -> Result<KeyCheck, LedgerError> {
-        let written = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .item(KEY, AttributeValue::S(item_key(check.version_number())))
-            .item(VALUE, AttributeValue::S(check.to_stored()))
-            .condition_expression("attribute_not_exists(#k)")
-            .expression_attribute_names("#k", KEY)
-            .send()
-            .await;
+        let mut item = Self::key(check.version_number());
+        item.insert(VALUE.to_owned(), AttributeValue::S(check.to_stored()));
+        let names = HashMap::from([("#k".to_owned(), KEY.to_owned())]);
+        let written =
+            self.lean.put_item(&self.table, &item, "attribute_not_exists(#k)", &names, &HashMap::new()).await;
         match written {
-            Ok(_) => Ok(check.clone()),
-            Err(SdkError::ServiceError(e))
-                if matches!(e.err(), PutItemError::ConditionalCheckFailedException(_)) =>
-            {
+            Ok(()) => Ok(check.clone()),
+            // Another sender recorded its check first: read it back (consistently) and compare.
+            Err(HotFailure::Condition(_)) => {
                 self.key_check_of(check.version_number()).await?.ok_or_else(|| {
                     LedgerError::Corrupt(format!("{KEY_CHECK_ITEM_KEY} refused a write yet cannot be read"))
                 })
             }
-            Err(e) => Err(self.unavailable("PutItem", e)),
+            Err(HotFailure::Other(text)) => Err(self.unavailable("PutItem", &text)),
         }
     }
 }

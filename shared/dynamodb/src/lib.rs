@@ -12,18 +12,31 @@ pub use keycheck::DynamoKeyCheck;
 pub use ledger::DynamoLedger;
 pub use rate::DynamoBuckets;
 
-/// The SDK client, and the lean client for the ledger's conditional writes when configured
-/// ([`hot`]): the adapters take both, so every caller of `notice_setup::aws::dynamodb_client`
-/// gets the same write path.
+/// The ledger table's two clients, built together from one SDK configuration
+/// (`notice_setup::aws::dynamodb_client`): the lean client ([`hot`]) is the one path for every
+/// write (claims, transitions, the alias transaction, token takes, the key check, operator
+/// transitions, backfill) and for the reads on a send path; the SDK client serves only the
+/// operator-pace queries and scans (the quarantine view, the key and time scans), which are not
+/// worth a second implementation.
 #[derive(Clone, Debug)]
 pub struct DynamoClient {
-    pub sdk: aws_sdk_dynamodb::Client,
-    pub hot: Option<hot::HotWrites>,
+    sdk: aws_sdk_dynamodb::Client,
+    lean: hot::HotWrites,
 }
 
-impl From<aws_sdk_dynamodb::Client> for DynamoClient {
-    /// Everything through the SDK.
-    fn from(sdk: aws_sdk_dynamodb::Client) -> Self {
-        Self { sdk, hot: None }
+impl DynamoClient {
+    /// Both clients; build them from the same configuration (region, credentials, endpoint).
+    pub fn new(sdk: aws_sdk_dynamodb::Client, lean: hot::HotWrites) -> Self {
+        Self { sdk, lean }
+    }
+
+    /// The SDK client: queries and scans only.
+    pub fn sdk(&self) -> &aws_sdk_dynamodb::Client {
+        &self.sdk
+    }
+
+    /// The lean client: every write, and the send path's reads.
+    pub fn lean(&self) -> &hot::HotWrites {
+        &self.lean
     }
 }

@@ -16,14 +16,18 @@
 //! computed from the current TAT and costs no read.
 //! Items expire (TTL `expires_at`) a day after their bucket would be full again: an idle domain
 //! leaves nothing behind, and a missing bucket is a full one.
+//!
+//! Takes and reads go through the lean client ([`crate::hot`]), the ledger's one write path.
+
+use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::AttributeValue;
 
 use notice_ledger::rate::{Applied, BucketState, BucketStore};
 use notice_ledger::LedgerError;
+
+use crate::hot::{HotFailure, HotWrites};
 
 /// Key prefix of bucket items; `#` cannot occur in a notice key or a domain name.
 pub const BUCKET_KEY_PREFIX: &str = "rate#";
@@ -35,30 +39,29 @@ const UPDATED: &str = "updated_at";
 /// Buckets in the ledger table.
 #[derive(Clone)]
 pub struct DynamoBuckets {
-    client: aws_sdk_dynamodb::Client,
-    /// The lean client for the token writes (one per batch and domain), when the caller has one.
-    hot: Option<crate::hot::HotWrites>,
+    /// The lean client: the token writes (one per batch and bucket) and the reads.
+    lean: HotWrites,
     table: String,
 }
 
 impl DynamoBuckets {
-    /// Token writes go through the lean client when `client` carries one (the Lambdas'), reads
-    /// through the SDK.
     pub fn new(client: impl Into<crate::DynamoClient>, table: impl Into<String>) -> Self {
-        let client = client.into();
-        Self { client: client.sdk, hot: client.hot, table: table.into() }
+        Self { lean: client.into().lean().clone(), table: table.into() }
     }
 
-    fn key(domain: &str) -> AttributeValue {
-        AttributeValue::S(format!("{BUCKET_KEY_PREFIX}{domain}"))
+    fn key(bucket: &str) -> HashMap<String, AttributeValue> {
+        HashMap::from([(KEY.to_owned(), AttributeValue::S(format!("{BUCKET_KEY_PREFIX}{bucket}")))])
     }
 
-    fn unavailable(op: &str, e: impl std::error::Error) -> LedgerError {
-        LedgerError::Unavailable(format!("rate bucket {op}: {}", DisplayErrorContext(e)))
+    fn unavailable(op: &str, failure: HotFailure) -> LedgerError {
+        LedgerError::Unavailable(match failure {
+            HotFailure::Other(text) => format!("rate bucket {op}: {text}"),
+            HotFailure::Condition(_) => format!("rate bucket {op}: unexpected condition failure"),
+        })
     }
 }
 
-fn state_of(item: &std::collections::HashMap<String, AttributeValue>) -> Result<BucketState, LedgerError> {
+fn state_of(item: &HashMap<String, AttributeValue>) -> Result<BucketState, LedgerError> {
     item.get(TAT)
         .and_then(|v| v.as_n().ok())
         .and_then(|n| n.parse::<i64>().ok())
@@ -81,66 +84,27 @@ impl DynamoBuckets {
         // Expires a day after the bucket would be full again: never while its TAT is ahead (a
         // missing bucket is a full one).
         let expires = highest_tat_us / 1_000_000 + 86_400;
-        if let Some(hot) = &self.hot {
-            let key: std::collections::HashMap<String, AttributeValue> =
-                [(KEY.to_owned(), Self::key(bucket))].into();
-            let names = [("#t", TAT), ("#e", EXPIRES), ("#u", UPDATED)]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect();
-            let mut attrs: std::collections::HashMap<String, AttributeValue> = [
-                (":now".to_owned(), n(now_us)),
-                (":exp".to_owned(), n(expires)),
-                (":upd".to_owned(), n(chrono::Utc::now().timestamp_millis())),
-            ]
-            .into();
-            attrs.extend(values.iter().map(|(name, value)| ((*name).to_owned(), n(*value))));
-            return match hot.update_item_returning(&self.table, &key, update, condition, &names, &attrs).await
-            {
-                Ok(item) => Ok(Applied::Done(state_of(&item)?)),
-                Err(crate::hot::HotFailure::Condition(Some(item))) => {
-                    Ok(Applied::Refused(Some(state_of(&item)?)))
-                }
-                Err(crate::hot::HotFailure::Condition(None)) => {
-                    Ok(Applied::Refused(self.load(bucket).await?))
-                }
-                Err(crate::hot::HotFailure::Other(e)) => {
-                    Err(LedgerError::Unavailable(format!("rate bucket UpdateItem: {e}")))
-                }
-            };
-        }
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(KEY, Self::key(bucket))
-            .update_expression(update)
-            .condition_expression(condition)
-            .expression_attribute_names("#t", TAT)
-            .expression_attribute_names("#e", EXPIRES)
-            .expression_attribute_names("#u", UPDATED)
-            .expression_attribute_values(":now", n(now_us))
-            .expression_attribute_values(":exp", n(expires))
-            .expression_attribute_values(":upd", n(chrono::Utc::now().timestamp_millis()))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        for (name, value) in values {
-            request = request.expression_attribute_values(*name, n(*value));
-        }
-        match request.send().await {
-            Ok(out) => match out.attributes() {
-                Some(item) => Ok(Applied::Done(state_of(item)?)),
-                None => Err(LedgerError::Corrupt("rate bucket UpdateItem returned no attributes".into())),
-            },
-            Err(SdkError::ServiceError(e)) => match e.err() {
-                UpdateItemError::ConditionalCheckFailedException(c) => match c.item() {
-                    Some(item) => Ok(Applied::Refused(Some(state_of(item)?))),
-                    // No item came back: it did not exist, or this endpoint does not return it.
-                    None => Ok(Applied::Refused(self.load(bucket).await?)),
-                },
-                _ => Err(Self::unavailable("UpdateItem", SdkError::ServiceError(e))),
-            },
-            Err(e) => Err(Self::unavailable("UpdateItem", e)),
+        let names = [("#t", TAT), ("#e", EXPIRES), ("#u", UPDATED)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let mut attrs: HashMap<String, AttributeValue> = [
+            (":now".to_owned(), n(now_us)),
+            (":exp".to_owned(), n(expires)),
+            (":upd".to_owned(), n(chrono::Utc::now().timestamp_millis())),
+        ]
+        .into();
+        attrs.extend(values.iter().map(|(name, value)| ((*name).to_owned(), n(*value))));
+        match self
+            .lean
+            .update_item_returning(&self.table, &Self::key(bucket), update, condition, &names, &attrs)
+            .await
+        {
+            Ok(item) => Ok(Applied::Done(state_of(&item)?)),
+            Err(HotFailure::Condition(Some(item))) => Ok(Applied::Refused(Some(state_of(&item)?))),
+            // No item came back: it did not exist, or this endpoint does not return it.
+            Err(HotFailure::Condition(None)) => Ok(Applied::Refused(self.load(bucket).await?)),
+            Err(failure) => Err(Self::unavailable("UpdateItem", failure)),
         }
     }
 }
@@ -171,16 +135,12 @@ impl BucketStore for DynamoBuckets {
         .await
     }
 
-    async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(KEY, Self::key(domain))
-            .consistent_read(true)
-            .send()
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+        let item = self
+            .lean
+            .get_item(&self.table, &Self::key(bucket))
             .await
-            .map_err(|e| Self::unavailable("GetItem", e))?;
-        out.item().map(state_of).transpose()
+            .map_err(|f| Self::unavailable("GetItem", f))?;
+        item.as_ref().map(state_of).transpose()
     }
 }

@@ -641,6 +641,38 @@ impl OperatorLedger for PostgresLedger {
             })
             .collect()
     }
+
+    /// Rows by key after the cursor, filtered on `updated_at` (no index on it: a read of the
+    /// table's rows, at an operator's pace).
+    async fn rows_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<notice_ledger::ledger::RowPage, LedgerError> {
+        let after = cursor.unwrap_or("").to_owned();
+        // One row more than asked: whether another page follows.
+        let ask = i64::try_from(limit).unwrap_or(i64::MAX - 1).saturating_add(1);
+        let client = self.client().await?;
+        let found = client
+            .query(
+                format!(
+                    "SELECT {COLUMNS} FROM notices WHERE updated_at >= $1 AND updated_at < $2 \
+                     AND notice_key > $3 ORDER BY notice_key LIMIT $4"
+                )
+                .as_str(),
+                &[&since, &until, &after, &ask],
+            )
+            .await
+            .map_err(|e| self.pg("read rows by update time", e))?;
+        let mut rows = found.iter().map(read_row).collect::<Result<Vec<_>, _>>()?;
+        let next = (rows.len() > limit).then(|| {
+            rows.truncate(limit);
+            rows.last().map(|r| r.key.as_str().to_owned())
+        });
+        Ok(notice_ledger::ledger::RowPage { rows, next: next.flatten() })
+    }
 }
 
 /// The key check kept in this ledger database's `ledger_meta` table (created by the same

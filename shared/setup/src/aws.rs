@@ -4,17 +4,17 @@
 //! `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SESV2`, profiles, …) and are
 //! never overridden here: that is how the emulator and real AWS are reached with the same binary.
 
-#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore", feature = "eventbridge"))]
 use std::time::Duration;
 
 #[cfg(feature = "dynamodb")]
 use aws_config::retry::RetryConfig;
 use aws_config::BehaviorVersion;
 pub use aws_config::SdkConfig;
-#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore", feature = "eventbridge"))]
 use notice_awshttp::AwsHttp;
 
-#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore", feature = "eventbridge"))]
 /// Longest a connection attempt of the lean client (SES, and the ledger's hot writes) may take.
 /// Short: connecting sends nothing, and a stuck connect would otherwise eat the whole send
 /// budget. (The SDK's DynamoDB client defaults to 3.1 s.)
@@ -26,30 +26,29 @@ pub async fn load_sdk_config() -> SdkConfig {
 }
 
 #[cfg(feature = "dynamodb")]
-/// The ledger's DynamoDB clients: the SDK client (reads, queries, rate buckets) and the lean
-/// client for its conditional writes (claim, commit, transitions). Retries stay on for both:
+/// The ledger's DynamoDB clients, from one configuration: the lean client, the one path for every
+/// write (claims, transitions, token takes, the key check, operator writes) and the send path's
+/// reads, and the SDK client for the operator-pace queries and scans. Retries stay on for both:
 /// every ledger write is conditional, so a retried write either applies once or fails its
 /// condition, and the ledger recognises its own retried writes.
 pub fn dynamodb_client(cfg: &SdkConfig) -> notice_dynamodb::DynamoClient {
     let retry = cfg.retry_config().cloned().unwrap_or_else(RetryConfig::standard);
     let conf = aws_sdk_dynamodb::config::Builder::from(cfg).retry_config(retry.clone()).build();
-    let hot = notice_dynamodb::hot::HotWrites::new(
-        AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT),
+    let http = AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT);
+    let lean = notice_dynamodb::hot::HotWrites::new(
+        http.clone(),
         cfg.region().map(|r| r.as_ref()),
         cfg.use_fips().unwrap_or(false),
         cfg.use_dual_stack().unwrap_or(false),
         endpoint_override(cfg, "DynamoDB").as_deref(),
     )
-    .map(|hot| hot.with_retries(retry.max_attempts(), retry.initial_backoff()));
-    let hot = match hot {
-        Ok(hot) => Some(hot),
-        Err(e) => {
-            // The SDK client reports the same problem on its first call.
-            tracing::warn!(error = %e, "no lean DynamoDB client; ledger writes go through the SDK");
-            None
-        }
-    };
-    notice_dynamodb::DynamoClient { sdk: aws_sdk_dynamodb::Client::from_conf(conf), hot }
+    .unwrap_or_else(|e| {
+        // Every ledger call reports it; the SDK client would report the same on its first call.
+        tracing::warn!(error = %e, "no usable DynamoDB endpoint; every ledger call will fail");
+        notice_dynamodb::hot::HotWrites::unusable(http, &e)
+    })
+    .with_retries(retry.max_attempts(), retry.initial_backoff());
+    notice_dynamodb::DynamoClient::new(aws_sdk_dynamodb::Client::from_conf(conf), lean)
 }
 
 #[cfg(feature = "ses")]
@@ -103,7 +102,29 @@ pub fn config_store(
     )
 }
 
-#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
+#[cfg(feature = "eventbridge")]
+/// The outcome events' publisher to `bus` (`NOTICE_OUTCOME_BUS`), over the lean client: the
+/// SDK's EventBridge crate would add megabytes to the sender for one `PutEvents` a batch. The
+/// endpoint is `AWS_ENDPOINT_URL_EVENTBRIDGE` / `AWS_ENDPOINT_URL` when set, else the region's
+/// `events` endpoint (the commercial partition's; FIPS and dual-stack are not asked for).
+pub fn eventbridge_publisher(
+    cfg: &SdkConfig,
+    bus: &str,
+) -> Result<notice_eventbridge::EventBridgePublisher, notice_awshttp::EndpointError> {
+    let region =
+        cfg.region().map(|r| r.as_ref().to_owned()).ok_or_else(|| notice_awshttp::EndpointError {
+            endpoint: "<from region>".into(),
+            reason: "no region configured (AWS_REGION)".into(),
+        })?;
+    notice_eventbridge::EventBridgePublisher::new(
+        AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT.min(notice_eventbridge::CALL_TIMEOUT)),
+        &region,
+        endpoint_override(cfg, "EventBridge").as_deref(),
+        bus,
+    )
+}
+
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore", feature = "eventbridge"))]
 /// CloudWatch in its AWS JSON 1.0 protocol, over the lean client: the operator's metric reads
 /// (`noticectl smoke`). The SDK's CloudWatch crate speaks only Smithy RPC v2 CBOR, which the
 /// emulator the suite runs on does not; CloudWatch answers all three of its protocols. The
@@ -123,7 +144,7 @@ pub fn cloudwatch(
     Ok((AwsHttp::new(cfg.credentials_provider(), CONNECT_TIMEOUT), target))
 }
 
-#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore"))]
+#[cfg(any(feature = "dynamodb", feature = "ses", feature = "configstore", feature = "eventbridge"))]
 /// The endpoint override an SDK client for `service_id` would use (its generated
 /// `From<&SdkConfig>`): one set in code wins; else `AWS_ENDPOINT_URL_<SERVICE>` (or the
 /// profile's service section), else `AWS_ENDPOINT_URL`.
@@ -183,10 +204,15 @@ mod tests {
     #[test]
     fn dynamodb_client_keeps_retries() {
         let client = dynamodb_client(&offline_config());
-        let attempts = client.sdk.config().retry_config().map(RetryConfig::max_attempts);
+        let attempts = client.sdk().config().retry_config().map(RetryConfig::max_attempts);
         assert!(attempts.is_some_and(|n| n > 1), "{attempts:?}");
-        let hot = client.hot.unwrap_or_else(|| panic!("the lean client is configured"));
-        assert!(hot.max_attempts() > 1);
-        assert_eq!(hot.endpoint().host(), Some("dynamodb.us-east-1.amazonaws.com"));
+        let lean = client.lean();
+        assert!(lean.max_attempts() > 1);
+        assert_eq!(lean.endpoint().and_then(|u| u.host()), Some("dynamodb.us-east-1.amazonaws.com"));
+        // Without a region there is no endpoint: still the lean client, every call failing.
+        let nowhere = SdkConfig::builder().behavior_version(BehaviorVersion::latest()).build();
+        let client = dynamodb_client(&nowhere);
+        assert!(client.lean().endpoint().is_none());
+        assert!(client.lean().endpoint_error().is_some_and(|e| e.contains("no region")));
     }
 }

@@ -43,6 +43,24 @@ impl ParkingSettings {
     }
 }
 
+/// Variable naming the EventBridge bus each notice's outcome event goes to (sender, reconciler).
+pub const OUTCOME_BUS_VAR: &str = "NOTICE_OUTCOME_BUS";
+
+/// Outcome events (`NOTICE_OUTCOME_BUS`): optional — unset, nothing is published and the ledger
+/// alone records outcomes (the start-up log says so).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutcomeSettings {
+    /// The bus: a name or an ARN, as `PutEvents` takes either.
+    pub bus: String,
+}
+
+impl OutcomeSettings {
+    /// `None` when the variable is unset or blank.
+    pub fn from_env() -> Option<Self> {
+        config::optional(OUTCOME_BUS_VAR).map(|bus| Self { bus: bus.trim().to_owned() })
+    }
+}
+
 /// Configuration of the sender, read once at start-up.
 pub struct SenderSettings {
     /// The ledger, decided once: `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`,

@@ -631,6 +631,38 @@ impl OperatorLedger for SqliteLedger {
         })
         .await
     }
+
+    /// Rows by key after the cursor, filtered on `updated_at_ms` (no index on it: a table read,
+    /// at an operator's pace).
+    async fn rows_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<notice_ledger::ledger::RowPage, LedgerError> {
+        let (since, until) = (since.timestamp_millis(), until.timestamp_millis());
+        let after = cursor.unwrap_or("").to_owned();
+        // One row more than asked: whether another page follows.
+        let ask = i64::try_from(limit).unwrap_or(i64::MAX - 1).saturating_add(1);
+        let mut rows: Vec<LedgerRow> = self
+            .with(move |conn| {
+                let mut stmt = conn
+                    .prepare(&format!(
+                        "SELECT {COLUMNS} FROM notices WHERE updated_at_ms >= ?1 AND updated_at_ms < ?2
+                         AND notice_key > ?3 ORDER BY notice_key LIMIT ?4"
+                    ))
+                    .map_err(sql)?;
+                let rows = stmt.query_map(params![since, until, after, ask], read_row).map_err(sql)?;
+                rows.map(|r| r.map_err(sql)?).collect()
+            })
+            .await?;
+        let next = (rows.len() > limit).then(|| {
+            rows.truncate(limit);
+            rows.last().map(|r| r.key.as_str().to_owned())
+        });
+        Ok(notice_ledger::ledger::RowPage { rows, next: next.flatten() })
+    }
 }
 
 /// The key check kept in this ledger file's `ledger_meta` table (shares the ledger's connection).

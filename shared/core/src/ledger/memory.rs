@@ -250,6 +250,27 @@ impl OperatorLedger for MemoryLedger {
         keys.truncate(limit);
         Ok(keys)
     }
+
+    async fn rows_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<super::RowPage, LedgerError> {
+        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found: Vec<LedgerRow> = rows
+            .values()
+            .filter(|r| r.updated_at >= since && r.updated_at < until)
+            .filter(|r| cursor.is_none_or(|c| r.key.as_str() > c))
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| a.key.cmp(&b.key));
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next = if more { found.last().map(|r| r.key.as_str().to_owned()) } else { None };
+        Ok(super::RowPage { rows: found, next })
+    }
 }
 
 fn open_claim<'a>(

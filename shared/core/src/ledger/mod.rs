@@ -24,7 +24,9 @@ pub use evidence::{
     apply_to_row, learned_row, EvidenceEffect, ProviderEvidence, EVENT_CLOCK_SKEW_SECS, MAX_DUPLICATE_IDS,
     MAX_MESSAGE_ID_LEN,
 };
-pub use ports::{prefix_end, ClaimLedger, EvidenceLedger, Ledger, OperatorLedger, QuarantineView, RowReader};
+pub use ports::{
+    prefix_end, ClaimLedger, EvidenceLedger, Ledger, OperatorLedger, QuarantineView, RowPage, RowReader,
+};
 pub use row::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, LedgerRow, Origin, RenderedNotice,
     RowState, WithdrawRequest,

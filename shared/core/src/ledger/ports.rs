@@ -131,6 +131,30 @@ pub trait OperatorLedger: QuarantineView {
     /// scan the table for it (read capacity in proportion to the table: fine at an operator's pace,
     /// never on a hot path).
     async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError>;
+
+    /// Operator: one page of the rows last written in `[since, until)` (`updated_at`), at most
+    /// `limit`, starting after `cursor` (`None`: the first page; then each page's
+    /// [`RowPage::next`]) — so `noticectl outcomes republish` can re-publish the outcome events
+    /// of a time range from the source of truth. Pages follow the adapter's own order (SQL and
+    /// memory: by key); the cursor means nothing to any other adapter. SQL ledgers filter on
+    /// `updated_at` (a table read at an operator's pace); DynamoDB can only `Scan` the table with
+    /// a filter — read capacity in proportion to the whole table, and a page may hold fewer than
+    /// `limit` rows (even none) while `next` is still set. Never on a send path.
+    async fn rows_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<RowPage, LedgerError>;
+}
+
+/// One page of [`OperatorLedger::rows_updated_between`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowPage {
+    pub rows: Vec<LedgerRow>,
+    /// Where the next page starts (opaque, the adapter's own); `None`: this was the last page.
+    pub next: Option<String>,
 }
 
 /// The exclusive upper end of the key range that starts with `prefix` (lower-case hex keys sort

@@ -105,4 +105,14 @@ impl<T: OperatorLedger + ?Sized> OperatorLedger for std::sync::Arc<T> {
     async fn keys_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<NoticeKey>, LedgerError> {
         (**self).keys_with_prefix(prefix, limit).await
     }
+
+    async fn rows_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<super::RowPage, LedgerError> {
+        (**self).rows_updated_between(since, until, cursor, limit).await
+    }
 }

@@ -255,13 +255,16 @@ fn endpoints_resolve_like_the_sdk() {
     let http = AwsHttp::new(None, Duration::from_secs(3));
     let regional =
         HotWrites::new(http.clone(), Some("eu-west-1"), false, false, None).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(regional.endpoint().to_string(), "https://dynamodb.eu-west-1.amazonaws.com/");
+    assert_eq!(
+        regional.endpoint().map(ToString::to_string).as_deref(),
+        Some("https://dynamodb.eu-west-1.amazonaws.com/")
+    );
     let fips =
         HotWrites::new(http.clone(), Some("us-east-1"), true, false, None).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(fips.endpoint().host(), Some("dynamodb-fips.us-east-1.amazonaws.com"));
+    assert_eq!(fips.endpoint().and_then(|u| u.host()), Some("dynamodb-fips.us-east-1.amazonaws.com"));
     let local = HotWrites::new(http.clone(), Some("us-east-1"), false, false, Some("http://127.0.0.1:5000"))
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(local.endpoint().to_string(), "http://127.0.0.1:5000/");
+    assert_eq!(local.endpoint().map(ToString::to_string).as_deref(), Some("http://127.0.0.1:5000/"));
     assert!(HotWrites::new(http, None, false, false, None).is_err(), "no region, no endpoint");
 }
 
@@ -303,4 +306,113 @@ async fn a_throttled_batch_read_is_retried() {
         hot_at(&endpoint, 3).batch_get_item("t", &[one_item()]).await.unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!((items, unprocessed.len()), (vec![one_item()], 0));
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[test]
+fn transaction_body_is_the_protocol_shape() {
+    let names = HashMap::from([("#s".to_owned(), "state".to_owned())]);
+    let values = HashMap::from([(":a".to_owned(), AttributeValue::S("alias".into()))]);
+    let (none, no_values) = (HashMap::new(), Item::new());
+    let puts = [
+        TransactPut {
+            item: one_item(),
+            condition: "attribute_not_exists(#k)",
+            names: &none,
+            values: &no_values,
+        },
+        TransactPut { item: one_item(), condition: "#s = :a", names: &names, values: &values },
+    ];
+    let body = TransactWriteItems {
+        transact_items: puts
+            .iter()
+            .map(|put| TransactItem { put: TransactPutJson { table_name: "t", put } })
+            .collect(),
+        client_request_token: "tok",
+    };
+    let json = serde_json::to_value(&body).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        json,
+        json!({"TransactItems": [
+            {"Put": {"TableName": "t", "Item": {"notice_key": {"S": "ab"}},
+                     "ConditionExpression": "attribute_not_exists(#k)",
+                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+            {"Put": {"TableName": "t", "Item": {"notice_key": {"S": "ab"}}, "ConditionExpression": "#s = :a",
+                     "ExpressionAttributeNames": {"#s": "state"},
+                     "ExpressionAttributeValues": {":a": {"S": "alias"}},
+                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}],
+            "ClientRequestToken": "tok"})
+    );
+}
+
+/// What DynamoDB answers a cancelled transaction: a reason per action, in the request's order;
+/// the one whose condition failed carries the item it was checked against.
+const CANCELLED_ON_THE_ALIAS: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [None, ConditionalCheckFailed]","CancellationReasons":[{"Code":"None"},{"Code":"ConditionalCheckFailed","Message":"The conditional request failed","Item":{"notice_key":{"S":"ab"},"state":{"S":"sent"}}}]}"#;
+
+#[test]
+fn cancellation_reasons_say_which_action_failed_its_condition() {
+    let Some(Ok((reasons, message))) = cancellation(CANCELLED_ON_THE_ALIAS.as_bytes()) else {
+        panic!("not read as a cancellation")
+    };
+    assert!(message.contains("[None, ConditionalCheckFailed]"), "{message}");
+    assert_eq!(reasons.len(), 2);
+    assert_eq!((reasons[0].code.as_deref(), reasons[0].item.as_ref()), (Some("None"), None));
+    assert_eq!(reasons[1].code.as_deref(), Some("ConditionalCheckFailed"));
+    let held = reasons[1].item.as_ref().unwrap_or_else(|| panic!("no item"));
+    assert_eq!(held.get("state"), Some(&AttributeValue::S("sent".into())));
+    // Another error is no cancellation; a malformed one is an error, never "no reasons".
+    let other = br#"{"__type":"com.amazonaws.dynamodb.v20120810#ValidationException"}"#;
+    assert!(cancellation(other).is_none());
+    assert!(cancellation(b"").is_none());
+    let bad = br#"{"__type":"x#TransactionCanceledException","CancellationReasons":{"Code":"None"}}"#;
+    assert!(matches!(cancellation(bad), Some(Err(_))));
+}
+
+#[tokio::test]
+async fn a_cancelled_transaction_is_final_and_answers_its_reasons() {
+    let reply: &'static str = Box::leak(format!("400 Bad Request|{CANCELLED_ON_THE_ALIAS}").into_boxed_str());
+    let (endpoint, count) = scripted(vec![reply, "200 OK|{}"]).await;
+    let (none, no_values) = (HashMap::new(), Item::new());
+    let puts = [
+        TransactPut { item: one_item(), condition: "a", names: &none, values: &no_values },
+        TransactPut { item: one_item(), condition: "b", names: &none, values: &no_values },
+    ];
+    let result = hot_at(&endpoint, 3).transact_put_items("t", &puts).await;
+    let Err(TransactFailure::Cancelled { reasons, .. }) = result else { panic!("{result:?}") };
+    assert_eq!(
+        reasons.iter().map(|r| r.code.as_deref()).collect::<Vec<_>>(),
+        [Some("None"), Some("ConditionalCheckFailed")]
+    );
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1, "never retried");
+
+    // A server error is retried; the answer that applies ends it.
+    let (endpoint, count) = scripted(vec!["500 Internal Server Error|{}", "200 OK|{}"]).await;
+    assert!(hot_at(&endpoint, 3).transact_put_items("t", &puts).await.is_ok());
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_single_read_answers_the_item_or_none() {
+    let (endpoint, _) = scripted(vec![
+        "200 OK|{\"Item\":{\"notice_key\":{\"S\":\"ab\"}}}",
+        "200 OK|{}",
+        "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException\"}",
+    ])
+    .await;
+    let hot = hot_at(&endpoint, 1);
+    assert_eq!(hot.get_item("t", &one_item()).await.unwrap_or_else(|e| panic!("{e:?}")), Some(one_item()));
+    assert_eq!(hot.get_item("t", &one_item()).await.unwrap_or_else(|e| panic!("{e:?}")), None);
+    let failed = hot.get_item("t", &one_item()).await;
+    assert!(matches!(failed, Err(HotFailure::Other(ref t)) if t.contains("ResourceNotFound")), "{failed:?}");
+}
+
+#[tokio::test]
+async fn an_unusable_client_fails_every_call_with_its_reason() {
+    let http = AwsHttp::new(None, Duration::from_secs(3));
+    let Err(e) = HotWrites::new(http.clone(), None, false, false, None) else { panic!("no region resolved") };
+    let hot = HotWrites::unusable(http, &e);
+    assert_eq!(hot.endpoint(), None);
+    let result = hot.put_item("t", &one_item(), "c", &HashMap::new(), &HashMap::new()).await;
+    assert!(matches!(result, Err(HotFailure::Other(ref t)) if t.contains("no region")), "{result:?}");
+    let result = hot.transact_put_items("t", &[]).await;
+    assert!(matches!(result, Err(TransactFailure::Other(ref t)) if t.contains("no region")), "{result:?}");
 }

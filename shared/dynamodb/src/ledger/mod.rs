@@ -1,12 +1,14 @@
 //! DynamoDB ledger: the production adapter, one item per notice key.
 //!
 //! Every write is a single conditional request, so DynamoDB itself arbitrates races: a claim is
-//! one `PutItem` guarded by "no row, or a released row", and every transition out of `claimed` is
-//! an `UpdateItem` guarded by the claim token. These writes are retried (by the lean client in
-//! `hot`, like the SDK's standard policy; by the SDK for an SDK-only client), so a write whose
-//! first response was lost can come back as a failed condition; each write reads
-//! the item DynamoDB returns with the failure (`ReturnValuesOnConditionCheckFailure::ALL_OLD`) and
-//! recognises its own earlier write instead of reporting a conflict.
+//! one `PutItem` guarded by "no row, or a released row" (during a key rotation, one
+//! `TransactWriteItems` with its aliases), and every transition out of `claimed` is an
+//! `UpdateItem` guarded by the claim token. Every write goes through one path, the lean client in
+//! `hot`, which retries like the SDK's standard policy, so a write whose first response was lost
+//! can come back as a failed condition; each write reads the item DynamoDB returns with the
+//! failure (`ReturnValuesOnConditionCheckFailure::ALL_OLD`) and recognises its own earlier write
+//! instead of reporting a conflict. Single reads go through it too; only the operator-pace
+//! queries and scans (the quarantine view, the key and time scans) use the SDK client.
 //!
 //! Open claims carry `open_shard` (the key's first hex character) and `open_since` (claim time,
 //! epoch ms), the keys of the sparse GSI `open_claims`; every transition out of `claimed` removes
@@ -17,10 +19,8 @@
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 use tracing::{debug, warn};
@@ -34,7 +34,7 @@ use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
 
 use crate::expr::Expr;
-use crate::hot::{HotFailure, HotWrites};
+use crate::hot::{HotFailure, HotWrites, TransactFailure, TransactPut};
 use crate::item::{attr, get_key, item_to_row, n, row_to_item, s, to_millis, Item};
 use crate::DynamoClient;
 
@@ -60,10 +60,10 @@ const ALIASABLE: &str = "attribute_not_exists(#notice_key) OR #state = :alias";
 /// The DynamoDB ledger.
 #[derive(Clone, Debug)]
 pub struct DynamoLedger {
+    /// The SDK client: the operator-pace queries and scans only.
     client: aws_sdk_dynamodb::Client,
-    /// The lean client for the conditional writes (claim, commit, every transition), when
-    /// configured; else they go through `client` too.
-    hot: Option<HotWrites>,
+    /// The lean client: every write, every single read and the batch read.
+    lean: HotWrites,
     table: String,
     retention: chrono::Duration,
 }
@@ -80,10 +80,10 @@ mod reads;
 impl DynamoLedger {
     /// A ledger over `table`, keeping rows for 400 days after their last write.
     pub fn new(client: impl Into<DynamoClient>, table: impl Into<String>) -> Self {
-        let DynamoClient { sdk, hot } = client.into();
+        let client = client.into();
         Self {
-            client: sdk,
-            hot,
+            client: client.sdk().clone(),
+            lean: client.lean().clone(),
             table: table.into(),
             retention: chrono::Duration::days(DEFAULT_RETENTION_DAYS.into()),
         }
@@ -140,49 +140,10 @@ impl DynamoLedger {
     /// Conditional `PutItem` of a whole row.
     async fn put_row(&self, row: &LedgerRow, condition: Expr) -> Result<(), WriteFailure> {
         let item = row_to_item(row, self.expires_at(row.updated_at));
-        if let Some(hot) = &self.hot {
-            return hot
-                .put_item(&self.table, &item, &condition.text, &condition.names, &condition.values)
-                .await
-                .map_err(|f| self.hot_failure("PutItem", f));
-        }
-        let (names, values) = condition.parts();
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(condition.text)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
+        self.lean
+            .put_item(&self.table, &item, &condition.text, &condition.names, &condition.values)
             .await
-            .map(|_| ())
-            .map_err(|e| self.put_failure(e))
-    }
-
-    fn put_failure(
-        &self,
-        err: SdkError<PutItemError, aws_sdk_dynamodb::config::http::HttpResponse>,
-    ) -> WriteFailure {
-        match err.as_service_error() {
-            Some(PutItemError::ConditionalCheckFailedException(e)) => {
-                WriteFailure::Condition(e.item().cloned())
-            }
-            _ => WriteFailure::Other(self.unavailable("PutItem", err)),
-        }
-    }
-
-    fn update_failure(
-        &self,
-        err: SdkError<UpdateItemError, aws_sdk_dynamodb::config::http::HttpResponse>,
-    ) -> WriteFailure {
-        match err.as_service_error() {
-            Some(UpdateItemError::ConditionalCheckFailedException(e)) => {
-                WriteFailure::Condition(e.item().cloned())
-            }
-            _ => WriteFailure::Other(self.unavailable("UpdateItem", err)),
-        }
+            .map_err(|f| self.hot_failure("PutItem", f))
     }
 
     /// The row a failed condition was checked against: from the error when DynamoDB returned it,
@@ -248,41 +209,36 @@ impl DynamoLedger {
         row: &LedgerRow,
         aliases: &[NoticeKey],
     ) -> Result<Option<LedgerRow>, LedgerError> {
-        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-        use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-        let put = |row: &LedgerRow, cond: Expr| -> Result<TransactWriteItem, LedgerError> {
-            let (names, values) = cond.parts();
-            let put = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(row_to_item(row, self.expires_at(row.updated_at))))
-                .condition_expression(cond.text)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .build()
-                .map_err(|e| LedgerError::Unavailable(format!("DynamoDB TransactWriteItems: {e}")))?;
-            Ok(TransactWriteItem::builder().put(put).build())
-        };
         let mut claimable = Expr::new(CLAIMABLE);
         claimable.name(attr::KEY).name(attr::STATE).value(":released", s(RowState::Released.as_str()));
-        let mut items = vec![put(row, claimable)?];
-        for alias in aliases {
-            let mut cond = Expr::new(ALIASABLE);
-            cond.name(attr::KEY).name(attr::STATE).value(":alias", s(RowState::Alias.as_str()));
-            items.push(put(&LedgerRow::alias_at(alias, row), cond)?);
-        }
-        let err = match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
-            Ok(_) => return Ok(None),
-            Err(err) => err,
+        let mut aliasable = Expr::new(ALIASABLE);
+        aliasable.name(attr::KEY).name(attr::STATE).value(":alias", s(RowState::Alias.as_str()));
+        let alias_rows: Vec<LedgerRow> =
+            aliases.iter().map(|alias| LedgerRow::alias_at(alias, row)).collect();
+        let puts: Vec<TransactPut<'_>> = std::iter::once((row, &claimable))
+            .chain(alias_rows.iter().map(|alias| (alias, &aliasable)))
+            .map(|(row, cond)| TransactPut {
+                item: row_to_item(row, self.expires_at(row.updated_at)),
+                condition: &cond.text,
+                names: &cond.names,
+                values: &cond.values,
+            })
+            .collect();
+        let (reasons, message) = match self.lean.transact_put_items(&self.table, &puts).await {
+            Ok(()) => return Ok(None),
+            Err(TransactFailure::Other(text)) => {
+                return Err(LedgerError::Unavailable(format!(
+                    "DynamoDB TransactWriteItems on {}: {text}",
+                    self.table
+                )))
+            }
+            Err(TransactFailure::Cancelled { reasons, message }) => (reasons, message),
         };
-        let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error()
-        else {
-            return Err(self.unavailable("TransactWriteItems", err));
-        };
+        // The reasons come in the actions' order: this key's row first, then each alias.
         let keys: Vec<&NoticeKey> = std::iter::once(&row.key).chain(aliases).collect();
-        for (key, reason) in keys.iter().zip(cancelled.cancellation_reasons()) {
-            if reason.code() == Some("ConditionalCheckFailed") {
-                return match self.conflicting_row(key, reason.item().cloned()).await? {
+        for (key, reason) in keys.iter().zip(reasons) {
+            if reason.code.as_deref() == Some("ConditionalCheckFailed") {
+                return match self.conflicting_row(key, reason.item).await? {
                     Some(existing) => Ok(Some(existing)),
                     None => Err(LedgerError::Unavailable(format!(
                         "{} changed during the write; try again",
@@ -292,9 +248,8 @@ impl DynamoLedger {
             }
         }
         Err(LedgerError::Unavailable(format!(
-            "DynamoDB TransactWriteItems on {} cancelled: {}",
-            self.table,
-            cancelled.message().unwrap_or("no reason given")
+            "DynamoDB TransactWriteItems on {} cancelled: {message}",
+            self.table
         )))
     }
 
@@ -339,13 +294,11 @@ impl DynamoLedger {
             condition.push_str(&format!(" AND {} = :token", e.name_of(attr::CLAIM_TOKEN)));
             e.value(":token", s(token.as_str()));
         }
-        let result = match &self.hot {
-            Some(hot) => hot
-                .update_item(&self.table, &Self::key_item(key), &update, &condition, &e.names, &e.values)
-                .await
-                .map_err(|f| self.hot_failure("UpdateItem", f)),
-            None => self.sdk_update(key, update, condition, &e).await,
-        };
+        let result = self
+            .lean
+            .update_item(&self.table, &Self::key_item(key), &update, &condition, &e.names, &e.values)
+            .await
+            .map_err(|f| self.hot_failure("UpdateItem", f));
         match result {
             Ok(()) => Ok(()),
             Err(WriteFailure::Other(e)) => Err(e),
@@ -357,30 +310,6 @@ impl DynamoLedger {
                 row => Err(conflict(row.as_ref())),
             },
         }
-    }
-
-    /// `leave_claimed`'s write through the SDK client (no lean client configured).
-    async fn sdk_update(
-        &self,
-        key: &NoticeKey,
-        update: String,
-        condition: String,
-        e: &Expr,
-    ) -> Result<(), WriteFailure> {
-        let (names, values) = e.parts();
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::key_item(key)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(names)
-            .set_expression_attribute_values(values)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|err| self.update_failure(err))
     }
 
     /// A worker transition: `claimed` with this claim's token → `to`.
@@ -468,16 +397,16 @@ impl DynamoLedger {
 #[async_trait]
 impl RowReader for DynamoLedger {
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::key_item(key)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| self.unavailable("GetItem", e))?;
-        out.item().map(item_to_row).transpose()
+        let item = self.lean.get_item(&self.table, &Self::key_item(key)).await.map_err(|f| match f {
+            HotFailure::Other(text) => {
+                LedgerError::Unavailable(format!("DynamoDB GetItem on {}: {text}", self.table))
+            }
+            HotFailure::Condition(_) => LedgerError::Unavailable(format!(
+                "DynamoDB GetItem on {}: unexpected condition failure",
+                self.table
+            )),
+        })?;
+        item.as_ref().map(item_to_row).transpose()
     }
     async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
         // BatchGetItem refuses a request naming the same key twice.
@@ -701,6 +630,16 @@ impl OperatorLedger for DynamoLedger {
         keys.sort();
         keys.truncate(limit);
         Ok(keys)
+    }
+
+    async fn rows_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<notice_ledger::ledger::RowPage, LedgerError> {
+        self.scan_updated_between(since, until, cursor, limit).await
     }
 }
 

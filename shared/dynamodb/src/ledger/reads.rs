@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{KeysAndAttributes, Select};
+use aws_sdk_dynamodb::types::Select;
 use chrono::{DateTime, Utc};
 use notice_ledger::ledger::LedgerRow;
 use notice_ledger::{LedgerError, NoticeKey};
@@ -47,36 +47,15 @@ impl DynamoLedger {
 
     /// One `BatchGetItem` request: (items found, keys left unprocessed).
     async fn batch_get_round(&self, keys: Vec<Item>) -> Result<(Vec<Item>, Vec<Item>), LedgerError> {
-        if let Some(hot) = &self.hot {
-            return hot.batch_get_item(&self.table, &keys).await.map_err(|f| match f {
-                HotFailure::Condition(_) => LedgerError::Unavailable(format!(
-                    "DynamoDB BatchGetItem on {}: unexpected condition failure",
-                    self.table
-                )),
-                HotFailure::Other(text) => {
-                    LedgerError::Unavailable(format!("DynamoDB BatchGetItem on {}: {text}", self.table))
-                }
-            });
-        }
-        let request = KeysAndAttributes::builder()
-            .set_keys(Some(keys))
-            .consistent_read(true)
-            .build()
-            .map_err(|e| self.unavailable("BatchGetItem", e))?;
-        let out = self
-            .client
-            .batch_get_item()
-            .request_items(&self.table, request)
-            .send()
-            .await
-            .map_err(|e| self.unavailable("BatchGetItem", e))?;
-        let found = out.responses().and_then(|r| r.get(&self.table)).cloned().unwrap_or_default();
-        let unprocessed = out
-            .unprocessed_keys()
-            .and_then(|u| u.get(&self.table))
-            .map(|k| k.keys().to_vec())
-            .unwrap_or_default();
-        Ok((found, unprocessed))
+        self.lean.batch_get_item(&self.table, &keys).await.map_err(|f| match f {
+            HotFailure::Condition(_) => LedgerError::Unavailable(format!(
+                "DynamoDB BatchGetItem on {}: unexpected condition failure",
+                self.table
+            )),
+            HotFailure::Other(text) => {
+                LedgerError::Unavailable(format!("DynamoDB BatchGetItem on {}: {text}", self.table))
+            }
+        })
     }
 
     /// A query of one shard of the open-claims index for claims opened before `before` (epoch ms).
@@ -164,6 +143,56 @@ impl DynamoLedger {
         Ok((count, oldest))
     }
 }
+
+impl DynamoLedger {
+    /// [`notice_ledger::ledger::OperatorLedger::rows_updated_between`]: one page of a `Scan`
+    /// filtered on `updated_at` (epoch ms). DynamoDB has no index on it, so this reads the whole
+    /// table — read capacity in proportion to the table, at an operator's pace, never on a send
+    /// path. `Limit` bounds the items *read* per page, before the filter: a page may hold fewer
+    /// rows than `limit` (even none) while `next` is set. Items of other kinds that share the
+    /// table (rate buckets, the key check) have no `state` and are filtered out.
+    pub(super) async fn scan_updated_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<notice_ledger::ledger::RowPage, LedgerError> {
+        let mut filter = Expr::new(SCAN_UPDATED);
+        filter
+            .name(attr::UPDATED_AT)
+            .name(attr::STATE)
+            .value(":since", n(since.timestamp_millis()))
+            .value(":until", n(until.timestamp_millis()));
+        let (names, values) = filter.parts();
+        let start = cursor.map(|c| Item::from([(attr::KEY.to_owned(), s(c))]));
+        let out = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression(filter.text.as_str())
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.unavailable("Scan", e))?;
+        let mut rows = Vec::with_capacity(out.items().len());
+        for item in out.items() {
+            rows.push(item_to_row(item)?);
+        }
+        let next = match out.last_evaluated_key().and_then(|k| k.get(attr::KEY)) {
+            Some(aws_sdk_dynamodb::types::AttributeValue::S(key)) => Some(key.clone()),
+            _ => None,
+        };
+        Ok(notice_ledger::ledger::RowPage { rows, next })
+    }
+}
+
+/// The filter of [`DynamoLedger::scan_updated_between`].
+const SCAN_UPDATED: &str = "#updated_at >= :since AND #updated_at < :until AND attribute_exists(#state)";
 
 const SHARD_CONDITION: &str = "#open_shard = :shard AND #open_since < :before";
 

@@ -1,0 +1,150 @@
+//! The intake's settings, read once at cold start: a missing or invalid one stops the start.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `NOTICE_INTAKE_KIND` | required: the notice kind of every renewal notice the intake enqueues; refused unless the notice configuration in force lists it (as the sender would refuse the jobs) |
+//! | `NOTICE_INTAKE_BILLING_TIME_ZONE` | required: the IANA zone the billing system keeps its days in; a period's opening instant is read as a date there (`period_start`) |
+//! | `NOTICE_INTAKE_SIGNING_SECRET_ARN` | the Secrets Manager secret holding the endpoint signing secret (`whsec_…`); or `NOTICE_INTAKE_SIGNING_SECRET`, the value itself (local runs) |
+//! | `NOTICE_INTAKE_TOLERANCE_SECS` | how old a signature may be (default 300, Stripe's own; 0 checks no age) |
+//! | `NOTICE_QUEUE_URL` | required: the jobs queue |
+//! | `NOTICE_KEY_SECRET_ARN` / `NOTICE_KEY_SECRET` | the key secret (the ledger's rows are read by key), verified against the ledger's key check |
+//! | `NOTICE_LEDGER_URL` / `NOTICE_TABLE` | the ledger, as every entry point names it |
+//! | `NOTICE_CONFIG` | the notice configuration whose policy must list the kind |
+
+use std::sync::Arc;
+
+use notice_ledger::intake::IntakePlanner;
+use notice_ledger::keycheck::{check_ring, KeyCheckError, KeyCheckOutcome};
+use notice_ledger::locale::TimeZone;
+use notice_ledger::notices::NoticeConfig;
+use notice_ledger::{ConfigError, Kind};
+use notice_setup::aws::SdkConfig;
+use notice_setup::ledger_url::{self, LedgerUrl};
+use notice_setup::notices::ConfigSpec;
+use notice_setup::{config, secret};
+use notice_stripe::{SigningSecrets, StripeMapping, DEFAULT_TOLERANCE_SECS};
+use tracing::info;
+
+use crate::aws::{SecretsManagerSource, SqsQueue};
+use crate::{IntakeApp, KeyGate, SecretSource, Secrets};
+
+pub const KIND_VAR: &str = "NOTICE_INTAKE_KIND";
+pub const ZONE_VAR: &str = "NOTICE_INTAKE_BILLING_TIME_ZONE";
+pub const SIGNING_SECRET_VAR: &str = "NOTICE_INTAKE_SIGNING_SECRET";
+pub const SIGNING_SECRET_ARN_VAR: &str = "NOTICE_INTAKE_SIGNING_SECRET_ARN";
+pub const TOLERANCE_VAR: &str = "NOTICE_INTAKE_TOLERANCE_SECS";
+pub const QUEUE_VAR: &str = "NOTICE_QUEUE_URL";
+
+/// `NOTICE_INTAKE_KIND`, checked as a kind; the policy check comes with the configuration.
+pub fn kind_from_env() -> Result<Kind, ConfigError> {
+    let kind = config::required(KIND_VAR)?;
+    Kind::parse(kind.trim()).map_err(|e| ConfigError::Invalid { name: KIND_VAR, reason: e.reason })
+}
+
+/// `NOTICE_INTAKE_BILLING_TIME_ZONE`: required, never the host's zone (docs/job.md, "Time zones").
+pub fn zone_from_env() -> Result<TimeZone, ConfigError> {
+    let zone = config::required(ZONE_VAR)?;
+    TimeZone::parse(zone.trim()).map_err(|reason| ConfigError::Invalid { name: ZONE_VAR, reason })
+}
+
+/// The kind must be one the policy in force sends (strict policies list their kinds).
+pub fn check_kind(kind: &Kind, config: &NoticeConfig) -> Result<(), ConfigError> {
+    config
+        .policy()
+        .check_kind(kind.as_str())
+        .map_err(|e| ConfigError::Invalid { name: KIND_VAR, reason: e.to_string() })
+}
+
+/// The notice configuration `NOTICE_CONFIG` names: built-in, a directory, or published.
+async fn notice_config(sdk: &SdkConfig) -> Result<NoticeConfig, ConfigError> {
+    let spec = ConfigSpec::from_env()?;
+    match &spec {
+        ConfigSpec::Builtin | ConfigSpec::Dir(_) => notice_setup::notices::load_local(&spec),
+        ConfigSpec::Parameter(_) | ConfigSpec::Object(_) => {
+            notice_setup::notices::load_published(sdk, &spec).await.map(|(config, _)| config)
+        }
+    }
+}
+
+/// The signing secrets: the value, or the secret it lives in (read now, and again after a
+/// signature does not match once a minute has passed).
+async fn signing_secrets(sdk: &SdkConfig) -> Result<Secrets, ConfigError> {
+    let value = config::optional(SIGNING_SECRET_VAR);
+    let arn = config::optional(SIGNING_SECRET_ARN_VAR);
+    let invalid = |name, reason: String| ConfigError::Invalid { name, reason };
+    match (value, arn) {
+        (Some(_), Some(_)) => Err(invalid(
+            SIGNING_SECRET_VAR,
+            format!("set only one of {SIGNING_SECRET_VAR} and {SIGNING_SECRET_ARN_VAR}"),
+        )),
+        (Some(value), None) => {
+            let secrets =
+                SigningSecrets::parse(&value).map_err(|e| invalid(SIGNING_SECRET_VAR, e.to_string()))?;
+            Ok(Secrets::new(secrets, None))
+        }
+        (None, Some(arn)) => {
+            let source = SecretsManagerSource::new(aws_sdk_secretsmanager::Client::new(sdk), arn);
+            let secrets = source.read().await.map_err(|e| invalid(SIGNING_SECRET_ARN_VAR, e))?;
+            Ok(Secrets::new(secrets, Some(Arc::new(source))))
+        }
+        (None, None) => {
+            Err(ConfigError::Missing("NOTICE_INTAKE_SIGNING_SECRET_ARN (or NOTICE_INTAKE_SIGNING_SECRET)"))
+        }
+    }
+}
+
+/// The app from the environment (the Lambda's cold start).
+pub async fn from_env() -> Result<IntakeApp, ConfigError> {
+    let kind = kind_from_env()?;
+    let zone = zone_from_env()?;
+    let queue_url = config::required(QUEUE_VAR)?;
+    let tolerance_secs = config::secs_from_env(TOLERANCE_VAR, DEFAULT_TOLERANCE_SECS)?.as_secs();
+    let function_name = config::function_name("notice-intake");
+    let sdk = notice_setup::aws::load_sdk_config().await;
+    let keys = secret::resolve(&sdk).await?.ok_or(ConfigError::Missing(secret::EITHER_VAR))?;
+    let notices = notice_config(&sdk).await?;
+    check_kind(&kind, &notices)?;
+    let secrets = signing_secrets(&sdk).await?;
+    let ledger = match config::optional(ledger_url::LEDGER_URL_VAR) {
+        Some(url) => LedgerUrl::parse(&url)?,
+        None => LedgerUrl::DynamoDb(config::required(ledger_url::TABLE_VAR)?),
+    };
+    let opened = ledger.open_with_buckets(Some(&sdk), ledger_url::retention_days_from_env()?).await?;
+    let planner = IntakePlanner::new(kind, zone, keys);
+    let verified = match check_ring(opened.key_checks.as_ref(), planner.keys(), false).await {
+        Ok(KeyCheckOutcome::Verified(k)) => {
+            info!(key_secret = %k, "key secret verified against the ledger's key check");
+            true
+        }
+        Ok(outcome) => {
+            info!(key_secret = %outcome.ours(), "the ledger holds no key check yet (no sender has opened it): checked again before each ledger read until it does");
+            false
+        }
+        Err(e @ KeyCheckError::Mismatch { .. }) => {
+            return Err(ConfigError::Invalid { name: secret::SECRET_VAR, reason: e.to_string() })
+        }
+        Err(KeyCheckError::Ledger(e)) => {
+            return Err(ConfigError::Unavailable { what: "the ledger's key check", reason: e.to_string() })
+        }
+    };
+    info!(
+        kind = %planner.kind(),
+        billing_time_zone = %planner.billing_zone(),
+        config = %notices.manifest().name,
+        config_version = %notices.version(),
+        signing_secrets = secrets.count().await,
+        tolerance_secs,
+        ledger = %ledger.describe(),
+        "intake ready"
+    );
+    Ok(IntakeApp {
+        secrets,
+        tolerance_secs,
+        mapping: Arc::new(StripeMapping),
+        planner,
+        ledger: opened.ledger,
+        key_gate: KeyGate::new(opened.key_checks, verified),
+        queue: Arc::new(SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url)),
+        function_name,
+    })
+}

@@ -1,0 +1,168 @@
+//! Billing webhooks → queue messages: the provider-neutral half of the intake.
+//!
+//! A billing system states facts — "this subscription renews on this date for this amount",
+//! "this subscription ends with its period" — and delivers them as webhooks: at least once,
+//! retried for days, in any order. The intake turns each verified event into at most a few queue
+//! messages (send jobs and withdraws) that obey the producer contract (docs/job.md): identity and
+//! content come from the facts, never from the event, so every redelivery builds the same body.
+//!
+//! Three steps, each one place:
+//!
+//! 1. **Mapping** ([`BillingMapping`], a port): the adapter of one billing system (`notice_stripe`
+//!    for Stripe) reads its own event shapes and answers one [`BillingFact`] — or a [`Refused`]
+//!    naming the field it could not read. No billing system's JSON shape is known below this line.
+//! 2. **Planning** ([`IntakePlanner::plan`]): the fact, the configured kind and the billing
+//!    system's time zone make the identity; the ledger's own rows for that identity decide the
+//!    revision ([`revision`]). The answer is a list of [`IntakeDecision`]s.
+//! 3. **Enqueueing** ([`JobQueue`], a port): each send or withdraw goes on the jobs queue, where
+//!    the sender treats it like any producer's message. The intake never writes the ledger.
+//!
+//! # What can go wrong, and why it is still safe
+//!
+//! - *The webhook is delivered again* (a retry, a replay from the dashboard): the same facts build
+//!   the same body and the same key; the ledger suppresses every copy after the first.
+//! - *The intake dies after enqueueing, before answering*: the billing system retries, the retry
+//!   enqueues the same body again — harmless, as above. Answering before enqueueing would lose
+//!   the notice, so the answer always comes last.
+//! - *A cancellation arrives before the renewal event it cancels*: its withdraw leaves a
+//!   tombstone at the notice's key; the renewal event, planned later, finds that tombstone and
+//!   mints nothing (a withdrawn period stays withdrawn). Arriving after: the withdraw and the job
+//!   meet at the sender, and the ledger's one conditional write lets exactly one of them win.
+//! - *Two different amounts for one period arrive before either is claimed*: both plans see the
+//!   same rows, so both choose the same revision with different content. The sender claims the
+//!   first and answers the second `payload_conflict` (dead-lettered, `PayloadConflicts` alarmed):
+//!   the customer never gets two notices, and the operator sees the conflict. A third event with
+//!   either amount, planned after the claim, finds it and reuses or bumps as the rule says.
+//! - *The ledger cannot be read*: nothing is enqueued and the webhook is answered with an error,
+//!   so the billing system retries it later.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::job::{Job, Withdrawal};
+
+mod plan;
+pub mod revision;
+#[cfg(test)]
+mod tests;
+
+pub use plan::{IntakePlanner, PlanError, MAX_REVISIONS};
+
+/// One verified billing event, read by the adapter of its billing system.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BillingFact {
+    /// A charge is coming: the terms the customer must be told about.
+    Renewal(Renewal),
+    /// The subscription ends with its current period (or has ended): the notice for the renewal
+    /// that will not happen must not go out.
+    Cancellation(Cancellation),
+    /// An event the intake does not turn into a notice (answered, counted, never an error).
+    Unhandled { event_type: String, reason: String },
+}
+
+/// The terms of a coming renewal charge, as the billing system states them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Renewal {
+    pub subscription_id: String,
+    /// The instant the billing period that the charge pays for opens; the planner reads it as a
+    /// date in the billing system's own time zone (`period_start`, docs/job.md).
+    pub period_start_at: DateTime<Utc>,
+    /// When the card is charged.
+    pub charge_at: DateTime<Utc>,
+    /// The amount in ISO 4217 minor units, and its upper-case currency code.
+    pub amount_minor: i64,
+    pub currency: String,
+    pub email: String,
+    /// The customer's preferred language, as the billing system has it (checked by the planner;
+    /// a tag that is not BCP 47 is left out rather than blocking the notice).
+    pub locale: Option<String>,
+    /// The customer's country and, where the billing system has one, subdivision code
+    /// (`US-CA`); left out when it is not an ISO 3166 code.
+    pub jurisdiction: Option<String>,
+    pub plan_name: Option<String>,
+}
+
+/// A subscription that ends with its period: the renewal that opens `period_start_at` is off.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cancellation {
+    pub subscription_id: String,
+    pub period_start_at: DateTime<Utc>,
+    /// For the tombstone's audit trail (one line).
+    pub reason: String,
+}
+
+/// An event the mapping cannot read: the field it needed and why. Never retried by the billing
+/// system into success — the intake answers it, logs it and counts it (`IntakeRefused`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{event_type}: field `{field}` {reason}")]
+pub struct Refused {
+    pub event_type: String,
+    pub field: String,
+    pub reason: String,
+}
+
+impl Refused {
+    pub fn new(event_type: &str, field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { event_type: event_type.to_owned(), field: field.into(), reason: reason.into() }
+    }
+}
+
+/// The port of one billing system: a verified event (its JSON body, already authenticated) in,
+/// one fact out. Implementations read only their own shapes and never touch the ledger or a queue.
+pub trait BillingMapping: Send + Sync {
+    /// The billing system's name, for logs and withdraw reasons (`stripe`).
+    fn source(&self) -> &'static str;
+
+    /// The event's id, for logs only (never part of a key: docs/job.md, mistake 3).
+    fn event_id<'a>(&self, event: &'a Value) -> Option<&'a str>;
+
+    /// The event's type, for logs and metrics.
+    fn event_type<'a>(&self, event: &'a Value) -> Option<&'a str>;
+
+    /// What the event states.
+    fn fact(&self, event: &Value) -> Result<BillingFact, Refused>;
+}
+
+/// What the intake does with one fact.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntakeDecision {
+    /// Enqueue this job.
+    Send(Job),
+    /// Enqueue this withdraw.
+    Withdraw(Withdrawal),
+    /// Enqueue nothing, for this reason.
+    Ignore { reason: String },
+}
+
+impl IntakeDecision {
+    /// The queue message body, if there is one.
+    pub fn message(&self) -> Option<Value> {
+        match self {
+            Self::Send(job) => Some(job.to_value()),
+            Self::Withdraw(w) => Some(w.to_value()),
+            Self::Ignore { .. } => None,
+        }
+    }
+
+    /// `send`, `withdraw` or `ignore`: for logs and answers.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Self::Send(_) => "send",
+            Self::Withdraw(_) => "withdraw",
+            Self::Ignore { .. } => "ignore",
+        }
+    }
+}
+
+/// Why a message could not be enqueued (the queue's own words).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("could not enqueue: {0}")]
+pub struct EnqueueError(pub String);
+
+/// The jobs queue, as the intake writes to it: one message body at a time. The SQS adapter lives
+/// with the intake Lambda; tests use an in-memory one.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    async fn enqueue(&self, body: &Value) -> Result<(), EnqueueError>;
+}

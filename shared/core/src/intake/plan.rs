@@ -1,0 +1,274 @@
+//! The planner: a billing fact and the ledger's rows → the messages to enqueue.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+use super::revision::{self, RevisionChoice, RevisionRows, WithdrawChoice};
+use super::{BillingFact, Cancellation, IntakeDecision, Refused, Renewal};
+use crate::error::LedgerError;
+use crate::identity::{Identity, Kind, NoticeKey};
+use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
+use crate::keyring::KeyRing;
+use crate::ledger::{RowReader, RowState};
+use crate::locale::{Locale, Money, TimeZone};
+
+/// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
+const PAGE: u64 = 8;
+/// Most revisions one notice may have. Each is a distinct amount announced for one period; a
+/// period with more is a billing system (or an attacker with the signing secret) gone wrong, and
+/// the intake refuses rather than reading the ledger without end.
+pub const MAX_REVISIONS: u64 = 64;
+
+/// Why a fact could not be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The fact does not make a valid message (a field the job contract refuses).
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The ledger could not be read: nothing was decided; the webhook must be retried.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// Plans the messages for billing facts: the configured kind, the billing system's time zone,
+/// and the key ring (to find a notice's rows under every active secret version).
+pub struct IntakePlanner {
+    kind: Kind,
+    billing_zone: TimeZone,
+    keys: KeyRing,
+}
+
+impl IntakePlanner {
+    pub fn new(kind: Kind, billing_zone: TimeZone, keys: KeyRing) -> Self {
+        Self { kind, billing_zone, keys }
+    }
+
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    pub fn billing_zone(&self) -> &TimeZone {
+        &self.billing_zone
+    }
+
+    pub fn keys(&self) -> &KeyRing {
+        &self.keys
+    }
+
+    /// The date `at` falls on in the billing system's zone: the notice's `period_start`. One
+    /// fixed zone for every path, never the host's (docs/job.md, "Time zones").
+    pub fn period_start(&self, at: DateTime<Utc>) -> Result<String, String> {
+        let tz = jiff::tz::db()
+            .get(self.billing_zone.as_str())
+            .map_err(|e| format!("time zone {}: {e}", self.billing_zone))?;
+        let ts = jiff::Timestamp::from_second(at.timestamp()).map_err(|e| format!("instant {at}: {e}"))?;
+        Ok(tz.to_datetime(ts).date().to_string())
+    }
+
+    /// The job announcing `renewal` at `revision`, validated as the sender will validate it.
+    pub fn job(&self, event_type: &str, renewal: &Renewal, revision: u64) -> Result<Job, Refused> {
+        let refused = |field: &str, reason: String| Refused::new(event_type, field, reason);
+        let period_start =
+            self.period_start(renewal.period_start_at).map_err(|e| refused("period_start", e))?;
+        let amount = json!({"minor": renewal.amount_minor, "currency": renewal.currency});
+        Money::from_value(&amount).map_err(|e| refused("amount", e))?;
+        let mut template_data = Map::new();
+        template_data.insert("amount".into(), amount);
+        if let Some(plan) = renewal.plan_name.as_deref().filter(|p| !p.trim().is_empty()) {
+            template_data.insert("plan_name".into(), Value::String(plan.to_owned()));
+        }
+        let mut body = json!({
+            "subscription_id": renewal.subscription_id,
+            "period_start": period_start,
+            "kind": self.kind.as_str(),
+            "revision": revision,
+            "email": renewal.email,
+            "charge_at": renewal.charge_at.to_rfc3339(),
+            "template_data": template_data,
+        });
+        if let Some(obj) = body.as_object_mut() {
+            if let Some(locale) = renewal.locale.as_deref() {
+                match Locale::parse(locale) {
+                    Ok(l) => {
+                        obj.insert("locale".into(), Value::String(l.as_str().to_owned()));
+                    }
+                    // A language tag the billing system accepted but BCP 47 does not: the notice
+                    // goes out in the default language rather than not at all.
+                    Err(e) => tracing::warn!(locale, error = %e, "customer locale left out"),
+                }
+            }
+            if let Some(j) = renewal.jurisdiction.as_deref() {
+                match crate::jurisdiction::normalise(j) {
+                    Ok(j) => {
+                        obj.insert("jurisdiction".into(), Value::String(j));
+                    }
+                    Err(e) => tracing::warn!(jurisdiction = j, error = %e, "customer jurisdiction left out"),
+                }
+            }
+        }
+        Job::from_value(&body).map_err(|e| refused(e.field, e.reason))
+    }
+
+    /// The messages for one fact: at most one send or a few withdraws, chosen from the ledger's
+    /// rows for the notice ([`revision`]); an unhandled fact is one `Ignore`.
+    pub async fn plan(
+        &self,
+        event_type: &str,
+        fact: &BillingFact,
+        ledger: &dyn RowReader,
+    ) -> Result<Vec<IntakeDecision>, PlanError> {
+        match fact {
+            BillingFact::Renewal(renewal) => self.plan_renewal(event_type, renewal, ledger).await,
+            BillingFact::Cancellation(c) => self.plan_cancellation(event_type, c, ledger).await,
+            BillingFact::Unhandled { reason, .. } => {
+                Ok(vec![IntakeDecision::Ignore { reason: reason.clone() }])
+            }
+        }
+    }
+
+    async fn plan_renewal(
+        &self,
+        event_type: &str,
+        renewal: &Renewal,
+        ledger: &dyn RowReader,
+    ) -> Result<Vec<IntakeDecision>, PlanError> {
+        let job = self.job(event_type, renewal, 0)?;
+        let digest = job.content_digest();
+        let (subscription_id, period_start) = (renewal.subscription_id.as_str(), period_of(&job));
+        let scanned = self.scan(event_type, subscription_id, &period_start, ledger).await?;
+        let choice = revision::choose(&scanned, &digest).ok_or_else(|| too_many(event_type))?;
+        Ok(match choice {
+            RevisionChoice::Reuse(revision) => vec![IntakeDecision::Send(self.job(event_type, renewal, revision)?)],
+            RevisionChoice::Withdrawn(revision) => vec![IntakeDecision::Ignore {
+                reason: format!(
+                    "the notice for period {period_start} was withdrawn (revision {revision}): the subscription ends with it"
+                ),
+            }],
+            RevisionChoice::Mint { revision, superseded } => {
+                let mut out = Vec::with_capacity(superseded.len() + 1);
+                for old in superseded {
+                    let reason = format!("superseded by revision {revision}: the announced terms changed");
+                    out.push(IntakeDecision::Withdraw(self.withdrawal(
+                        event_type,
+                        subscription_id,
+                        &period_start,
+                        old,
+                        &reason,
+                    )?));
+                }
+                out.push(IntakeDecision::Send(self.job(event_type, renewal, revision)?));
+                out
+            }
+        })
+    }
+
+    async fn plan_cancellation(
+        &self,
+        event_type: &str,
+        cancellation: &Cancellation,
+        ledger: &dyn RowReader,
+    ) -> Result<Vec<IntakeDecision>, PlanError> {
+        let period_start = self
+            .period_start(cancellation.period_start_at)
+            .map_err(|e| Refused::new(event_type, "period_start", e))?;
+        let subscription_id = cancellation.subscription_id.as_str();
+        // Validates the identity before the ledger is read (a bad id is refused, not looked up).
+        Identity::new(subscription_id, &period_start, self.kind.as_str(), 0)
+            .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
+        let scanned = self.scan(event_type, subscription_id, &period_start, ledger).await?;
+        match revision::withdraw(&scanned).ok_or_else(|| too_many(event_type))? {
+            WithdrawChoice::AlreadyWithdrawn(revision) => Ok(vec![IntakeDecision::Ignore {
+                reason: format!(
+                    "the notice for period {period_start} is already withdrawn (revision {revision})"
+                ),
+            }]),
+            WithdrawChoice::Withdraw(revisions) => revisions
+                .into_iter()
+                .map(|r| {
+                    self.withdrawal(event_type, subscription_id, &period_start, r, &cancellation.reason)
+                        .map(IntakeDecision::Withdraw)
+                        .map_err(PlanError::from)
+                })
+                .collect(),
+        }
+    }
+
+    fn withdrawal(
+        &self,
+        event_type: &str,
+        subscription_id: &str,
+        period_start: &str,
+        revision: u64,
+        reason: &str,
+    ) -> Result<Withdrawal, Refused> {
+        let reason: String =
+            reason.chars().filter(|c| !c.is_control()).take(MAX_WITHDRAW_REASON_CHARS).collect();
+        let body = json!({
+            "action": "withdraw",
+            "subscription_id": subscription_id,
+            "period_start": period_start,
+            "kind": self.kind.as_str(),
+            "revision": revision,
+            "reason": reason,
+        });
+        Withdrawal::from_value(&body).map_err(|e| Refused::new(event_type, e.field, e.reason))
+    }
+
+    /// The rows of revisions 0, 1, … of the notice, a page at a time, up to the first revision
+    /// without a row (or [`MAX_REVISIONS`]).
+    async fn scan(
+        &self,
+        event_type: &str,
+        subscription_id: &str,
+        period_start: &str,
+        ledger: &dyn RowReader,
+    ) -> Result<Vec<RevisionRows>, PlanError> {
+        let mut scanned: Vec<RevisionRows> = Vec::new();
+        let mut from = 0;
+        while from < MAX_REVISIONS {
+            let to = (from + PAGE).min(MAX_REVISIONS);
+            let mut revision_of: HashMap<NoticeKey, u64> = HashMap::new();
+            for revision in from..to {
+                let identity = Identity::new(subscription_id, period_start, self.kind.as_str(), revision)
+                    .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
+                for key in self.keys.active_keys(&identity) {
+                    revision_of.insert(key, revision);
+                }
+            }
+            let keys: Vec<NoticeKey> = revision_of.keys().cloned().collect();
+            let rows = ledger.get_many(&keys).await?;
+            let mut page: Vec<RevisionRows> =
+                (from..to).map(|revision| RevisionRows { revision, rows: Vec::new() }).collect();
+            for row in rows.into_iter().filter(|r| r.state != RowState::Alias) {
+                if let Some(revision) = revision_of.get(&row.key) {
+                    if let Some(slot) = usize::try_from(revision - from).ok().and_then(|i| page.get_mut(i)) {
+                        slot.rows.push(row);
+                    }
+                }
+            }
+            let reached_gap = page.iter().any(RevisionRows::is_empty);
+            scanned.extend(page);
+            if reached_gap {
+                break;
+            }
+            from = to;
+        }
+        Ok(scanned)
+    }
+}
+
+fn period_of(job: &Job) -> String {
+    job.identity.period_start().format("%Y-%m-%d").to_string()
+}
+
+fn too_many(event_type: &str) -> PlanError {
+    PlanError::Refused(Refused::new(
+        event_type,
+        "revision",
+        format!(
+            "would exceed {MAX_REVISIONS}: this period already has {MAX_REVISIONS} notices with different content"
+        ),
+    ))
+}

@@ -1,0 +1,99 @@
+//! The revision rule: which revision a billing fact's notice gets, decided from the ledger's own
+//! rows and their content digests — never from a counter, an event id or an arrival order.
+//!
+//! The intake reads, for one (subscription, period, kind), the rows of revisions 0, 1, 2, … up
+//! to and including the first revision that has no row. Then, for the content `D` it is about to
+//! announce (the job's [`content_digest`](crate::Job::content_digest), the very digest the sender
+//! stores on the row it claims):
+//!
+//! 1. a revision whose row carries `D` → **that revision** (reuse): the notice with this content
+//!    exists, and the ledger suppresses the copy — a redelivered or reordered webhook mints none;
+//! 2. else, a `withdrawn` row → **nothing**: the period's notice was withdrawn (the subscription
+//!    ends with it), and a renewal event that arrives after its cancellation must not revive it;
+//! 3. else → **the first revision without a row** (mint): the first notice of the period, or one
+//!    corrected notice per distinct announced amount. Earlier revisions whose row is `released`
+//!    (claimable again by a retry of their old job) are withdrawn alongside, so the old terms
+//!    cannot go out after the new ones.
+//!
+//! A job is only ever minted at the first revision without a row, so the revisions with rows are
+//! contiguous from 0, and the scan can stop at the first gap. Its one race — two different
+//! contents planned before either is claimed — is stated in [`crate::intake`]'s header.
+
+use crate::ledger::{LedgerRow, RowState};
+
+/// The rows of one revision of a notice, under every active secret version (aliases left out:
+/// they only point at the row under the current version, which is read too).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RevisionRows {
+    pub revision: u64,
+    pub rows: Vec<LedgerRow>,
+}
+
+impl RevisionRows {
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    fn has_digest(&self, digest: &str) -> bool {
+        self.rows.iter().any(|r| r.content_digest.as_deref() == Some(digest))
+    }
+
+    fn has_state(&self, state: RowState) -> bool {
+        self.rows.iter().any(|r| r.state == state)
+    }
+}
+
+/// What the rule decides for a send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RevisionChoice {
+    /// This content is already the notice at this revision.
+    Reuse(u64),
+    /// The period's notice was withdrawn at this revision: nothing to send.
+    Withdrawn(u64),
+    /// A new notice at `revision`; `superseded`: earlier revisions to withdraw (their rows are
+    /// `released`, so a retry of their old job could still claim them).
+    Mint { revision: u64, superseded: Vec<u64> },
+}
+
+/// What the rule decides for a cancellation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WithdrawChoice {
+    /// Withdraw these revisions: the first without a row (whatever job may be queued or parked for
+    /// it) and every `released` one.
+    Withdraw(Vec<u64>),
+    /// A tombstone is already there: nothing more to do.
+    AlreadyWithdrawn(u64),
+}
+
+/// The first revision without a row, if the scan reached one.
+pub fn first_gap(scanned: &[RevisionRows]) -> Option<u64> {
+    scanned.iter().find(|r| r.is_empty()).map(|r| r.revision)
+}
+
+/// The rule for a send of content `digest` over a scan that reached its first gap (`None` when
+/// it did not: the caller reads further).
+pub fn choose(scanned: &[RevisionRows], digest: &str) -> Option<RevisionChoice> {
+    let gap = first_gap(scanned)?;
+    let before_gap = scanned.iter().filter(|r| r.revision < gap);
+    if let Some(found) = before_gap.clone().find(|r| r.has_digest(digest)) {
+        return Some(RevisionChoice::Reuse(found.revision));
+    }
+    if let Some(found) = before_gap.clone().find(|r| r.has_state(RowState::Withdrawn)) {
+        return Some(RevisionChoice::Withdrawn(found.revision));
+    }
+    let superseded = before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
+    Some(RevisionChoice::Mint { revision: gap, superseded })
+}
+
+/// The rule for a cancellation over a scan that reached its first gap (`None` otherwise).
+pub fn withdraw(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
+    let gap = first_gap(scanned)?;
+    let before_gap = scanned.iter().filter(|r| r.revision < gap);
+    if let Some(found) = before_gap.clone().find(|r| r.has_state(RowState::Withdrawn)) {
+        return Some(WithdrawChoice::AlreadyWithdrawn(found.revision));
+    }
+    let mut revisions: Vec<u64> =
+        before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
+    revisions.push(gap);
+    Some(WithdrawChoice::Withdraw(revisions))
+}

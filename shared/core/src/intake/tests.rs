@@ -1,0 +1,324 @@
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::revision::{self, RevisionChoice, RevisionRows, WithdrawChoice};
+use super::*;
+use crate::error::LedgerError;
+use crate::identity::{Kind, NoticeKey, NoticeSecret};
+use crate::keyring::KeyRing;
+use crate::ledger::memory::MemoryLedger;
+use crate::ledger::{ClaimRequest, LedgerRow, Origin, RowReader, RowState, WithdrawRequest};
+use crate::locale::TimeZone;
+
+const S1: &str = "the-first-secret-of-the-ledger";
+const S2: &str = "the-second-secret-of-the-ledger";
+
+fn planner_with(keys: KeyRing) -> IntakePlanner {
+    IntakePlanner::new(
+        Kind::parse("renewal_notice_t72").unwrap(),
+        TimeZone::parse("America/Los_Angeles").unwrap(),
+        keys,
+    )
+}
+
+fn planner() -> IntakePlanner {
+    planner_with(KeyRing::from(NoticeSecret::new(S1).unwrap()))
+}
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+}
+
+fn renewal(amount_minor: i64) -> Renewal {
+    Renewal {
+        subscription_id: "sub_8812".into(),
+        // 1 Oct 2026, 00:00 in Los Angeles.
+        period_start_at: at("2026-10-01T07:00:00Z"),
+        charge_at: at("2026-10-01T08:00:00Z"),
+        amount_minor,
+        currency: "USD".into(),
+        email: "ada@example.com".into(),
+        locale: Some("fr-CA".into()),
+        jurisdiction: Some("US-CA".into()),
+        plan_name: Some("Coffee Box".into()),
+    }
+}
+
+fn cancellation() -> BillingFact {
+    BillingFact::Cancellation(Cancellation {
+        subscription_id: "sub_8812".into(),
+        period_start_at: at("2026-10-01T07:00:00Z"),
+        reason: "stripe customer.subscription.deleted".into(),
+    })
+}
+
+/// The row the sender leaves when it claimed (and sent) `job`.
+fn sent_row(p: &IntakePlanner, job: &Job) -> LedgerRow {
+    let key = p.keys().key(&job.identity);
+    ClaimRequest::for_job(job, key, Utc::now()).to_row(RowState::Sent, None)
+}
+
+async fn plan(p: &IntakePlanner, fact: &BillingFact, ledger: &dyn RowReader) -> Vec<IntakeDecision> {
+    p.plan("invoice.upcoming", fact, ledger).await.unwrap()
+}
+
+fn sends(decisions: &[IntakeDecision]) -> Vec<(u64, i64)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Send(job) => {
+                Some((job.identity.revision(), job.template_data["amount"]["minor"].as_i64().unwrap()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn withdraws(decisions: &[IntakeDecision]) -> Vec<u64> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Withdraw(w) => Some(w.identity.revision()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_period_is_the_date_in_the_billing_zone_and_the_job_carries_the_facts() {
+    let p = planner();
+    assert_eq!(p.period_start(at("2026-10-01T06:30:00Z")).unwrap(), "2026-09-30");
+    assert_eq!(p.period_start(at("2026-10-01T07:00:00Z")).unwrap(), "2026-10-01");
+    let job = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    let body = job.to_value();
+    assert_eq!(body["period_start"], "2026-10-01");
+    assert_eq!(body["kind"], "renewal_notice_t72");
+    assert_eq!(body["charge_at"], "2026-10-01T08:00:00+00:00");
+    assert_eq!(body["locale"], "fr-CA");
+    assert_eq!(body["jurisdiction"], "US-CA");
+    assert_eq!(body["template_data"]["amount"], serde_json::json!({"minor": 2900, "currency": "USD"}));
+    assert_eq!(body["template_data"]["plan_name"], "Coffee Box");
+    // The same facts, the same body: a redelivery is the same message.
+    assert_eq!(p.job("invoice.upcoming", &renewal(2900), 0).unwrap().to_value(), body);
+}
+
+#[test]
+fn what_the_job_contract_refuses_is_refused_naming_the_field_and_odd_extras_are_left_out() {
+    let p = planner();
+    let mut bad_email = renewal(2900);
+    bad_email.email = "not-an-address".into();
+    assert_eq!(p.job("invoice.upcoming", &bad_email, 0).unwrap_err().field, "email");
+    let mut bad_currency = renewal(2900);
+    bad_currency.currency = "XYZ".into();
+    let e = p.job("invoice.upcoming", &bad_currency, 0).unwrap_err();
+    assert_eq!(e.field, "amount");
+    assert!(e.to_string().starts_with("invoice.upcoming: field `amount`"), "{e}");
+    let mut pipe = renewal(2900);
+    pipe.subscription_id = "sub|1".into();
+    assert_eq!(p.job("invoice.upcoming", &pipe, 0).unwrap_err().field, "subscription_id");
+    let mut odd = renewal(2900);
+    odd.locale = Some("not a locale".into());
+    odd.jurisdiction = Some("California".into());
+    let body = p.job("invoice.upcoming", &odd, 0).unwrap().to_value();
+    assert!(body.get("locale").is_none() && body.get("jurisdiction").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn one_notice_per_distinct_amount_whatever_the_order_of_redeliveries() {
+    let p = planner();
+    let ledger = MemoryLedger::new();
+    let (a, b, c) = (
+        BillingFact::Renewal(renewal(2900)),
+        BillingFact::Renewal(renewal(3900)),
+        BillingFact::Renewal(renewal(4900)),
+    );
+
+    // First announcement: revision 0. Redelivered before the sender ran: still revision 0.
+    assert_eq!(sends(&plan(&p, &a, &ledger).await), vec![(0, 2900)]);
+    assert_eq!(sends(&plan(&p, &a, &ledger).await), vec![(0, 2900)]);
+    let Some(IntakeDecision::Send(first)) = plan(&p, &a, &ledger).await.pop() else { panic!("a send") };
+    ledger.insert(sent_row(&p, &first));
+
+    // Redelivered after the notice went out: revision 0 again (the ledger suppresses it).
+    assert_eq!(sends(&plan(&p, &a, &ledger).await), vec![(0, 2900)]);
+    // A new amount: one corrected notice, revision 1 — as often as it is delivered.
+    assert_eq!(sends(&plan(&p, &b, &ledger).await), vec![(1, 3900)]);
+    assert_eq!(sends(&plan(&p, &b, &ledger).await), vec![(1, 3900)]);
+    let Some(IntakeDecision::Send(second)) = plan(&p, &b, &ledger).await.pop() else { panic!("a send") };
+    ledger.insert(sent_row(&p, &second));
+    assert_eq!(sends(&plan(&p, &b, &ledger).await), vec![(1, 3900)]);
+    // The old amount, delivered late (out of order): its own revision, never a third notice.
+    assert_eq!(sends(&plan(&p, &a, &ledger).await), vec![(0, 2900)]);
+    // A third amount: revision 2.
+    assert_eq!(sends(&plan(&p, &c, &ledger).await), vec![(2, 4900)]);
+    assert!(plan(&p, &c, &ledger).await.iter().all(|d| !matches!(d, IntakeDecision::Withdraw(_))));
+}
+
+#[tokio::test]
+async fn a_withdrawn_period_stays_withdrawn_and_a_cancellation_guards_what_may_be_queued() {
+    let p = planner();
+    let ledger = MemoryLedger::new();
+    // Cancellation first (out of order): withdraw revision 0, where the job will be keyed.
+    let decisions = plan(&p, &cancellation(), &ledger).await;
+    assert_eq!(withdraws(&decisions), vec![0]);
+    let IntakeDecision::Withdraw(w) = &decisions[0] else { panic!("a withdraw") };
+    assert_eq!(w.reason.as_deref(), Some("stripe customer.subscription.deleted"));
+    let key = p.keys().key(&w.identity);
+    ledger.insert(WithdrawRequest::new(w, key, Origin::Worker, "sender", Utc::now()).to_row());
+    // The renewal event arrives after it: nothing is minted, whatever the amount.
+    for amount in [2900, 3900] {
+        let decisions = plan(&p, &BillingFact::Renewal(renewal(amount)), &ledger).await;
+        assert!(
+            matches!(decisions.as_slice(), [IntakeDecision::Ignore { reason }] if reason.contains("withdrawn"))
+        );
+    }
+    // The cancellation again: already withdrawn.
+    assert!(matches!(plan(&p, &cancellation(), &ledger).await.as_slice(), [IntakeDecision::Ignore { .. }]));
+
+    // A period whose notice went out: the cancellation guards the next revision (a corrected
+    // notice that may be queued), never the sent one.
+    let ledger = MemoryLedger::new();
+    let first = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    ledger.insert(sent_row(&p, &first));
+    assert_eq!(withdraws(&plan(&p, &cancellation(), &ledger).await), vec![1]);
+}
+
+#[tokio::test]
+async fn a_released_older_revision_is_withdrawn_when_the_terms_change() {
+    let p = planner();
+    let ledger = MemoryLedger::new();
+    let first = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    ledger.insert(sent_row(&p, &first).tap_state(RowState::Released));
+    let decisions = plan(&p, &BillingFact::Renewal(renewal(3900)), &ledger).await;
+    assert_eq!(withdraws(&decisions), vec![0]);
+    assert_eq!(sends(&decisions), vec![(1, 3900)]);
+    // The withdraw comes first: the old terms are stopped before the new ones are announced.
+    assert!(matches!(decisions[0], IntakeDecision::Withdraw(_)));
+    // A cancellation withdraws the released one and the next.
+    assert_eq!(withdraws(&plan(&p, &cancellation(), &ledger).await), vec![0, 1]);
+}
+
+#[tokio::test]
+async fn rows_under_an_older_secret_version_count_and_aliases_do_not() {
+    let ring = KeyRing::from_stored(&format!(r#"{{"current":"v2","versions":{{"v1":"{S1}","v2":"{S2}"}}}}"#))
+        .unwrap();
+    let p = planner_with(ring.clone());
+    let ledger = MemoryLedger::new();
+    let first = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    // Revision 0 lives under v1 (claimed before the rotation).
+    let old_key = ring.older_keys(&first.identity).remove(0);
+    ledger.insert(ClaimRequest::for_job(&first, old_key, Utc::now()).to_row(RowState::Sent, None));
+    assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(2900)), &ledger).await), vec![(0, 2900)]);
+    assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(3900)), &ledger).await), vec![(1, 3900)]);
+
+    // Revision 1 under v2 with an alias at its v1 key: the alias is no second notice.
+    let second = p.job("invoice.upcoming", &renewal(3900), 1).unwrap();
+    let row = sent_row(&p, &second);
+    let alias_key = ring.older_keys(&second.identity).remove(0);
+    ledger.insert(LedgerRow::alias_at(&alias_key, &row));
+    ledger.insert(row);
+    assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(3900)), &ledger).await), vec![(1, 3900)]);
+    assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(4900)), &ledger).await), vec![(2, 4900)]);
+}
+
+#[tokio::test]
+async fn the_scan_reads_past_a_page_and_stops_at_the_cap() {
+    let p = planner();
+    let ledger = MemoryLedger::new();
+    for revision in 0..11 {
+        let job =
+            p.job("invoice.upcoming", &renewal(1000 + i64::try_from(revision).unwrap()), revision).unwrap();
+        ledger.insert(sent_row(&p, &job));
+    }
+    assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(1003)), &ledger).await), vec![(3, 1003)]);
+    assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(9999)), &ledger).await), vec![(11, 9999)]);
+
+    for revision in 11..MAX_REVISIONS {
+        let job =
+            p.job("invoice.upcoming", &renewal(1000 + i64::try_from(revision).unwrap()), revision).unwrap();
+        ledger.insert(sent_row(&p, &job));
+    }
+    let e = p.plan("invoice.upcoming", &BillingFact::Renewal(renewal(9999)), &ledger).await.unwrap_err();
+    assert!(matches!(&e, PlanError::Refused(r) if r.field == "revision"), "{e}");
+}
+
+struct Unreachable;
+
+#[async_trait]
+impl RowReader for Unreachable {
+    async fn get(&self, _key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
+        Err(LedgerError::Unavailable("connection reset".into()))
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_ledger_decides_nothing() {
+    let p = planner();
+    for fact in [BillingFact::Renewal(renewal(2900)), cancellation()] {
+        let e = p.plan("invoice.upcoming", &fact, &Unreachable).await.unwrap_err();
+        assert!(matches!(e, PlanError::Ledger(_)), "{e}");
+    }
+    // An unhandled event never reads the ledger.
+    let ignored =
+        BillingFact::Unhandled { event_type: "charge.succeeded".into(), reason: "not mapped".into() };
+    assert!(matches!(
+        p.plan("charge.succeeded", &ignored, &Unreachable).await.unwrap().as_slice(),
+        [IntakeDecision::Ignore { .. }]
+    ));
+}
+
+#[test]
+fn the_rule_needs_the_gap_before_it_decides() {
+    let row = |revision: u64, state: RowState, digest: Option<&str>| {
+        let job = planner().job("x", &renewal(1), revision).unwrap();
+        let mut r = sent_row(&planner(), &job);
+        r.state = state;
+        r.content_digest = digest.map(str::to_owned);
+        r
+    };
+    let full = vec![RevisionRows { revision: 0, rows: vec![row(0, RowState::Sent, Some("a"))] }];
+    assert_eq!(revision::choose(&full, "a"), None, "no gap read yet: undecided");
+    assert_eq!(revision::withdraw(&full), None);
+    let mut with_gap = full.clone();
+    with_gap.push(RevisionRows { revision: 1, rows: vec![] });
+    assert_eq!(revision::choose(&with_gap, "a"), Some(RevisionChoice::Reuse(0)));
+    assert_eq!(
+        revision::choose(&with_gap, "b"),
+        Some(RevisionChoice::Mint { revision: 1, superseded: vec![] })
+    );
+    assert_eq!(revision::withdraw(&with_gap), Some(WithdrawChoice::Withdraw(vec![1])));
+    let withdrawn = vec![
+        RevisionRows { revision: 0, rows: vec![row(0, RowState::Withdrawn, None)] },
+        RevisionRows { revision: 1, rows: vec![] },
+    ];
+    assert_eq!(revision::choose(&withdrawn, "a"), Some(RevisionChoice::Withdrawn(0)));
+    assert_eq!(revision::withdraw(&withdrawn), Some(WithdrawChoice::AlreadyWithdrawn(0)));
+    // Missed and rejected rows keep their content: the same content is reused (and suppressed).
+    let missed = vec![
+        RevisionRows { revision: 0, rows: vec![row(0, RowState::Missed, Some("a"))] },
+        RevisionRows { revision: 1, rows: vec![] },
+    ];
+    assert_eq!(revision::choose(&missed, "a"), Some(RevisionChoice::Reuse(0)));
+}
+
+trait TapState {
+    fn tap_state(self, state: RowState) -> Self;
+}
+
+impl TapState for LedgerRow {
+    fn tap_state(mut self, state: RowState) -> Self {
+        self.state = state;
+        self
+    }
+}
+
+#[test]
+fn decisions_say_what_they_enqueue() {
+    let p = planner();
+    let job = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    let send = IntakeDecision::Send(job.clone());
+    assert_eq!(send.action(), "send");
+    assert_eq!(send.message(), Some(job.to_value()));
+    let ignore = IntakeDecision::Ignore { reason: "x".into() };
+    assert_eq!((ignore.action(), ignore.message()), ("ignore", None));
+}

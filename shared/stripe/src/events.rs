@@ -1,0 +1,240 @@
+//! Stripe's event shapes → the core's billing facts ([`StripeMapping`]).
+//!
+//! | event | fact |
+//! |---|---|
+//! | `invoice.upcoming` (charged automatically) | a renewal: the subscription, the new period's start, `next_payment_attempt`, `amount_due` and `currency`, `customer_email`, the customer's first preferred locale, country (and state) |
+//! | `invoice.upcoming` with `collection_method: send_invoice` | unhandled: Stripe e-mails that invoice itself and charges nothing automatically |
+//! | `customer.subscription.updated` with `cancel_at_period_end: true`, or a `cancel_at` no later than the period's end | a cancellation of the renewal at the period's end |
+//! | `customer.subscription.deleted` | a cancellation of the renewal at the period's end |
+//! | anything else (including a price change on `customer.subscription.updated`: its payload has no e-mail) | unhandled |
+//!
+//! Two API-version differences are read both ways: the invoice's subscription moved from
+//! `invoice.subscription` to `invoice.parent.subscription_details.subscription` (API 2025-03-31),
+//! and the subscription's `current_period_end` moved onto its items
+//! (`items.data[].current_period_end`) in the same release.
+//!
+//! Which instant opens the new period: the subscription line's `period.start` (the period the
+//! upcoming charge pays for, billed in advance), else the invoice's `period_end` (the current
+//! period's end is the next one's start). Proration lines are never used: their periods are
+//! fragments of the current period.
+
+use chrono::{DateTime, Utc};
+use notice_ledger::intake::{BillingFact, BillingMapping, Cancellation, Refused, Renewal};
+use serde_json::Value;
+
+/// The Stripe mapping (stateless).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StripeMapping;
+
+impl BillingMapping for StripeMapping {
+    fn source(&self) -> &'static str {
+        "stripe"
+    }
+
+    fn event_id<'a>(&self, event: &'a Value) -> Option<&'a str> {
+        event.get("id").and_then(Value::as_str)
+    }
+
+    fn event_type<'a>(&self, event: &'a Value) -> Option<&'a str> {
+        event.get("type").and_then(Value::as_str)
+    }
+
+    fn fact(&self, event: &Value) -> Result<BillingFact, Refused> {
+        let event_type = self.event_type(event).ok_or_else(|| Refused::new("event", "type", "is missing"))?;
+        let handled = matches!(
+            event_type,
+            "invoice.upcoming" | "customer.subscription.updated" | "customer.subscription.deleted"
+        );
+        if !handled {
+            return Ok(BillingFact::Unhandled {
+                event_type: event_type.to_owned(),
+                reason: format!("{event_type} is not an event the intake maps"),
+            });
+        }
+        let object = event
+            .pointer("/data/object")
+            .filter(|o| o.is_object())
+            .ok_or_else(|| Refused::new(event_type, "data.object", "is missing"))?;
+        match event_type {
+            "invoice.upcoming" => upcoming(event_type, object),
+            "customer.subscription.deleted" => {
+                cancellation(event_type, object, "stripe customer.subscription.deleted")
+            }
+            _ => updated(event_type, object),
+        }
+    }
+}
+
+fn upcoming(event_type: &str, invoice: &Value) -> Result<BillingFact, Refused> {
+    let refused = |field: &str, reason: &str| Refused::new(event_type, field, reason);
+    if invoice.get("collection_method").and_then(Value::as_str) == Some("send_invoice") {
+        return Ok(BillingFact::Unhandled {
+            event_type: event_type.to_owned(),
+            reason: "collection_method is send_invoice: Stripe e-mails the invoice and charges nothing automatically"
+                .into(),
+        });
+    }
+    let subscription_id = id_at(invoice, "/parent/subscription_details/subscription")
+        .or_else(|| id_at(invoice, "/subscription"))
+        .ok_or_else(|| {
+            refused(
+                "subscription",
+                "is missing: neither `parent.subscription_details.subscription` (API 2025-03-31 and later) \
+                 nor `subscription` (earlier versions) names one — not a subscription's invoice",
+            )
+        })?;
+    let line = subscription_line(invoice);
+    let period_start = line
+        .and_then(|l| l.pointer("/period/start"))
+        .and_then(Value::as_i64)
+        .or_else(|| invoice.get("period_end").and_then(Value::as_i64))
+        .ok_or_else(|| refused("period_end", "is missing, and no subscription line has a `period.start`"))?;
+    let charge_at = invoice.get("next_payment_attempt").and_then(Value::as_i64).ok_or_else(|| {
+        refused(
+            "next_payment_attempt",
+            "is missing or null: Stripe will not attempt the charge automatically, so there is no charge date to announce",
+        )
+    })?;
+    let amount_minor = invoice
+        .get("amount_due")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| refused("amount_due", "is missing or not an integer"))?;
+    let currency = invoice
+        .get("currency")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| refused("currency", "is missing"))?
+        .to_ascii_uppercase();
+    let email = invoice
+        .get("customer_email")
+        .and_then(Value::as_str)
+        .filter(|e| !e.trim().is_empty())
+        .ok_or_else(|| {
+            refused("customer_email", "is missing or null: the customer has no e-mail address on file")
+        })?
+        .to_owned();
+    let locale = invoice
+        .pointer("/customer_preferred_locales/0")
+        .and_then(Value::as_str)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned);
+    let plan_name = line.and_then(|l| {
+        ["/price/nickname", "/plan/nickname", "/description"]
+            .iter()
+            .find_map(|p| l.pointer(p).and_then(Value::as_str).filter(|s| !s.trim().is_empty()))
+            .map(str::to_owned)
+    });
+    Ok(BillingFact::Renewal(Renewal {
+        subscription_id,
+        period_start_at: instant(event_type, "period.start", period_start)?,
+        charge_at: instant(event_type, "next_payment_attempt", charge_at)?,
+        amount_minor,
+        currency,
+        email,
+        locale,
+        jurisdiction: jurisdiction(invoice.get("customer_address")),
+        plan_name,
+    }))
+}
+
+fn updated(event_type: &str, subscription: &Value) -> Result<BillingFact, Refused> {
+    if subscription.get("cancel_at_period_end").and_then(Value::as_bool) == Some(true) {
+        return cancellation(
+            event_type,
+            subscription,
+            "stripe customer.subscription.updated: cancel_at_period_end",
+        );
+    }
+    let cancel_at = subscription.get("cancel_at").and_then(Value::as_i64);
+    if let (Some(cancel_at), Some(end)) = (cancel_at, period_end(subscription)) {
+        if cancel_at <= end {
+            return cancellation(
+                event_type,
+                subscription,
+                "stripe customer.subscription.updated: cancel_at before the renewal",
+            );
+        }
+    }
+    Ok(BillingFact::Unhandled {
+        event_type: event_type.to_owned(),
+        reason: "no cancellation at the period's end (a price change is announced by the renewal's invoice.upcoming)"
+            .into(),
+    })
+}
+
+fn cancellation(event_type: &str, subscription: &Value, reason: &str) -> Result<BillingFact, Refused> {
+    let subscription_id = subscription
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Refused::new(event_type, "id", "is missing"))?
+        .to_owned();
+    let end = period_end(subscription).ok_or_else(|| {
+        Refused::new(
+            event_type,
+            "current_period_end",
+            "is missing: neither the subscription (API versions before 2025-03-31) nor its items \
+             (`items.data[].current_period_end`) say when the period ends",
+        )
+    })?;
+    Ok(BillingFact::Cancellation(Cancellation {
+        subscription_id,
+        period_start_at: instant(event_type, "current_period_end", end)?,
+        reason: reason.to_owned(),
+    }))
+}
+
+/// When the subscription's current period ends (the renewal's instant): the subscription's own
+/// field, else the latest of its items' (API 2025-03-31 moved it there).
+fn period_end(subscription: &Value) -> Option<i64> {
+    subscription.get("current_period_end").and_then(Value::as_i64).or_else(|| {
+        subscription
+            .pointer("/items/data")
+            .and_then(Value::as_array)?
+            .iter()
+            .filter_map(|item| item.get("current_period_end").and_then(Value::as_i64))
+            .max()
+    })
+}
+
+/// The invoice's line for the subscription itself (not a proration, not a one-off item).
+fn subscription_line(invoice: &Value) -> Option<&Value> {
+    invoice.pointer("/lines/data").and_then(Value::as_array)?.iter().find(|line| {
+        let old_shape = line.get("type").and_then(Value::as_str) == Some("subscription")
+            && line.get("proration").and_then(Value::as_bool) != Some(true);
+        let new_shape = line.pointer("/parent/type").and_then(Value::as_str)
+            == Some("subscription_item_details")
+            && line.pointer("/parent/subscription_item_details/proration").and_then(Value::as_bool)
+                != Some(true);
+        old_shape || new_shape
+    })
+}
+
+/// An id at `pointer`: a string, or an expanded object's `id`.
+fn id_at(object: &Value, pointer: &str) -> Option<String> {
+    match object.pointer(pointer)? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Object(o) => o.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned),
+        _ => None,
+    }
+}
+
+fn instant(event_type: &str, field: &str, secs: i64) -> Result<DateTime<Utc>, Refused> {
+    DateTime::from_timestamp(secs, 0)
+        .ok_or_else(|| Refused::new(event_type, field, format!("{secs} is not a Unix timestamp")))
+}
+
+/// `US-CA` from a customer address with country `US` and state `CA`; the country alone when the
+/// state is not an ISO 3166-2 subdivision code (Stripe keeps what was typed); none without a
+/// country code.
+fn jurisdiction(address: Option<&Value>) -> Option<String> {
+    let address = address?;
+    let country = address.get("country").and_then(Value::as_str).filter(|c| !c.is_empty())?;
+    let state = address.get("state").and_then(Value::as_str).filter(|s| !s.is_empty());
+    if let Some(state) = state {
+        if let Ok(j) = notice_ledger::jurisdiction::normalise(&format!("{country}-{state}")) {
+            return Some(j);
+        }
+    }
+    notice_ledger::jurisdiction::normalise(country).ok()
+}

@@ -1,0 +1,442 @@
+//! The Stripe intake end to end on the emulator: Stripe's own event fixtures (tests/fixtures/stripe),
+//! signed as Stripe signs them, through the Function URL handler, whose messages land on moto's
+//! SQS queue and are delivered by the real sender against moto's DynamoDB and SES.
+//!
+//! The stories the intake exists for: the same `invoice.upcoming` delivered three times, before
+//! and after a cancellation, in either order — one notice or one withdraw, never both sent; and a
+//! price change before and after the first notice — one corrected notice per distinct amount, a
+//! redelivered change mints none.
+
+use std::sync::Arc;
+
+use aws_lambda_events::event::lambda_function_urls::LambdaFunctionUrlRequest;
+use chrono::{DateTime, Duration, Utc};
+use lambda_runtime::{Context, LambdaEvent};
+use notice_dynamodb::{DynamoKeyCheck, DynamoLedger};
+use notice_e2e::sender_app::{self, Env, SECRET, TABLE};
+use notice_intake::aws::{SecretsManagerSource, SqsQueue};
+use notice_intake::{IntakeApp, KeyGate, SecretSource, Secrets};
+use notice_ledger::intake::IntakePlanner;
+use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
+use notice_ledger::keyring::KeyRing;
+use notice_ledger::ledger::{RowReader, RowState};
+use notice_ledger::locale::TimeZone;
+use notice_ledger::{Identity, Kind, NoticeSecret};
+use notice_sender::SenderApp;
+use notice_setup::aws;
+use notice_stripe::StripeMapping;
+use serde_json::{json, Value};
+
+const WHSEC: &str = "whsec_e2e_endpoint_secret_0123456789";
+const KIND: &str = "renewal_notice_t72";
+
+fn fixture(name: &str) -> Value {
+    let path = notice_e2e::workspace_root().join("tests/fixtures/stripe").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn set(value: &mut Value, pointer: &str, new: Value) {
+    *value.pointer_mut(pointer).unwrap_or_else(|| panic!("the fixture has {pointer}")) = new;
+}
+
+/// `event.json`'s envelope around `object` (README: what the tests set).
+fn event(id: &str, event_type: &str, object: Value) -> Value {
+    let mut e = fixture("event.json");
+    e["id"] = json!(id);
+    e["type"] = json!(event_type);
+    e["data"]["object"] = object;
+    e
+}
+
+/// The renewal ahead: the charge 48 h from now (inside the default 72 h – 24 h window), the new
+/// period opening an hour before it.
+struct Renewal {
+    sub: String,
+    charge_at: DateTime<Utc>,
+    period_start_at: DateTime<Utc>,
+}
+
+impl Renewal {
+    fn new(sub: &str) -> Self {
+        let charge_at = Utc::now() + Duration::hours(48);
+        Self { sub: sub.into(), charge_at, period_start_at: charge_at - Duration::hours(1) }
+    }
+
+    fn period_start(&self) -> String {
+        self.period_start_at.format("%Y-%m-%d").to_string()
+    }
+
+    fn email(&self) -> String {
+        format!("{}@example.com", self.sub)
+    }
+
+    /// Stripe's invoice fixture (2025 shape) as this renewal's `invoice.upcoming`.
+    fn upcoming(&self, amount_due: i64) -> Value {
+        let mut inv = fixture("invoice.json");
+        set(&mut inv, "/parent/subscription_details/subscription", json!(self.sub));
+        set(&mut inv, "/customer_email", json!(self.email()));
+        set(&mut inv, "/next_payment_attempt", json!(self.charge_at.timestamp()));
+        set(&mut inv, "/amount_due", json!(amount_due));
+        set(&mut inv, "/lines/data/0/parent/type", json!("subscription_item_details"));
+        set(&mut inv, "/lines/data/0/parent/subscription_item_details/proration", json!(false));
+        set(
+            &mut inv,
+            "/lines/data/0/period",
+            json!({"start": self.period_start_at.timestamp(), "end": self.period_start_at.timestamp() + 2_678_400}),
+        );
+        event("evt_upcoming", "invoice.upcoming", inv)
+    }
+
+    /// The 2024-shape invoice fixture as the same renewal (an account on an older API version).
+    fn upcoming_2024(&self, amount_due: i64) -> Value {
+        let mut inv = fixture("invoice.2024-06.json");
+        set(&mut inv, "/subscription", json!(self.sub));
+        set(&mut inv, "/customer_email", json!(self.email()));
+        set(&mut inv, "/next_payment_attempt", json!(self.charge_at.timestamp()));
+        set(&mut inv, "/amount_due", json!(amount_due));
+        set(&mut inv, "/lines/data/0/type", json!("subscription"));
+        set(
+            &mut inv,
+            "/lines/data/0/period",
+            json!({"start": self.period_start_at.timestamp(), "end": self.period_start_at.timestamp() + 2_678_400}),
+        );
+        event("evt_upcoming_2024", "invoice.upcoming", inv)
+    }
+
+    /// Stripe's subscription fixture (2025 shape) cancelled at the end of the current period.
+    fn cancel_at_period_end(&self) -> Value {
+        let mut sub = fixture("subscription.json");
+        set(&mut sub, "/id", json!(self.sub));
+        set(&mut sub, "/cancel_at_period_end", json!(true));
+        set(&mut sub, "/items/data/0/current_period_end", json!(self.period_start_at.timestamp()));
+        event("evt_cancel", "customer.subscription.updated", sub)
+    }
+
+    fn identity(&self, revision: u64) -> Identity {
+        Identity::new(&self.sub, &self.period_start(), KIND, revision).unwrap()
+    }
+}
+
+struct Stack {
+    env: Env,
+    intake: IntakeApp,
+    sender: SenderApp,
+}
+
+async fn stack() -> Stack {
+    let env = sender_app::env().await;
+    let sdk = env.moto.sdk_config().await;
+    // The endpoint secret lives in Secrets Manager, read as the deployed intake reads it.
+    let created = aws_sdk_secretsmanager::Client::new(&sdk)
+        .create_secret()
+        .name("stripe-webhook")
+        .secret_string(WHSEC)
+        .send()
+        .await
+        .expect("CreateSecret");
+    let source = SecretsManagerSource::new(
+        aws_sdk_secretsmanager::Client::new(&sdk),
+        created.arn().expect("the secret's ARN"),
+    );
+    let secrets = source.read().await.expect("the endpoint secret reads back");
+    let dynamodb = aws::dynamodb_client(&sdk);
+    let intake = IntakeApp {
+        secrets: Secrets::new(secrets, Some(Arc::new(source))),
+        tolerance_secs: 300,
+        mapping: Arc::new(StripeMapping),
+        planner: IntakePlanner::new(
+            Kind::parse(KIND).unwrap(),
+            TimeZone::parse("UTC").unwrap(),
+            KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+        ),
+        ledger: Arc::new(DynamoLedger::new(dynamodb.clone(), TABLE)),
+        key_gate: KeyGate::new(Arc::new(DynamoKeyCheck::new(dynamodb, TABLE)), false),
+        queue: Arc::new(SqsQueue::new(env.moto.sqs().await, env.queue_url.clone())),
+        function_name: "notice-e2e-intake".into(),
+    };
+    let sender = sender_app::app_with(&env, sender_app::settings(&env, true), None).await;
+    Stack { env, intake, sender }
+}
+
+/// One webhook delivery through the Function URL handler, signed as Stripe signs it now.
+async fn deliver(stack: &Stack, event: &Value) -> (i64, Value) {
+    let body = event.to_string();
+    let signature = notice_stripe::sign(WHSEC, Utc::now().timestamp(), body.as_bytes());
+    let request: LambdaFunctionUrlRequest = serde_json::from_value(json!({
+        "version": "2.0", "rawPath": "/", "rawQueryString": "",
+        "headers": {"content-type": "application/json; charset=utf-8", "stripe-signature": signature,
+                    "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
+        "requestContext": {"http": {"method": "POST", "path": "/", "sourceIp": "54.187.174.169"}, "timeEpoch": 0},
+        "body": body, "isBase64Encoded": false
+    }))
+    .unwrap();
+    let response = notice_intake::http::handle(&stack.intake, LambdaEvent::new(request, Context::default()))
+        .await
+        .expect("the handler answers");
+    let answer: Value = serde_json::from_str(response.body.as_deref().unwrap_or("null")).unwrap();
+    (response.status_code, answer)
+}
+
+async fn deliver_ok(stack: &Stack, event: &Value) -> Value {
+    let (status, answer) = deliver(stack, event).await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+/// Everything on the reminder queue, handed to the real sender one message per invocation (in a
+/// batch, a copy that meets its twin's fresh claim is `in_flight` and hidden for the claim
+/// lifetime — correct, and a minute the test need not wait).
+async fn drain(stack: &Stack) {
+    let sqs = stack.env.moto.sqs().await;
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(&stack.env.queue_url)
+            .max_number_of_messages(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        if out.messages().is_empty() {
+            return;
+        }
+        let records: Vec<Value> = out.messages().iter().map(sender_app::record).collect();
+        let batch = serde_json::from_value(json!({ "Records": records })).unwrap();
+        let response = sender_app::invoke(&stack.sender, batch).await;
+        assert!(response.batch_item_failures.is_empty(), "{:?}", sender_app::failed_ids(&response));
+    }
+}
+
+/// Notices moto's SES accepted for this renewal's customer.
+async fn mails_to(stack: &Stack, renewal: &Renewal) -> Vec<Value> {
+    let email = renewal.email();
+    stack.env.moto.sent_messages().await.into_iter().filter(|m| m.to_string().contains(&email)).collect()
+}
+
+async fn state(stack: &Stack, renewal: &Renewal, revision: u64) -> Option<RowState> {
+    let key = renewal.identity(revision).derive_key(&NoticeSecret::new(SECRET).unwrap());
+    sender_app::state(&stack.env, &key).await
+}
+
+async fn digest(stack: &Stack, renewal: &Renewal, revision: u64) -> Option<String> {
+    let key = renewal.identity(revision).derive_key(&NoticeSecret::new(SECRET).unwrap());
+    sender_app::ledger(&stack.env).await.get(&key).await.unwrap().and_then(|r| r.content_digest)
+}
+
+fn revisions(answer: &Value) -> Vec<(String, u64)> {
+    answer["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| (m["action"].as_str().unwrap().to_owned(), m["revision"].as_u64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn send(revision: u64) -> (String, u64) {
+    ("send".into(), revision)
+}
+
+fn withdraw(revision: u64) -> (String, u64) {
+    ("withdraw".into(), revision)
+}
+
+#[tokio::test]
+async fn three_deliveries_and_a_cancellation_in_either_order_send_one_notice_or_one_withdraw() {
+    let stack = stack().await;
+
+    // Upcoming twice, the cancellation, the sender, the upcoming a third time: the withdraw and
+    // the job meet at the sender, and exactly one of them wins.
+    let a = Renewal::new("sub_a_upcoming_first");
+    assert_eq!(revisions(&deliver_ok(&stack, &a.upcoming(2900)).await), [send(0)]);
+    assert_eq!(revisions(&deliver_ok(&stack, &a.upcoming(2900)).await), [send(0)]);
+    assert_eq!(revisions(&deliver_ok(&stack, &a.cancel_at_period_end()).await), [withdraw(0)]);
+    drain(&stack).await;
+    let third = deliver_ok(&stack, &a.upcoming(2900)).await;
+    drain(&stack).await;
+    let mails = mails_to(&stack, &a).await.len();
+    match state(&stack, &a, 0).await {
+        Some(RowState::Sent) => {
+            assert_eq!(mails, 1, "the job won: one notice");
+            assert_eq!(revisions(&third), [send(0)], "the third delivery is the same notice, suppressed");
+        }
+        Some(RowState::Withdrawn) => {
+            assert_eq!(mails, 0, "the withdraw won: no notice");
+            assert_eq!(third["result"], "ignored", "{third}");
+        }
+        other => panic!("revision 0 is {other:?}"),
+    }
+    assert_eq!(state(&stack, &a, 1).await, None, "never a second notice");
+
+    // The cancellation first (Stripe delivers in any order): its tombstone waits, and three
+    // upcoming-invoice deliveries after it mint nothing.
+    let b = Renewal::new("sub_b_cancel_first");
+    assert_eq!(revisions(&deliver_ok(&stack, &b.cancel_at_period_end()).await), [withdraw(0)]);
+    drain(&stack).await;
+    for _ in 0..3 {
+        let answer = deliver_ok(&stack, &b.upcoming(2900)).await;
+        assert_eq!(answer["result"], "ignored", "{answer}");
+    }
+    drain(&stack).await;
+    assert!(mails_to(&stack, &b).await.is_empty());
+    assert_eq!(state(&stack, &b, 0).await, Some(RowState::Withdrawn));
+    assert_eq!(state(&stack, &b, 1).await, None);
+
+    // The notice went out first; the cancellation after it guards only what might still be
+    // queued (revision 1); the later deliveries are the sent notice, suppressed.
+    let c = Renewal::new("sub_c_sent_then_cancelled");
+    deliver_ok(&stack, &c.upcoming(2900)).await;
+    drain(&stack).await;
+    assert_eq!(revisions(&deliver_ok(&stack, &c.cancel_at_period_end()).await), [withdraw(1)]);
+    assert_eq!(revisions(&deliver_ok(&stack, &c.upcoming(2900)).await), [send(0)]);
+    assert_eq!(revisions(&deliver_ok(&stack, &c.upcoming_2024(2900)).await), [send(0)], "either API shape");
+    drain(&stack).await;
+    assert_eq!(mails_to(&stack, &c).await.len(), 1);
+    assert_eq!(state(&stack, &c, 0).await, Some(RowState::Sent));
+    assert_eq!(state(&stack, &c, 1).await, Some(RowState::Withdrawn));
+    assert!(sender_app::dead_letter_reasons(&stack.env).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_price_change_after_the_first_notice_is_one_corrected_notice_and_redeliveries_mint_none() {
+    let stack = stack().await;
+    // The ledger's key check is recorded (a sender has started): the intake verifies it.
+    DynamoKeyCheck::new(aws::dynamodb_client(&stack.env.moto.sdk_config().await), TABLE)
+        .record_key_check(&KeyCheck::of(&NoticeSecret::new(SECRET).unwrap()))
+        .await
+        .unwrap();
+    let r = Renewal::new("sub_price_after");
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(2900)).await), [send(0)]);
+    drain(&stack).await;
+    assert_eq!(mails_to(&stack, &r).await.len(), 1);
+
+    // The new price: revision 1, once, however often it is delivered.
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(3900)).await), [send(1)]);
+    drain(&stack).await;
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(3900)).await), [send(1)]);
+    // The old price, delivered late: the notice it already is.
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(2900)).await), [send(0)]);
+    drain(&stack).await;
+    let mails = mails_to(&stack, &r).await;
+    assert_eq!(mails.len(), 2, "one notice per distinct amount: {mails:?}");
+    assert_eq!(
+        (state(&stack, &r, 0).await, state(&stack, &r, 1).await),
+        (Some(RowState::Sent), Some(RowState::Sent))
+    );
+    assert_ne!(digest(&stack, &r, 0).await, digest(&stack, &r, 1).await);
+    assert_eq!(state(&stack, &r, 2).await, None);
+    assert!(sender_app::dead_letter_reasons(&stack.env).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_price_change_before_the_first_notice_is_claimed_is_the_documented_race_never_two_notices() {
+    let stack = stack().await;
+    let r = Renewal::new("sub_price_before");
+    // Both amounts planned before the sender ran: both are revision 0, with different content.
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(2900)).await), [send(0)]);
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(3900)).await), [send(0)]);
+    drain(&stack).await;
+    assert_eq!(mails_to(&stack, &r).await.len(), 1, "the first claimed goes out, alone");
+    let reasons = sender_app::dead_letter_reasons(&stack.env).await;
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("payload conflict"), "{reasons:?}");
+
+    // Redelivered after the claim, each amount follows the rule: the one that went out is
+    // suppressed, the other becomes revision 1 — one notice per distinct amount, in the end.
+    let sent = digest(&stack, &r, 0).await;
+    let first = deliver_ok(&stack, &r.upcoming(2900)).await;
+    let second = deliver_ok(&stack, &r.upcoming(3900)).await;
+    let mut got = [revisions(&first), revisions(&second)].concat();
+    got.sort();
+    assert_eq!(got, [send(0), send(1)], "{first} {second}");
+    drain(&stack).await;
+    assert_eq!(mails_to(&stack, &r).await.len(), 2);
+    assert_eq!(digest(&stack, &r, 0).await, sent, "revision 0 keeps the terms it announced");
+    assert_eq!(state(&stack, &r, 1).await, Some(RowState::Sent));
+}
+
+#[tokio::test]
+async fn a_forged_or_stale_request_enqueues_nothing() {
+    let stack = stack().await;
+    let r = Renewal::new("sub_forged");
+    let body = r.upcoming(2900).to_string();
+    let forged =
+        notice_stripe::sign("whsec_not_the_endpoints_secret_0123", Utc::now().timestamp(), body.as_bytes());
+    let stale = notice_stripe::sign(WHSEC, Utc::now().timestamp() - 301, body.as_bytes());
+    for signature in [Some(forged), Some(stale), None] {
+        let mut headers = serde_json::Map::new();
+        if let Some(s) = signature {
+            headers.insert("stripe-signature".into(), json!(s));
+        }
+        let request: LambdaFunctionUrlRequest = serde_json::from_value(json!({
+            "headers": headers, "requestContext": {"http": {"method": "POST"}, "timeEpoch": 0},
+            "body": body, "isBase64Encoded": false
+        }))
+        .unwrap();
+        let response =
+            notice_intake::http::handle(&stack.intake, LambdaEvent::new(request, Context::default()))
+                .await
+                .unwrap();
+        assert_eq!(response.status_code, 400, "{:?}", response.body);
+    }
+    let out =
+        stack.env.moto.sqs().await.receive_message().queue_url(&stack.env.queue_url).send().await.unwrap();
+    assert!(out.messages().is_empty(), "nothing was enqueued");
+    // The genuine one goes through.
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(2900)).await), [send(0)]);
+}
+
+/// The cold start as deployed: every setting from the environment, both secrets from Secrets
+/// Manager, the kind checked against the policy in force. The only test here that reads the
+/// process environment (the others build their clients from the emulator's address directly).
+#[tokio::test]
+async fn the_intake_starts_from_its_environment_and_refuses_a_kind_the_policy_does_not_list() {
+    let env = sender_app::env().await;
+    let sm = aws_sdk_secretsmanager::Client::new(&env.moto.sdk_config().await);
+    let mut arns = Vec::new();
+    for (name, value) in [("notice-key", SECRET), ("stripe-webhook", WHSEC)] {
+        let out = sm.create_secret().name(name).secret_string(value).send().await.expect("CreateSecret");
+        arns.push(out.arn().expect("an ARN").to_owned());
+    }
+    let strict = r#"{"kinds":{"renewal_notice_t72":{"opens_hours_before":72,"closes_hours_before":24}}}"#;
+    let mut vars = env.moto.env_vars();
+    vars.extend(
+        [
+            ("NOTICE_TABLE", TABLE),
+            ("NOTICE_QUEUE_URL", env.queue_url.as_str()),
+            ("NOTICE_KEY_SECRET_ARN", arns[0].as_str()),
+            ("NOTICE_INTAKE_SIGNING_SECRET_ARN", arns[1].as_str()),
+            ("NOTICE_INTAKE_KIND", KIND),
+            ("NOTICE_INTAKE_BILLING_TIME_ZONE", "UTC"),
+            ("NOTICE_WINDOWS", strict),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned())),
+    );
+    for (k, v) in &vars {
+        std::env::set_var(k, v);
+    }
+    let intake = notice_intake::settings::from_env().await.expect("the intake starts");
+    let sender = sender_app::app_with(&env, sender_app::settings(&env, true), None).await;
+    let stack = Stack { env, intake, sender };
+    let r = Renewal::new("sub_from_env");
+    assert_eq!(revisions(&deliver_ok(&stack, &r.upcoming(2900)).await), [send(0)]);
+    drain(&stack).await;
+    assert_eq!(mails_to(&stack, &r).await.len(), 1);
+
+    std::env::set_var("NOTICE_INTAKE_KIND", "renewal_notice_t27");
+    let e = notice_intake::settings::from_env().await.err().expect("an unlisted kind is refused").to_string();
+    assert!(e.contains("NOTICE_INTAKE_KIND") && e.contains("renewal_notice_t72"), "{e}");
+    std::env::remove_var("NOTICE_INTAKE_KIND");
+    let e = notice_intake::settings::from_env().await.err().expect("no kind, no start").to_string();
+    assert!(e.contains("NOTICE_INTAKE_KIND"), "{e}");
+    std::env::set_var("NOTICE_INTAKE_KIND", KIND);
+    std::env::set_var("NOTICE_INTAKE_BILLING_TIME_ZONE", "+02:00");
+    let e = notice_intake::settings::from_env().await.err().expect("an offset is no zone").to_string();
+    assert!(e.contains("NOTICE_INTAKE_BILLING_TIME_ZONE"), "{e}");
+    for (k, _) in &vars {
+        std::env::remove_var(k);
+    }
+}
