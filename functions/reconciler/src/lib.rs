@@ -69,7 +69,7 @@ impl ReconcilerApp {
         LazyLock::force(&FUNCTION_NAME);
         let sdk = aws::load_sdk_config().await;
         let ledger = ledger_from_env(&sdk).await?;
-        let publisher = notice_setup::assemble::outcome_publisher(
+        let publisher = notice_setup::settings::outcome_publisher(
             &sdk,
             notice_setup::settings::OutcomeSettings::from_env().as_ref(),
         )?;

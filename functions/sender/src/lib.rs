@@ -122,7 +122,7 @@ impl SenderApp {
             }
             _ => None,
         };
-        let outcomes = assemble::outcome_publisher(&sdk, OutcomeSettings::from_env().as_ref())?;
+        let outcomes = notice_setup::settings::outcome_publisher(&sdk, OutcomeSettings::from_env().as_ref())?;
         let app = Self::with_ledger(settings, opened.ledger, opened.buckets, sesv2, sqs)
             .with_parker(parker)
             .with_outcomes(outcomes);

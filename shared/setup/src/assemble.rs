@@ -128,26 +128,6 @@ fn mx_lookup(rollup: Rollup) -> Arc<dyn MxLookup> {
     }
 }
 
-/// The outcome events' publisher of a Lambda that publishes them (the sender, the reconciler):
-/// EventBridge when `NOTICE_OUTCOME_BUS` names a bus, else none — said once in the start-up log
-/// either way, so a deployment that expected events can tell from its first lines. A bus that
-/// cannot be addressed (no region) refuses the start: events would silently never go out.
-#[cfg(all(feature = "eventbridge", feature = "dynamodb"))]
-pub fn outcome_publisher(
-    sdk: &crate::aws::SdkConfig,
-    settings: Option<&crate::settings::OutcomeSettings>,
-) -> Result<Option<Arc<dyn notice_ledger::outcomes::OutcomePublisher>>, notice_ledger::ConfigError> {
-    let Some(settings) = settings else {
-        info!("NOTICE_OUTCOME_BUS is not set: no outcome events are published (the ledger still records every outcome; `noticectl outcomes republish` can publish a range later)");
-        return Ok(None);
-    };
-    let publisher = crate::aws::eventbridge_publisher(sdk, &settings.bus).map_err(|e| {
-        notice_ledger::ConfigError::Invalid { name: crate::settings::OUTCOME_BUS_VAR, reason: e.to_string() }
-    })?;
-    info!(bus = %settings.bus, "outcome events are published to this EventBridge bus");
-    Ok(Some(Arc::new(publisher)))
-}
-
 /// The queue policy that goes with `parker`: long waits park exactly when there is a parker.
 pub fn queue_policy(parker: Option<&Arc<dyn Parker>>, park_spread: Duration) -> QueuePolicy {
     QueuePolicy { parking: parker.is_some(), park_spread }

@@ -199,3 +199,22 @@ pub fn sender_from_env() -> Result<String, ConfigError> {
         .map_err(|e| ConfigError::Invalid { name: "NOTICE_FROM", reason: e.to_string() })?;
     Ok(from.trim().to_owned())
 }
+
+/// The outcome events' publisher of a Lambda that publishes them (the sender, the reconciler):
+/// EventBridge when `NOTICE_OUTCOME_BUS` names a bus, else none — said once in the start-up log
+/// either way, so a deployment that expected events can tell from its first lines. A bus that
+/// cannot be addressed (no region) refuses the start: events would silently never go out.
+#[cfg(all(feature = "eventbridge", feature = "dynamodb"))]
+pub fn outcome_publisher(
+    sdk: &crate::aws::SdkConfig,
+    settings: Option<&OutcomeSettings>,
+) -> Result<Option<Arc<dyn notice_ledger::outcomes::OutcomePublisher>>, ConfigError> {
+    let Some(settings) = settings else {
+        tracing::info!("NOTICE_OUTCOME_BUS is not set: no outcome events are published (the ledger still records every outcome; `noticectl outcomes republish` can publish a range later)");
+        return Ok(None);
+    };
+    let publisher = crate::aws::eventbridge_publisher(sdk, &settings.bus)
+        .map_err(|e| ConfigError::Invalid { name: OUTCOME_BUS_VAR, reason: e.to_string() })?;
+    tracing::info!(bus = %settings.bus, "outcome events are published to this EventBridge bus");
+    Ok(Some(Arc::new(publisher)))
+}
