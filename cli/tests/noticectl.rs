@@ -205,7 +205,9 @@ fn quarantine_release_is_refused_without_confirmation_and_audited_with_it() {
     rt.block_on(async {
         use notice_ledger::ledger::ClaimRequest;
         let ledger = notice_sqlite::SqliteLedger::open(state.join("ledger.db")).unwrap();
-        let at = chrono::Utc::now() - chrono::Duration::hours(2);
+        // Two hours before the pinned `--now` the send below runs at (never the wall clock: a
+        // claim stamped after that instant would read as young, held by a sender still running).
+        let at = NOW.parse::<chrono::DateTime<chrono::Utc>>().unwrap() - chrono::Duration::hours(2);
         ledger.claim(&ClaimRequest::for_job(&parsed, key.clone(), at)).await.unwrap();
     });
     std::fs::write(dir.path().join("one.jsonl"), &body).unwrap();
