@@ -396,19 +396,7 @@ impl Model {
                 let row = s.rows[usize::from(key)];
                 let t = self.fresh_token(s)?;
                 let decided = self.verdict(key, row, Probe::Read(t))? == Verdict::Refuse;
-                let mut answers = Vec::new();
-                match row.filter(|_| decided) {
-                    Some(r) => {
-                        for &young in self.claim_ages(s, row) {
-                            answers.push(Answer::Held { state: r.state, digest: r.notice, young });
-                        }
-                    }
-                    None => answers.push(Answer::Free),
-                }
-                if faults {
-                    answers.push(Answer::Failed);
-                }
-                for answer in answers {
+                for answer in self.read_answers(s, row.filter(|_| decided), faults) {
                     let mut n = s.clone();
                     let mut j = job;
                     j.answers = j.answers.with(answer)?;
@@ -423,20 +411,7 @@ impl Model {
             Step::Place { key } => {
                 // Where the notice lives: the older version's row as it stands — any row, a
                 // released or an alias one too (the placement tells them apart), or none.
-                let row = s.rows[usize::from(key)];
-                let mut answers = Vec::new();
-                match row {
-                    Some(r) => {
-                        for &young in self.claim_ages(s, row) {
-                            answers.push(Answer::Held { state: r.state, digest: r.notice, young });
-                        }
-                    }
-                    None => answers.push(Answer::Free),
-                }
-                if faults {
-                    answers.push(Answer::Failed);
-                }
-                for answer in answers {
+                for answer in self.read_answers(s, s.rows[usize::from(key)], faults) {
                     let mut n = s.clone();
                     let mut j = job;
                     j.answers = j.answers.with(answer)?;
@@ -862,6 +837,23 @@ impl Model {
             return Ok(None);
         }
         Ok(row.map(|r| Answer::Held { state: r.state, digest: r.notice, young: false }))
+    }
+
+    /// Every answer a read of `row` can get: held (young or old, for an open claim), or free when
+    /// there is none to report — and, with ledger faults, the read failing.
+    fn read_answers(&self, s: &State, row: Option<Row>, faults: bool) -> Vec<Answer> {
+        let mut answers = match row {
+            Some(r) => self
+                .claim_ages(s, row)
+                .iter()
+                .map(|&young| Answer::Held { state: r.state, digest: r.notice, young })
+                .collect(),
+            None => vec![Answer::Free],
+        };
+        if faults {
+            answers.push(Answer::Failed);
+        }
+        answers
     }
 
     /// A claim token no row and no job holds: what `ClaimToken::random` gives in practice.
