@@ -89,6 +89,8 @@ def rust_function(args, endpoint: str, workdir: Path, rate_limits: str | None) -
         "NOTICE_KEY_SECRET": SECRET,
         "NOTICE_FROM": FROM,
         "NOTICE_CONFIGURATION_SET": CONFIG_SET,
+        # Required by a deployed sender (template.yaml's ManageUrl): the link in every notice.
+        "NOTICE_MANAGE_URL": "https://billing.notice-ledger.dev/manage",
     }
     if rate_limits:
         env["NOTICE_RATE_LIMITS"] = rate_limits

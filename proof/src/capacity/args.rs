@@ -2,6 +2,9 @@
 //! from template.yaml and AWS, or (`--recommended`) the configuration docs/capacity.md recommends
 //! for the volume.
 
+use std::collections::BTreeMap;
+
+use notice_ledger::rate::providers::provider_of;
 use notice_ledger::rate::RateLimits;
 use serde::Serialize;
 
@@ -342,19 +345,36 @@ impl Params {
         // A shard's writes: at most one per batch that holds one of its records, so at most its
         // records per second; half a partition is 500.
         let shards = |per_second: f64| (per_second / 500.0).ceil().clamp(1.0, 256.0) as u32;
-        let mut domains = Vec::new();
+        // Buckets by receiving provider, as shipped: a named domain of a provider in the table
+        // adds its share to that provider's bucket; a named domain of no provider gets its own;
+        // the long tail rides the account bucket only (no per-domain `default`: one token write
+        // per distinct domain in every batch, docs/configuration.md *Send rates*).
+        let mut by_provider: BTreeMap<&'static str, f64> = BTreeMap::new();
+        let mut own = Vec::new();
         for (d, share) in &self.named_domains {
+            match provider_of(d) {
+                Some(p) => *by_provider.entry(p.name()).or_default() += share,
+                None => own.push((d.clone(), *share)),
+            }
+        }
+        let sized = |share: f64| {
             let per_second = (MARGIN * share * r).ceil().max(10.0);
             let burst = (per_second * 5.0).ceil() as u32;
-            domains.push(format!(
-                r#""{d}":{{"per_second":{per_second},"burst":{burst},"shards":{}}}"#,
-                shards(per_second)
-            ));
-        }
-        self.rate_limits_json = Some(format!(
-            r#"{{"default":{{"per_second":{},"burst":{}}},"domains":{{{}}},"account":{{"per_second":{},"burst":{},"shards":{}}}}}"#,
+            format!(r#"{{"per_second":{per_second},"burst":{burst},"shards":{}}}"#, shards(per_second))
+        };
+        let mut providers: Vec<String> =
+            by_provider.iter().map(|(p, share)| format!(r#""{p}":{}"#, sized(*share))).collect();
+        // Providers the mix does not name: the built-in share, half the account, burst 5 s.
+        providers.push(format!(
+            r#""default":{{"per_second":{},"burst":{}}}"#,
             (account / 2.0).ceil(),
-            (account * 2.5).ceil(),
+            (account * 2.5).ceil()
+        ));
+        let domains: Vec<String> =
+            own.iter().map(|(d, share)| format!(r#""{d}":{}"#, sized(*share))).collect();
+        self.rate_limits_json = Some(format!(
+            r#"{{"providers":{{{}}},"domains":{{{}}},"account":{{"per_second":{},"burst":{},"shards":{}}}}}"#,
+            providers.join(","),
             domains.join(","),
             account.floor(),
             account.floor().max(1.0),

@@ -30,6 +30,8 @@ pub(super) struct LimitUse {
 pub(super) struct Dynamo {
     pub(super) calls: u64,
     pub(super) calls_per_sent_notice: f64,
+    /// Calls per sent notice by operation; they add up to `calls_per_sent_notice`.
+    pub(super) per_sent_notice_by_operation: std::collections::BTreeMap<&'static str, f64>,
     pub(super) write_units: f64,
     pub(super) read_units: f64,
     pub(super) throttled_calls: u64,
@@ -170,10 +172,11 @@ impl Report {
 
         let sent = notices.iter().filter(|n| n.sends > 0).count() as f64;
         let per_million = |units: f64| if sent > 0.0 { units / sent * 1e6 } else { 0.0 };
-        let (calls, wcu, rcu, throttled, table_w, table_r, hottest, index, ddb_first, served) =
+        let (calls, by_op, wcu, rcu, throttled, table_w, table_r, hottest, index, ddb_first, served) =
             run.svc.dynamo.books(|b| {
                 (
                     b.calls,
+                    b.by_op.clone(),
                     b.wcu,
                     b.rcu,
                     b.throttled,
@@ -293,6 +296,10 @@ impl Report {
             dynamodb: Dynamo {
                 calls,
                 calls_per_sent_notice: if sent > 0.0 { calls as f64 / sent } else { 0.0 },
+                per_sent_notice_by_operation: by_op
+                    .into_iter()
+                    .map(|(op, n)| (op, if sent > 0.0 { n as f64 / sent } else { 0.0 }))
+                    .collect(),
                 write_units: wcu,
                 read_units: rcu,
                 throttled_calls: throttled,
@@ -382,6 +389,9 @@ impl Report {
             d.dollars_per_million_notices,
             d.throttled_calls
         );
+        let ops: Vec<String> =
+            d.per_sent_notice_by_operation.iter().map(|(op, n)| format!("{op} {n:.2}")).collect();
+        let _ = writeln!(s, "DynamoDB calls per sent notice by operation: {}", ops.join(", "));
         let _ = writeln!(
             s,
             "SES throttled {}; parks refused {} (requeued {}); longest Scheduler delay {:.1} s; SQS receives {} (over the in-flight limit {}); dead-lettered {}; invocations {} (crashed {})",

@@ -50,6 +50,8 @@ const INDEX_SHARDS: usize = 16;
 #[derive(Default)]
 pub(super) struct DynamoBooks {
     pub(super) calls: u64,
+    /// Calls by operation (`claim`, `batch_read`, `token` …), to say what a figure is made of.
+    pub(super) by_op: std::collections::BTreeMap<&'static str, u64>,
     pub(super) wcu: f64,
     pub(super) rcu: f64,
     pub(super) throttled: u64,
@@ -145,7 +147,7 @@ impl Dynamo {
     }
 
     /// Meters one call of `wcu` write and `rcu` read units at now; `Err` if a limit throttles it.
-    fn meter(&self, wcu: f64, rcu: f64, touch: Touch<'_>) -> Result<(), &'static str> {
+    fn meter(&self, op: &'static str, wcu: f64, rcu: f64, touch: Touch<'_>) -> Result<(), &'static str> {
         let now = self.clock.now();
         let mut s = lock(&self.state);
         let s = &mut *s;
@@ -165,6 +167,7 @@ impl Dynamo {
             }
         }
         s.books.calls += 1;
+        *s.books.by_op.entry(op).or_default() += 1;
         s.books.table_w.add(wcu, now);
         s.books.table_r.add(rcu, now);
         let item_ok = match touch {
@@ -213,8 +216,8 @@ impl Dynamo {
 
     /// One call: metered at its start, answered after its latency. The lean client the sender
     /// uses does not retry, so a throttle comes back as the ledger being unavailable.
-    async fn call(&self, wcu: f64, rcu: f64, touch: Touch<'_>) -> Result<(), LedgerError> {
-        let metered = self.meter(wcu, rcu, touch);
+    async fn call(&self, op: &'static str, wcu: f64, rcu: f64, touch: Touch<'_>) -> Result<(), LedgerError> {
+        let metered = self.meter(op, wcu, rcu, touch);
         let latency = self.limits.latency.sample(&mut lock(&self.rng));
         self.clock.sleep(latency).await;
         metered.map_err(|limit| LedgerError::Unavailable(format!("ThrottlingException: {limit}")))
@@ -228,13 +231,13 @@ fn index_shard(key: &NoticeKey) -> usize {
 #[async_trait]
 impl RowReader for Dynamo {
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        self.call(0.0, 1.0, Touch::Nothing).await?;
+        self.call("read", 0.0, 1.0, Touch::Nothing).await?;
         self.rows.get(key).await
     }
 
     /// `BatchGetItem`: one call, one strongly consistent read unit per key.
     async fn get_many(&self, keys: &[NoticeKey]) -> Result<Vec<LedgerRow>, LedgerError> {
-        self.call(0.0, keys.len() as f64, Touch::Nothing).await?;
+        self.call("batch_read", 0.0, keys.len() as f64, Touch::Nothing).await?;
         self.rows.get_many(keys).await
     }
 }
@@ -242,7 +245,7 @@ impl RowReader for Dynamo {
 #[async_trait]
 impl ClaimLedger for Dynamo {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
-        self.call(1.0, 0.0, Touch::Index(index_shard(&req.key))).await?;
+        self.call("claim", 1.0, 0.0, Touch::Index(index_shard(&req.key))).await?;
         self.rows.claim(req).await
     }
 
@@ -252,7 +255,7 @@ impl ClaimLedger for Dynamo {
         message_id: &str,
         at: DateTime<Utc>,
     ) -> Result<(), LedgerError> {
-        self.call(1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
+        self.call("commit_sent", 1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
         self.rows.commit_sent(claim, message_id, at).await
     }
 
@@ -262,12 +265,12 @@ impl ClaimLedger for Dynamo {
         reason: &str,
         at: DateTime<Utc>,
     ) -> Result<(), LedgerError> {
-        self.call(1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
+        self.call("commit_rejected", 1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
         self.rows.commit_rejected(claim, reason, at).await
     }
 
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
-        self.call(1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
+        self.call("release", 1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
         self.rows.release(claim, reason, at).await
     }
 
@@ -276,12 +279,12 @@ impl ClaimLedger for Dynamo {
         req: &ClaimRequest,
         reason: &str,
     ) -> Result<Option<LedgerRow>, LedgerError> {
-        self.call(1.0, 0.0, Touch::Nothing).await?;
+        self.call("record_missed", 1.0, 0.0, Touch::Nothing).await?;
         self.rows.record_missed(req, reason).await
     }
 
     async fn withdraw(&self, req: &WithdrawRequest) -> Result<Option<LedgerRow>, LedgerError> {
-        self.call(1.0, 0.0, Touch::Nothing).await?;
+        self.call("withdraw", 1.0, 0.0, Touch::Nothing).await?;
         self.rows.withdraw(req).await
     }
 }
@@ -289,18 +292,18 @@ impl ClaimLedger for Dynamo {
 #[async_trait]
 impl BucketStore for Dynamo {
     async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
-        self.call(0.0, 1.0, Touch::Nothing).await?;
+        self.call("token_read", 0.0, 1.0, Touch::Nothing).await?;
         self.buckets.load(bucket).await
     }
 
     /// `UpdateItem` with its condition: a refused condition still costs its write unit.
     async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
-        self.call(1.0, 0.0, Touch::Item(bucket)).await?;
+        self.call("token", 1.0, 0.0, Touch::Item(bucket)).await?;
         self.buckets.add(bucket, add_us, now_us, max_us).await
     }
 
     async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
-        self.call(1.0, 0.0, Touch::Item(bucket)).await?;
+        self.call("token_reset", 1.0, 0.0, Touch::Item(bucket)).await?;
         self.buckets.reset(bucket, tat_us, now_us).await
     }
 }

@@ -6,8 +6,9 @@
 //! for as many tokens as that bucket's records want, then one write on the account bucket for as
 //! many as those granted; a long-tail domain takes only the account's. With the MX rollup on, the
 //! batch's otherwise unplaced domains are looked up first, all at once and for at most 200 ms
-//! ([`super::rollup`]). A sharded bucket's record takes from the shard its notice key picks and
-//! spills once to the next shard before it is limited.
+//! ([`super::rollup`]). A sharded bucket's records take from the shard their batch's first record's
+//! notice key picks (one write per bucket a batch, whatever the shard count) and spill once to the
+//! next shard before they are limited.
 //!
 //! The remembered state saves the read before a write: it is at worst older than the stored one,
 //! and since TAT only moves forward an old state never admits what the stored one would refuse —
@@ -349,24 +350,27 @@ impl RateGate for BucketGate {
             Some(rollup) => rollup.providers(&self.limits, requests).await,
             None => HashMap::new(),
         };
-        let mut groups: BTreeMap<(String, u32), (DomainLimit, Vec<usize>)> = BTreeMap::new();
+        let mut groups: BTreeMap<String, (DomainLimit, Vec<usize>)> = BTreeMap::new();
         for (i, r) in requests.iter().enumerate() {
             let bucket = match by_mx.get(&r.domain) {
                 Some(&provider) => self.limits.bucket_for_rolled_up(&r.domain, provider),
                 None => self.limits.bucket_for(&r.domain),
             };
             if let Some(bucket) = bucket {
-                let dl = bucket.limit;
-                let shard = (r.shard_seed % u64::from(dl.shards)) as u32;
-                groups.entry((bucket.item, shard)).or_insert_with(|| (dl, Vec::new())).1.push(i);
+                groups.entry(bucket.item).or_insert_with(|| (bucket.limit, Vec::new())).1.push(i);
             }
         }
-        let takes = groups.iter().map(|((item, shard), (dl, records))| {
+        // A split bucket: the group's first record picks the shard for the whole group, so a
+        // batch writes one item per bucket (two with the spill), not one per shard its keys
+        // scatter over — batches, not records, spread over the shards.
+        let takes = groups.iter().map(|(item, (dl, records))| {
             let want = u32::try_from(records.len()).unwrap_or(u32::MAX);
-            self.take_domain(item, *shard, want, now_us, *dl)
+            let seed = records.first().map_or(0, |&i| requests[i].shard_seed);
+            let shard = (seed % u64::from(dl.shards)) as u32;
+            self.take_domain(item, shard, want, now_us, *dl)
         });
         let taken = futures::future::try_join_all(takes).await?;
-        for (((_, _), (dl, records)), (granted, due_us, lost)) in groups.iter().zip(taken) {
+        for ((_, (dl, records)), (granted, due_us, lost)) in groups.iter().zip(taken) {
             let limit = dl.limit.shard(dl.shards);
             for &i in records.iter().skip(granted as usize) {
                 answers[i] = Admission::Limited {

@@ -358,11 +358,37 @@ async fn a_sharded_domain_splits_its_bound_picks_by_key_and_spills_once() {
         used.push(store.load(&format!("gmail.com#{s}")).await.unwrap().is_some());
     }
     assert_eq!(used, [false, true, true, false], "seed 1 → shard 1, spilled to shard 2");
-    // Whatever the keys, never more than the whole burst (8) at one instant.
-    let many: Vec<(&str, u64)> = (0..40).map(|i| ("gmail.com", i)).collect();
+    // A batch's records take from the shard its first record picks, whatever their own keys:
+    // seed 4 → shard 0 (burst 2), spilled to shard 1 (empty) — 2 of 40.
+    let many: Vec<(&str, u64)> = (4..44).map(|i| ("gmail.com", i)).collect();
     let answers = gate.admit_batch(&requests(&many), t).await.unwrap();
-    assert_eq!(count_admitted(&answers), 8 - 3, "the shards' bursts add up to the domain's");
+    assert_eq!(count_admitted(&answers), 2, "{answers:?}");
     assert!(answers.iter().all(|a| !matches!(a, Admission::Limited { scope: RateScope::Account, .. })));
+    // Whatever the batches, never more than the whole burst (8) at one instant: shard 3 is left.
+    let mut admitted = 3 + 2;
+    for first in 0..8u64 {
+        let answers =
+            gate.admit_batch(&requests(&[("gmail.com", first), ("gmail.com", 1)]), t).await.unwrap();
+        admitted += count_admitted(&answers);
+    }
+    assert_eq!(admitted, 8, "the shards' bursts add up to the domain's");
+}
+
+#[tokio::test]
+async fn a_sharded_bucket_is_written_once_a_batch_whatever_its_keys_scatter_over() {
+    let limits = RateLimits::parse(r#"{"providers":{"google":{"per_second":400,"burst":2000,"shards":8}}}"#)
+        .unwrap()
+        .unwrap();
+    let store = Arc::new(CountingStore::default());
+    let gate = BucketGate::new(store.clone(), limits);
+    let t = at("2026-12-02T12:00:00Z");
+    // 25 records whose keys pick all 8 shards: one write, on the shard the first one picks.
+    let batch: Vec<(&str, u64)> =
+        (0..25).map(|i| (if i % 2 == 0 { "gmail.com" } else { "googlemail.com" }, i + 3)).collect();
+    let answers = gate.admit_batch(&requests(&batch), t).await.unwrap();
+    assert_eq!(count_admitted(&answers), 25, "{answers:?}");
+    assert_eq!(store.writes(), 1, "one write for the provider, none for the account (unset)");
+    assert!(store.inner.load("provider:google#3").await.unwrap().is_some());
 }
 
 #[tokio::test]
