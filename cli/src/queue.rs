@@ -30,7 +30,8 @@ pub async fn client() -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(&notice_setup::aws::load_sdk_config().await)
 }
 
-/// Sends `jobs` in batches of 10, at most `per_second` messages a second. Entries SQS refuses
+/// Sends `jobs` in batches of 10, at most `per_second` messages a second, and none before its
+/// instant in `not_before` (from the start; a batch waits for its last job's). Entries SQS refuses
 /// are in the report; a call that fails as a whole (after retries, or at once when SQS cannot be
 /// used at all) ends the run with an error whose [`Done`] context says how many went out before.
 pub async fn enqueue(
@@ -39,6 +40,7 @@ pub async fn enqueue(
     jobs: &[Outgoing],
     batch_id: Option<&str>,
     per_second: u32,
+    not_before: Option<&[Duration]>,
     progress: &ProgressBar,
 ) -> anyhow::Result<EnqueueReport> {
     let mut report = EnqueueReport::default();
@@ -47,7 +49,9 @@ pub async fn enqueue(
     let mut submitted = 0usize;
     for chunk in jobs.chunks(10) {
         // Pace by the total so far: after n messages, at least n / rate seconds have passed.
-        let due = Duration::from_secs_f64(submitted as f64 / per_second);
+        let planned =
+            not_before.and_then(|at| at.get(submitted + chunk.len() - 1)).copied().unwrap_or_default();
+        let due = Duration::from_secs_f64(submitted as f64 / per_second).max(planned);
         if let Some(wait) = due.checked_sub(started.elapsed()) {
             tokio::time::sleep(wait).await;
         }

@@ -537,3 +537,70 @@ async fn a_withdrawn_key_in_dynamodb_is_never_replayed_and_a_sent_one_is_too_lat
     subs.sort();
     assert_eq!(subs, ["sub_7", "sub_9"], "the withdrawn sub_8 is not enqueued");
 }
+
+/// A replay is paced by the senders' own buckets: each provider's jobs at its bucket's rate, all
+/// of them at the account's, so nearly every job finds its token on its first receive
+/// (docs/operations.md, *Replaying a backlog*). MaxSendRate 20/s: the account 18/s, google 9/s.
+#[tokio::test]
+async fn a_replay_is_paced_by_provider_and_the_tail_does_not_wait_behind_it() {
+    let moto = start_moto().await;
+    let queue = moto.create_queue("paced").await;
+    let dir = tempfile::tempdir().unwrap();
+    let line = |i: usize, domain: &str| {
+        serde_json::json!({"subscription_id": format!("sub_{i}"), "period_start": "2026-12-01", "kind": "renewal_notice_t72",
+            "email": format!("c{i}@{domain}"), "charge_at": "2026-12-04T09:00:00Z"})
+        .to_string()
+    };
+    let mut lines: Vec<String> = (0..28).map(|i| line(i, "gmail.com")).collect();
+    lines.extend((28..32).map(|i| line(i, &format!("tail{i}.example"))));
+    std::fs::write(dir.path().join("backlog.jsonl"), lines.join("\n") + "\n").unwrap();
+    let run = noticectl(
+        &moto,
+        dir.path(),
+        &["replay", "--from", "backlog.jsonl", "--queue-url", &queue, "--yes", "--max-send-rate", "20"],
+    );
+    let out = stdout(&run);
+    assert!(run.status.success(), "{out}");
+    assert!(out.contains("pacing at the senders' buckets, about 3.0 s in all"), "{out}");
+    assert!(out.contains("account: 18/s"), "{out}");
+    assert!(out.contains("provider:google: 28 job(s) at 9/s, the last at 3.0 s"), "{out}");
+    assert!(
+        out.contains("other domains: 4 job(s) at the account's and --rate's, the last at 0.4 s"),
+        "{out}"
+    );
+    assert!(out.contains("enqueued 32 of 32"), "{out}");
+
+    // The queue saw them over the plan's 3 s (27 / 9 s between the first and the last gmail.com
+    // job), the tail among the first.
+    let mut sent: Vec<(u64, String)> = Vec::new();
+    loop {
+        let got = moto
+            .sqs()
+            .await
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp)
+            .send()
+            .await
+            .unwrap();
+        if got.messages().is_empty() {
+            break;
+        }
+        for m in got.messages() {
+            let at = m
+                .attributes()
+                .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap();
+            sent.push((at, Job::parse(m.body().unwrap()).unwrap().recipient_domain()));
+        }
+    }
+    assert_eq!(sent.len(), 32);
+    let span = |of: &dyn Fn(&str) -> bool| {
+        let at: Vec<u64> = sent.iter().filter(|(_, d)| of(d)).map(|(t, _)| *t).collect();
+        at.iter().max().unwrap() - at.iter().min().unwrap()
+    };
+    assert!(span(&|d| d == "gmail.com") >= 2_000, "paced at 9/s: {sent:?}");
+    assert!(span(&|d| d != "gmail.com") < 2_000, "the tail goes at once: {sent:?}");
+}

@@ -15,10 +15,15 @@ use crate::ledger_target::LedgerArg;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::time::Duration;
+
 use anyhow::Context;
 use chrono::Utc;
+use notice_ledger::rate::RateLimits;
 
 use super::census::census;
+use super::limits;
+use crate::pace;
 use crate::queue::{self, Outgoing};
 use crate::terminal::{confirm, progress};
 
@@ -38,9 +43,23 @@ pub(crate) struct ReplayArgs {
     /// Value of the `replay_batch` message attribute (default: replay-<UTC time>).
     #[arg(long)]
     batch_id: Option<String>,
-    /// Messages per second to enqueue.
+    /// Messages per second to enqueue, at most (every lane together).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=3000))]
     rate: u32,
+    /// How the jobs are paced: `providers` enqueues each receiving provider's (or named domain's)
+    /// jobs at the rate its sender bucket admits, and all of them at the account's, as
+    /// NOTICE_RATE_LIMITS and SES's MaxSendRate set them — a replay faster than that is not sent
+    /// sooner, its extra jobs wait on the queue and drain slower; `overall`: `--rate` alone.
+    #[arg(long, value_enum, default_value_t = Pace::Providers)]
+    pace: Pace,
+    /// The share of each bucket's rate the replay takes, in percent: below 100 leaves the rest
+    /// to the notices the senders are sending meanwhile (a bucket is shared by everything).
+    #[arg(long, value_name = "PERCENT", default_value_t = 100.0, value_parser = share)]
+    share: f64,
+    /// SES's MaxSendRate the senders size their buckets from (default: read with SES GetAccount,
+    /// as a sender reads it at cold start).
+    #[arg(long, value_name = "PER_SECOND")]
+    max_send_rate: Option<f64>,
     /// Skip the confirmation prompt (it does not override a "stop" verdict: that takes --force).
     #[arg(long)]
     yes: bool,
@@ -52,12 +71,84 @@ pub(crate) struct ReplayArgs {
     stop_below: f64,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pace {
+    Providers,
+    Overall,
+}
+
+/// How long SES GetAccount may take before the replay paces without the account's rate.
+const GET_ACCOUNT_BOUND: Duration = Duration::from_secs(5);
+
+/// The limits the senders run under, for pacing: NOTICE_RATE_LIMITS (read as a sender reads it;
+/// invalid stops the replay) with the account sized from `max_send_rate`, or SES GetAccount.
+/// `None`: limits are off. Without an account rate the built-in provider limits are their
+/// fallback (10/s), as in a sender that could not read it — said on the terminal.
+async fn pacing_limits(max_send_rate: Option<f64>) -> anyhow::Result<Option<RateLimits>> {
+    let Some(limits) = notice_setup::config::rate_limits_from_env().context("pacing by provider")? else {
+        return Ok(None);
+    };
+    let rate = match max_send_rate {
+        Some(rate) => Some(rate),
+        None => {
+            let cfg = notice_setup::aws::load_sdk_config().await;
+            match tokio::time::timeout(GET_ACCOUNT_BOUND, notice_setup::aws::ses_max_send_rate(&cfg)).await {
+                Ok(Ok(rate)) => Some(rate),
+                Ok(Err(e)) => {
+                    // The SDK's error is pages long; -v shows it.
+                    tracing::debug!(error = %e, "SES GetAccount");
+                    eprintln!(
+                        "warning: SES GetAccount failed (-v shows why); pacing without the account's rate (pass --max-send-rate)"
+                    );
+                    None
+                }
+                Err(_) => {
+                    eprintln!(
+                        "warning: SES GetAccount gave no answer within {GET_ACCOUNT_BOUND:?}; pacing without the account's rate (pass --max-send-rate)"
+                    );
+                    None
+                }
+            }
+        }
+    };
+    Ok(Some(limits.with_account_rate(rate)))
+}
+
+/// The plan on the terminal: each lane's rate and jobs, and how long it takes.
+fn describe(plan: &pace::Plan, share: f64) -> String {
+    let at = if share < 100.0 { format!("{}% of ", limits::num(share)) } else { String::new() };
+    let mut lines =
+        vec![format!("pacing at {at}the senders' buckets, about {} in all:", pace::human(plan.total))];
+    if let Some(rate) = plan.account_per_second {
+        lines.push(format!("  account: {}/s", limits::num(rate)));
+    }
+    for lane in &plan.lanes {
+        let rate = lane
+            .per_second
+            .map_or("the account's and --rate's".to_owned(), |r| format!("{}/s", limits::num(r)));
+        lines.push(format!(
+            "  {}: {} job(s) at {rate}, the last at {}",
+            lane.name,
+            lane.jobs,
+            pace::human(lane.last)
+        ));
+    }
+    lines.join("\n")
+}
+
 /// ` and N withdraw(s)` when there are any.
 fn withdraws_text(n: usize) -> String {
     if n == 0 {
         String::new()
     } else {
         format!(" and {n} withdraw(s)")
+    }
+}
+
+fn share(value: &str) -> Result<f64, String> {
+    match percent(value) {
+        Ok(p) if p > 0.0 => Ok(p),
+        _ => Err(format!("{value:?}: want a percentage above 0, at most 100")),
     }
 }
 
@@ -95,6 +186,16 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
     }
     let queue_url = args.queue_url.context("--queue-url (or NOTICE_QUEUE_URL) is required to enqueue")?;
     let batch_id = args.batch_id.unwrap_or_else(|| format!("replay-{}", Utc::now().format("%Y%m%dT%H%M%SZ")));
+    // Withdraws first (they take no token: `--rate` alone), then the sends as the plan orders them.
+    let domains: Vec<String> = census.new.iter().map(|(_, job, _)| job.recipient_domain()).collect();
+    let limits = match args.pace {
+        Pace::Providers => pacing_limits(args.max_send_rate).await?,
+        Pace::Overall => None,
+    };
+    let plan = pace::plan(limits.as_ref(), &domains, args.share / 100.0, f64::from(args.rate));
+    if args.pace == Pace::Providers && !census.new.is_empty() {
+        println!("{}", describe(&plan, args.share));
+    }
     if !args.yes
         && !confirm(&format!("Enqueue {jobs} job(s){withdraws} to {queue_url} as replay batch {batch_id}?"))?
     {
@@ -106,16 +207,26 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
         .withdraws
         .iter()
         .map(|(origin, w)| Outgoing { origin: origin.clone(), body: w.to_value().to_string() });
-    let sends = census
-        .new
-        .iter()
-        .map(|(origin, job, _)| Outgoing { origin: origin.clone(), body: job.to_value().to_string() });
+    let lead = census.withdraws.len();
+    let mut order: Vec<usize> = (0..census.new.len()).collect();
+    order.sort_by_key(|&i| plan.offsets[i]);
+    let sends = order.iter().map(|&i| {
+        let (origin, job, _) = &census.new[i];
+        Outgoing { origin: origin.clone(), body: job.to_value().to_string() }
+    });
     let jobs: Vec<Outgoing> = withdraws.chain(sends).collect();
+    // The withdraws' time at --rate, then each send at its planned instant after it.
+    let after = Duration::from_secs_f64(lead as f64 / f64::from(args.rate));
+    let offsets: Vec<Duration> = (0..lead)
+        .map(|i| Duration::from_secs_f64(i as f64 / f64::from(args.rate)))
+        .chain(order.iter().map(|&i| after + plan.offsets[i]))
+        .collect();
     let sqs = queue::client().await;
     let bar = progress(jobs.len(), "enqueueing");
     // A failure of SQS itself (unreachable, no credentials, denied) stops the replay here, as one
     // line naming how many were enqueued before it (exit 2).
-    let report = queue::enqueue(&sqs, &queue_url, &jobs, Some(&batch_id), args.rate, &bar).await;
+    let report =
+        queue::enqueue(&sqs, &queue_url, &jobs, Some(&batch_id), args.rate, Some(&offsets), &bar).await;
     bar.finish_and_clear();
     let report = report?;
     println!("enqueued {} of {} as replay batch {batch_id}", report.sent, jobs.len());

@@ -57,9 +57,10 @@ pub(crate) struct CapacityArgs {
     /// *A replay to one provider*).
     #[arg(long)]
     pub(super) replay_alone: bool,
-    /// Enqueue the replay at this many messages a second (`noticectl replay --rate`; 0: all at once).
-    #[arg(long, default_value_t = 0)]
-    pub(super) replay_per_sec: u32,
+    /// Enqueue the replay at this many messages a second, ten a call as `noticectl replay` does
+    /// (`--rate`, or the bucket's rate it paces a provider at by default; 0: all at once).
+    #[arg(long, default_value_t = 0.0)]
+    pub(super) replay_per_sec: f64,
     /// Probability that an invocation crashes part-way (its records come back after the timeout).
     #[arg(long, default_value_t = 0.0005, value_parser = probability)]
     pub(super) crash_rate: f64,
@@ -167,7 +168,7 @@ pub(super) struct Params {
     pub(super) replay: u32,
     pub(super) replay_domain: String,
     pub(super) replay_at: Us,
-    pub(super) replay_per_sec: u32,
+    pub(super) replay_per_sec: f64,
     pub(super) replay_alone: bool,
     pub(super) crash_rate: f64,
     pub(super) redelivery_rate: f64,

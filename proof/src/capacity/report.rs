@@ -63,8 +63,8 @@ pub(super) struct Report {
     pub(super) waiting: u64,
     pub(super) lateness_p50_secs: f64,
     pub(super) lateness_p99_secs: f64,
-    /// The replay burst: from its enqueue to its last notice sent (`None`: no replay, or not
-    /// drained by the end), and the rate that is.
+    /// The replay: from its start (its first enqueue; a paced replay enqueues over a while) to
+    /// its last notice sent (`None`: no replay, or not drained by the end), and the rate that is.
     pub(super) replay_drain_secs: Option<f64>,
     pub(super) replay_sends_per_sec: Option<f64>,
     /// The bucket the replay's domain takes its tokens from besides the account's (`None`: no
@@ -160,8 +160,10 @@ impl Report {
         lateness.sort_unstable();
         let replayed: Vec<&super::producer::Notice> =
             notices.iter().filter(|n| n.source == Source::Replay).collect();
-        let replay_drain = (!replayed.is_empty() && replayed.iter().all(|n| n.first_send.is_some()))
-            .then(|| replayed.iter().filter_map(|n| n.first_send.map(|f| f - n.opens)).max().unwrap_or(0));
+        let replay_drain =
+            (!replayed.is_empty() && replayed.iter().all(|n| n.first_send.is_some())).then(|| {
+                replayed.iter().filter_map(|n| n.first_send.map(|f| f - p.replay_at)).max().unwrap_or(0)
+            });
 
         let replay_bucket = (p.replay > 0).then(|| p.rate_limits.bucket_for(&p.replay_domain)).flatten();
         let account_rate = p.rate_limits.account().map(|l| l.per_second);

@@ -359,12 +359,12 @@ impl Run {
             Ev::Visible { msg, vis } => lock(&self.ctx.queue).expire(msg, vis),
             Ev::Replay { left } => {
                 let domain = self.domains.index_of(&self.p.replay_domain).unwrap_or(0);
-                let now_batch = match self.p.replay_per_sec {
-                    0 => left,
-                    rate => rate.min(left),
-                };
+                // Paced: ten a `SendMessageBatch`, one every ten intervals (noticectl replay).
+                let rate = self.p.replay_per_sec;
+                let now_batch = if rate > 0.0 { left.min(10) } else { left };
                 if now_batch < left {
-                    self.push(now + SEC, Item::Ev(Ev::Replay { left: left - now_batch }));
+                    let gap = (10.0 / rate * SEC as f64).round() as Us;
+                    self.push(now + gap.max(1), Item::Ev(Ev::Replay { left: left - now_batch }));
                 }
                 let mut books = lock(&self.ctx.books);
                 let mut queue = lock(&self.ctx.queue);

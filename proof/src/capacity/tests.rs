@@ -93,21 +93,24 @@ async fn a_backlog_deeper_than_the_domain_rate_never_walks_a_job_into_the_dead_l
 /// The replay: 40 000 notices to one domain. Sent at once, the environments used to poll
 /// the domain's one bucket item each interval (4 744 writes/s against 1 000, 37 556 calls
 /// throttled); the gate now holds off a bucket it lost a take on: no throttled write either way.
-/// At once it drains at under half the paced rate (88/s against 182/s measured with the
-/// template's batches of 25 and 1 s window; 157/s paced with batches of 10): its limited jobs
-/// back off up to 15 minutes while the bucket refills (docs/capacity.md, *What it found*).
+/// At once it drains at 88/s, from its start to its last notice: its limited jobs back off up to
+/// 15 minutes while the bucket refills (docs/capacity.md, *What it found*). Paced at the rate
+/// google's bucket has left beside the hour's own gmail.com traffic (244/s − 97/s: `noticectl
+/// replay --share 60`) it drains at that rate, none late.
 #[tokio::test]
 async fn a_replay_to_one_domain_throttles_no_write_at_once_or_paced() {
     let base = ["--per-hour", "1000000", "--minutes", "10", "--recommended", "--replay", "40000"];
     let at_once = report(&base).await;
-    let paced = report(&[&base[..], &["--replay-per-sec", "200"]].concat()).await;
+    let paced = report(&[&base[..], &["--replay-per-sec", "146"]].concat()).await;
     for r in [&at_once, &paced] {
         assert_eq!((r.duplicates, r.lost, r.dynamodb.throttled_calls), (0, 0, 0), "{r:#?}");
         let item = limit(r, "DynamoDB writes/s on one bucket item");
         assert!(item.peak < 0.5 * item.quota, "the hottest item under half its quota: {item:?}");
     }
     let rate = |r: &Report| r.replay_sends_per_sec.unwrap_or(0.0);
-    assert!(rate(&paced) >= 150.0, "paced at 200/s it drains at the domain's rate left: {}", rate(&paced));
+    assert!(rate(&paced) >= 140.0, "paced at 146/s it drains at the rate left: {}", rate(&paced));
+    assert_eq!(paced.late, 0, "{paced:#?}");
+    assert!(at_once.late > 1_000, "{}", at_once.late);
     assert!(
         rate(&at_once) >= 0.45 * rate(&paced),
         "at once {} /s, paced {} /s",
