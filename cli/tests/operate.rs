@@ -120,24 +120,10 @@ async fn replay_dry_run_counts_against_the_ledger_and_enqueue_sends_only_new_job
     assert!(out.contains("needs attention: 1 invalid line(s), not enqueued (see above): line 11"), "{out}");
 
     let mut bodies = Vec::new();
-    loop {
-        let got = sqs
-            .receive_message()
-            .queue_url(&queue)
-            .max_number_of_messages(10)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .unwrap();
-        if got.messages().is_empty() {
-            break;
-        }
-        for m in got.messages() {
-            let batch =
-                m.message_attributes().and_then(|a| a.get("replay_batch")).and_then(|v| v.string_value());
-            assert_eq!(batch, Some("b-42"));
-            bodies.push(Job::parse(m.body().unwrap()).unwrap().identity.subscription_id().to_owned());
-        }
+    for m in drain_messages(&moto, &queue).await {
+        let batch = m.message_attributes().and_then(|a| a.get("replay_batch")).and_then(|v| v.string_value());
+        assert_eq!(batch, Some("b-42"));
+        bodies.push(Job::parse(m.body().unwrap()).unwrap().identity.subscription_id().to_owned());
     }
     bodies.sort();
     assert_eq!(bodies, ["sub_7", "sub_8", "sub_9"], "only the released and the unseen jobs");
@@ -325,14 +311,27 @@ async fn backfill_into_dynamodb_keeps_rows_for_notice_retention_days_like_the_la
 
 /// Receives every message on `queue` (deleting none): their bodies.
 async fn drain(moto: &Moto, queue: &str) -> Vec<String> {
+    drain_messages(moto, queue).await.iter().filter_map(|m| m.body().map(str::to_owned)).collect()
+}
+
+/// Every message on the queue, with its message attributes and `SentTimestamp`.
+async fn drain_messages(moto: &Moto, queue: &str) -> Vec<aws_sdk_sqs::types::Message> {
     let sqs = moto.sqs().await;
-    let mut bodies = Vec::new();
+    let mut all = Vec::new();
     loop {
-        let got = sqs.receive_message().queue_url(queue).max_number_of_messages(10).send().await.unwrap();
+        let got = sqs
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp)
+            .send()
+            .await
+            .unwrap();
         if got.messages().is_empty() {
-            return bodies;
+            return all;
         }
-        bodies.extend(got.messages().iter().filter_map(|m| m.body().map(str::to_owned)));
+        all.extend(got.messages().iter().cloned());
     }
 }
 
@@ -572,30 +571,18 @@ async fn a_replay_is_paced_by_provider_and_the_tail_does_not_wait_behind_it() {
 
     // The queue saw them over the plan's 3 s (27 / 9 s between the first and the last gmail.com
     // job), the tail among the first.
-    let mut sent: Vec<(u64, String)> = Vec::new();
-    loop {
-        let got = moto
-            .sqs()
-            .await
-            .receive_message()
-            .queue_url(&queue)
-            .max_number_of_messages(10)
-            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp)
-            .send()
-            .await
-            .unwrap();
-        if got.messages().is_empty() {
-            break;
-        }
-        for m in got.messages() {
+    let sent: Vec<(u64, String)> = drain_messages(&moto, &queue)
+        .await
+        .iter()
+        .map(|m| {
             let at = m
                 .attributes()
                 .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp))
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap();
-            sent.push((at, Job::parse(m.body().unwrap()).unwrap().recipient_domain()));
-        }
-    }
+            (at, Job::parse(m.body().unwrap()).unwrap().recipient_domain())
+        })
+        .collect();
     assert_eq!(sent.len(), 32);
     let span = |of: &dyn Fn(&str) -> bool| {
         let at: Vec<u64> = sent.iter().filter(|(_, d)| of(d)).map(|(t, _)| *t).collect();

@@ -25,6 +25,13 @@ const DRAIN_TOLERANCE: f64 = 0.25;
 /// `SendMessageBatch`, and the window for their batch (0.07 % measured).
 const PACED_TOLERANCE: f64 = 0.01;
 
+/// The replay alone: 40 000 to gmail.com at the run's start, `extra` added.
+fn replay(minutes: &str, extra: &[&str]) -> Value {
+    let base =
+        ["--replay", "40000", "--replay-alone", "--replay-domain", "gmail.com", "--replay-at-secs", "0"];
+    capacity(&[&base[..], &["--minutes", minutes], extra].concat())
+}
+
 fn capacity(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_notice-proof"))
         .arg("capacity")
@@ -39,17 +46,7 @@ fn capacity(args: &[&str]) -> Value {
 
 #[test]
 fn a_replay_of_forty_thousand_to_gmail_drains_at_the_providers_rate_without_a_throttled_write() {
-    let r = capacity(&[
-        "--replay",
-        "40000",
-        "--replay-alone",
-        "--replay-domain",
-        "gmail.com",
-        "--replay-at-secs",
-        "0",
-        "--minutes",
-        "140",
-    ]);
+    let r = replay("140", &[]);
     let n = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
     assert_eq!(n(&r["notices"]), REPLAY, "the replay is the only traffic");
     assert_eq!(n(&r["sent_once"]), REPLAY, "every notice sent: {r:#}");
@@ -75,19 +72,7 @@ fn a_replay_of_forty_thousand_to_gmail_drains_at_the_providers_rate_without_a_th
 /// the provider's rate, none late, at about the calls per notice of ordinary traffic.
 #[test]
 fn the_same_replay_paced_by_provider_drains_at_the_rate_none_late() {
-    let r = capacity(&[
-        "--replay",
-        "40000",
-        "--replay-alone",
-        "--replay-domain",
-        "gmail.com",
-        "--replay-at-secs",
-        "0",
-        "--minutes",
-        "120",
-        "--replay-per-sec",
-        "6.3",
-    ]);
+    let r = replay("120", &["--replay-per-sec", "6.3"]);
     let n = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
     assert_eq!(n(&r["sent_once"]), REPLAY, "every notice sent: {r:#}");
     assert_eq!((n(&r["duplicates"]), n(&r["lost"]), n(&r["late"])), (0.0, 0.0, 0.0), "{r:#}");
