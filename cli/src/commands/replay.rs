@@ -122,10 +122,10 @@ fn describe(plan: &pace::Plan, share: f64) -> String {
     if let Some(rate) = plan.account_per_second {
         lines.push(format!("  account: {}/s", limits::num(rate)));
     }
+    // A lane without a bucket of its own goes at the account's rate, or at --rate when there is none.
+    let unbucketed = if plan.account_per_second.is_some() { "the account's and --rate's" } else { "--rate" };
     for lane in &plan.lanes {
-        let rate = lane
-            .per_second
-            .map_or("the account's and --rate's".to_owned(), |r| format!("{}/s", limits::num(r)));
+        let rate = lane.per_second.map_or(unbucketed.to_owned(), |r| format!("{}/s", limits::num(r)));
         lines.push(format!(
             "  {}: {} job(s) at {rate}, the last at {}",
             lane.name,
