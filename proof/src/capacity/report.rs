@@ -32,6 +32,8 @@ pub(super) struct Dynamo {
     pub(super) calls_per_sent_notice: f64,
     /// Calls per sent notice by operation; they add up to `calls_per_sent_notice`.
     pub(super) per_sent_notice_by_operation: std::collections::BTreeMap<&'static str, f64>,
+    /// Token writes refused by their condition (counted in the calls above).
+    pub(super) refused_token_writes: u64,
     pub(super) write_units: f64,
     pub(super) read_units: f64,
     pub(super) throttled_calls: u64,
@@ -174,22 +176,35 @@ impl Report {
 
         let sent = notices.iter().filter(|n| n.sends > 0).count() as f64;
         let per_million = |units: f64| if sent > 0.0 { units / sent * 1e6 } else { 0.0 };
-        let (calls, by_op, wcu, rcu, throttled, table_w, table_r, hottest, index, ddb_first, served) =
-            run.svc.dynamo.books(|b| {
-                (
-                    b.calls,
-                    b.by_op.clone(),
-                    b.wcu,
-                    b.rcu,
-                    b.throttled,
-                    b.table_w.peak(),
-                    b.table_r.peak(),
-                    b.hottest_item(),
-                    b.hottest_index_shard(),
-                    b.first_throttle,
-                    b.most_served(),
-                )
-            });
+        let (
+            calls,
+            by_op,
+            refused_tokens,
+            wcu,
+            rcu,
+            throttled,
+            table_w,
+            table_r,
+            hottest,
+            index,
+            ddb_first,
+            served,
+        ) = run.svc.dynamo.books(|b| {
+            (
+                b.calls,
+                b.by_op.clone(),
+                b.refused_token_writes,
+                b.wcu,
+                b.rcu,
+                b.throttled,
+                b.table_w.peak(),
+                b.table_r.peak(),
+                b.hottest_item(),
+                b.hottest_index_shard(),
+                b.first_throttle,
+                b.most_served(),
+            )
+        });
         let (ses_peak, ses_throttled, ses_first) =
             run.svc.ses.state(|s| (s.peak.peak(), s.throttled, s.first_throttle));
         let (live, creates, invocations, refused, sched_first, longest, first_wait) =
@@ -302,6 +317,7 @@ impl Report {
                     .into_iter()
                     .map(|(op, n)| (op, if sent > 0.0 { n as f64 / sent } else { 0.0 }))
                     .collect(),
+                refused_token_writes: refused_tokens,
                 write_units: wcu,
                 read_units: rcu,
                 throttled_calls: throttled,
@@ -393,7 +409,12 @@ impl Report {
         );
         let ops: Vec<String> =
             d.per_sent_notice_by_operation.iter().map(|(op, n)| format!("{op} {n:.2}")).collect();
-        let _ = writeln!(s, "DynamoDB calls per sent notice by operation: {}", ops.join(", "));
+        let _ = writeln!(
+            s,
+            "DynamoDB calls per sent notice by operation: {}; token writes refused by their condition {}",
+            ops.join(", "),
+            d.refused_token_writes
+        );
         let _ = writeln!(
             s,
             "SES throttled {}; parks refused {} (requeued {}); longest Scheduler delay {:.1} s; SQS receives {} (over the in-flight limit {}); dead-lettered {}; invocations {} (crashed {})",

@@ -52,6 +52,9 @@ pub(super) struct DynamoBooks {
     pub(super) calls: u64,
     /// Calls by operation (`claim`, `batch_read`, `token` …), to say what a figure is made of.
     pub(super) by_op: std::collections::BTreeMap<&'static str, u64>,
+    /// Token writes whose condition failed (the bucket was full, or crossed between idle and
+    /// busy since the writer last saw it): each is answered with the item and retried.
+    pub(super) refused_token_writes: u64,
     pub(super) wcu: f64,
     pub(super) rcu: f64,
     pub(super) throttled: u64,
@@ -224,6 +227,16 @@ impl Dynamo {
     }
 }
 
+impl Dynamo {
+    /// Counts a token write whose condition failed.
+    fn refused(&self, applied: Result<Applied, LedgerError>) -> Result<Applied, LedgerError> {
+        if matches!(applied, Ok(Applied::Refused(_))) {
+            lock(&self.state).books.refused_token_writes += 1;
+        }
+        applied
+    }
+}
+
 fn index_shard(key: &NoticeKey) -> usize {
     key.as_str().chars().next().and_then(|c| c.to_digit(16)).unwrap_or(0) as usize
 }
@@ -299,12 +312,12 @@ impl BucketStore for Dynamo {
     /// `UpdateItem` with its condition: a refused condition still costs its write unit.
     async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
         self.call("token", 1.0, 0.0, Touch::Item(bucket)).await?;
-        self.buckets.add(bucket, add_us, now_us, max_us).await
+        self.refused(self.buckets.add(bucket, add_us, now_us, max_us).await)
     }
 
     async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
         self.call("token_reset", 1.0, 0.0, Touch::Item(bucket)).await?;
-        self.buckets.reset(bucket, tat_us, now_us).await
+        self.refused(self.buckets.reset(bucket, tat_us, now_us).await)
     }
 }
 
