@@ -3,8 +3,8 @@
 Both senders run as Lambda runtimes behind a local Runtime API (lambda_rig.py): the release
 `notice-sender` binary, and `python -m awslambdaric app.handler` (the real runtime interface
 client) for powertools_sender/app.py. Both talk to the same moto server (emulator.py), each
-through its own counting keep-alive proxy, and get the same notices in SQS batches of 10,
-alternating batch by batch so that noise from other work on the machine hits both alike.
+through its own counting keep-alive proxy, and get the same notices in SQS batches of 25 (the
+template's BatchSize; `--batch-size` for another), alternating batch by batch so that noise from other work on the machine hits both alike.
 
 notice-sender is measured as shipped unless told otherwise: NOTICE_RATE_LIMITS unset, so its
 built-in rate limits are on, sized from SES `GetAccount` (answered by the proxy with a production
@@ -56,7 +56,8 @@ FROM = "billing@example.com"
 CONFIG_SET = "notice-events"
 SECRET = "side-by-side-benchmark-secret"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:reminders"
-BATCH = 10
+# Records per SQS batch: the template's `BatchSize` (25) unless `--batch-size` says otherwise.
+BATCH = 25
 PYTHON_RATE_LIMIT = 100_000_000
 # notice-sender's configurations (--rate-limits): the value of NOTICE_RATE_LIMITS, None = unset.
 RATE_LIMITS = {
@@ -387,7 +388,7 @@ def side_by_side(args, run: int) -> dict:
 ROWS = [
     ("cold start (spawn → first /next)", "cold_start_ms", "ms"),
     ("CPU per notice (whole process)", "cpu_per_notice_ms", "ms"),
-    ("batch of 10 wall (median)", "batch_wall_ms", "ms"),
+    ("batch wall (median)", "batch_wall_ms", "ms"),
     ("peak RSS (VmHWM)", "peak_rss_mib", "MiB"),
 ]
 
@@ -489,7 +490,11 @@ def main() -> int:
     p.add_argument("--rust-bin", default=str(ROOT / "target/release/notice-sender"))
     p.add_argument("--moto-python", default=sys.executable, help="a Python with moto[server] (default: this one)")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--batches", type=int, default=40, help="measured batches of 10 per sender per run")
+    p.add_argument("--batch-size", type=int, default=25,
+                   help="records per SQS batch: 25, the template's BatchSize, as shipped; 10 was the harness's size "
+                        "before the template took 25 (an alternative, labelled)")
+    p.add_argument("--batches", type=int, default=None,
+                   help="measured batches per sender per run (default: 400 notices' worth)")
     p.add_argument("--warmup", type=int, default=2, help="unmeasured batches first")
     p.add_argument("--cold-starts", type=int, default=5, help="spawns per sender per run")
     p.add_argument("--rate-limits", choices=sorted(RATE_LIMITS), default="default",
@@ -511,7 +516,12 @@ def main() -> int:
     p.add_argument("--json", help="write every number to this file")
     p.add_argument("--keep-logs", action="store_true", help="keep each run's directory (sender and moto logs)")
     args = p.parse_args()
-    global DOMAINS
+    global DOMAINS, BATCH
+    if not 1 <= args.batch_size <= 100:
+        p.error("--batch-size: 1 to 100 (the sender reads a batch's rows in one BatchGetItem of at most 100 keys)")
+    BATCH = args.batch_size
+    if args.batches is None:
+        args.batches = max(1, 400 // BATCH)
     if args.domains == "mix":
         DOMAINS = "mix"
     elif args.domains.isdigit() and int(args.domains) >= 1:
@@ -526,6 +536,7 @@ def main() -> int:
         return 2
 
     out: dict = {"configuration": {
+        "batch_size": BATCH,
         "rate_limits": args.rate_limits,
         "rate_limits_label": RATE_LIMITS_LABEL[args.rate_limits],
         "NOTICE_RATE_LIMITS": RATE_LIMITS[args.rate_limits],
@@ -539,7 +550,7 @@ def main() -> int:
         for run in range(1, args.runs + 1):
             r = side_by_side(args, run)
             out["runs"].append(r)
-            print_table(f"run {run} ({r['notices']} notices per sender; {r['front']}; notice-sender rate limits:"
+            print_table(f"run {run} ({r['notices']} notices per sender in batches of {BATCH}; {r['front']}; notice-sender rate limits:"
                         f" {RATE_LIMITS_LABEL[r['rate_limits']]}; recipients: {r['domains']})", r)
             print(f"  notice-sender at start: {r['limits_in_force']}")
             print(f"  notice-sender outcomes, measured batches: {r['outcomes_measured']}")
@@ -568,7 +579,7 @@ def main() -> int:
     if args.throughput:
         t = throughput(args)
         out["throughput"] = t
-        print(f"\nthroughput, one instance, SES latency {t['ses_latency_ms']:.0f} ms, {t['batches']} batches of 10 back to back;"
+        print(f"\nthroughput, one instance, SES latency {t['ses_latency_ms']:.0f} ms, {t['batches']} batches of {BATCH} back to back;"
               f" notice-sender rate limits: {RATE_LIMITS_LABEL[args.rate_limits]}")
         print(f"  notice-sender at start: {t['rust_limits_in_force']}")
         if t["rust_warnings"]:
