@@ -22,6 +22,10 @@ const SCHEDULE_GROUP: &str = "notice-parked";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // Before anything is printed: a SIGTERM that comes right after the exports (a script that
+    // read them and stops the stack) must find the handler, or the default action kills the
+    // process and leaves the emulator running.
+    let stop = Stop::install();
     let moto = match launch_moto().await {
         Ok(moto) => moto,
         Err(e) => {
@@ -74,7 +78,7 @@ async fn main() -> std::process::ExitCode {
     );
     let ses_path = out_dir.join("ses-events.json");
     tokio::select! {
-        () = stopped() => {}
+        () = stop.wait() => {}
         () = keep_ses_events(&moto, &ses_path) => {}
     }
     eprintln!("notice-local-stack: stopping the emulator");
@@ -83,16 +87,34 @@ async fn main() -> std::process::ExitCode {
 }
 
 /// Ctrl-C, SIGTERM (`kill`) or SIGHUP (the terminal closed): the emulator goes with this process.
-async fn stopped() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
+/// Installed when made, so a signal that arrives before [`Stop::wait`] is polled is kept.
+struct Stop {
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl Stop {
+    fn install() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        let signals = (|| {
+            Some([
+                signal(SignalKind::interrupt()).ok()?,
+                signal(SignalKind::terminate()).ok()?,
+                signal(SignalKind::hangup()).ok()?,
+            ])
+        })();
+        Self { signals }
+    }
+
+    async fn wait(self) {
+        let Some([mut int, mut term, mut hup]) = self.signals else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
     }
 }
 
