@@ -215,10 +215,10 @@ pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<
         Outgoing { origin: origin.clone(), body: job.to_value().to_string() }
     });
     let jobs: Vec<Outgoing> = withdraws.chain(sends).collect();
-    // The withdraws' time at --rate, then each send at its planned instant after it.
+    // The withdraws go at --rate (the enqueue's own pacing); each send at its planned instant
+    // after the withdraws' time.
     let after = Duration::from_secs_f64(lead as f64 / f64::from(args.rate));
-    let offsets: Vec<Duration> = (0..lead)
-        .map(|i| Duration::from_secs_f64(i as f64 / f64::from(args.rate)))
+    let offsets: Vec<Duration> = std::iter::repeat_n(Duration::ZERO, lead)
         .chain(order.iter().map(|&i| after + plan.offsets[i]))
         .collect();
     let sqs = queue::client().await;

@@ -225,9 +225,7 @@ impl Dynamo {
         self.clock.sleep(latency).await;
         metered.map_err(|limit| LedgerError::Unavailable(format!("ThrottlingException: {limit}")))
     }
-}
 
-impl Dynamo {
     /// Counts a token write whose condition failed.
     fn refused(&self, applied: Result<Applied, LedgerError>) -> Result<Applied, LedgerError> {
         if matches!(applied, Ok(Applied::Refused(_))) {
