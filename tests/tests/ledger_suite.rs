@@ -41,7 +41,7 @@ async fn sqlite_ledger() -> SuiteFixture {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
     let ledger =
         SqliteLedger::open(dir.path().join("ledger.db")).unwrap_or_else(|e| panic!("open sqlite: {e}"));
-    let buckets = ledger.buckets().unwrap_or_else(|e| panic!("sqlite buckets: {e}"));
+    let buckets = ledger.buckets();
     let reopened =
         SqliteLedger::open(dir.path().join("ledger.db")).unwrap_or_else(|e| panic!("reopen sqlite: {e}"));
     let key_checks = Arc::new(ledger.key_checks());
@@ -562,10 +562,7 @@ async fn each_ledger_url_opens_the_rate_buckets_beside_its_ledger() {
     let opened = url.open_with_buckets(None, 400).await.unwrap_or_else(|e| panic!("open: {e}"));
     let written = opened.buckets.reset("lite.example", 7, 0).await;
     assert_eq!(written.unwrap_or_else(|e| panic!("{e}")), Applied::Done(BucketState { tat_us: 7 }));
-    let again = SqliteLedger::open(&path)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .buckets()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let again = SqliteLedger::open(&path).unwrap_or_else(|e| panic!("{e}")).buckets();
     assert_eq!(
         again.load("lite.example").await.unwrap_or_else(|e| panic!("{e}")),
         Some(BucketState { tat_us: 7 }),

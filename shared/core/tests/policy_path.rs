@@ -51,7 +51,7 @@ struct World {
 fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
-    let buckets = Arc::new(sqlite.buckets().unwrap());
+    let buckets = Arc::new(sqlite.buckets());
     let ledger = Arc::new(FaultyLedger::new(sqlite, None));
     let mailer = Arc::new(RecordingMailer::default());
     let sender = NoticeSender::new(

@@ -43,7 +43,7 @@ struct World {
 fn world(mode: Mode) -> World {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
-    let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets().unwrap());
+    let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets());
     let ledger = Arc::new(FaultyLedger::new(sqlite, None));
     let limits =
         RateLimits::parse(r#"{"domains":{"slow.example":{"per_second":0.01,"burst":1}}}"#).unwrap().unwrap();

@@ -74,7 +74,7 @@ fn sender(ledger: &Arc<SqliteLedger>, buckets: &Arc<dyn BucketStore>, keys: KeyR
 fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
-    let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets().unwrap());
+    let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets());
     let ledger = Arc::new(sqlite);
     let old = sender(&ledger, &buckets, before_switch());
     let new = sender(&ledger, &buckets, after_switch());

@@ -52,7 +52,7 @@ fn world(script: Vec<MailFault>) -> World {
 fn world_with_claim_lifetime(script: Vec<MailFault>, claim_lifetime: Duration) -> World {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
-    let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets().unwrap());
+    let buckets: Arc<dyn BucketStore> = Arc::new(sqlite.buckets());
     let ledger = Arc::new(FaultyLedger::new(sqlite, None));
     let mailer = Arc::new(FaultyMailer::new(RecordingMailer::default(), script));
     let sender = NoticeSender::new(

@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS ledger_meta (
 );
 ";
 
-/// Columns added after the first schema, with their types: [`add_missing_columns`] adds any a
+/// Columns added after the first schema, with their types: [`create_schema`] adds any a
 /// file lacks when it is opened, so an older ledger file needs no migration step. Evidence: the
 /// charge a notice announced (epoch ms) and the jurisdiction it was judged in; what rendered the
 /// message ([`RenderedNotice`]: configuration version, template, digest — all three or none).
@@ -107,11 +107,10 @@ impl SqliteLedger {
         private_file(&path).map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
         let mut conn = Connection::open(&path)
             .map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
-        conn.busy_timeout(Duration::from_secs(10)).map_err(sql)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        conn.busy_timeout(BUSY_WAIT).map_err(sql)?;
+        wal_mode(&conn)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
-        conn.execute_batch(SCHEMA).map_err(sql)?;
-        add_missing_columns(&mut conn)?;
+        create_schema(&mut conn)?;
         Ok(Self { conn: Arc::new(Mutex::new(conn)), path })
     }
 
@@ -163,10 +162,43 @@ impl SqliteLedger {
     }
 }
 
-/// Adds the [`ADDED_COLUMNS`] a file lacks. Inside `BEGIN IMMEDIATE`, so two processes opening
-/// one old file at once do not both add a column (the second sees it and adds nothing).
-fn add_missing_columns(conn: &mut Connection) -> Result<(), LedgerError> {
+/// How long one statement waits for another process's lock before it fails: the busy timeout,
+/// and the bound on [`wal_mode`]'s retries.
+const BUSY_WAIT: Duration = Duration::from_secs(10);
+
+/// Puts the file in WAL mode, retrying while another process holds it. Turning a new file to WAL
+/// needs it to itself, and SQLite answers "database is locked" at once instead of calling the
+/// busy handler, so two `noticectl` processes started together on a new file failed to open it.
+fn wal_mode(conn: &Connection) -> Result<(), LedgerError> {
+    let deadline = std::time::Instant::now() + BUSY_WAIT;
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            // A file SQLite cannot put in WAL mode (an in-memory one) keeps what it has.
+            Ok(_) => return Ok(()),
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(sql(e)),
+        }
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Creates the tables and adds the [`ADDED_COLUMNS`] a file lacks, so an older ledger file needs
+/// no migration step. One `BEGIN IMMEDIATE` transaction: it takes the write lock first (waiting
+/// in the busy handler), so two processes opening one file at once neither fail on a lock
+/// upgrade nor both add a column (the second sees it and adds nothing).
+fn create_schema(conn: &mut Connection) -> Result<(), LedgerError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+    tx.execute_batch(SCHEMA).map_err(sql)?;
+    tx.execute_batch(rate::SCHEMA).map_err(sql)?;
     let present: Vec<String> = {
         let mut stmt = tx.prepare("SELECT name FROM pragma_table_info('notices')").map_err(sql)?;
         let names = stmt.query_map([], |r| r.get(0)).map_err(sql)?;
@@ -718,6 +750,9 @@ impl KeyCheckStore for SqliteKeyCheck {
 
 #[cfg(test)]
 mod upgrade_tests;
+
+#[cfg(test)]
+mod open_race_tests;
 
 #[cfg(test)]
 mod key_check_tests {

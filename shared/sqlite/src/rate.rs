@@ -11,7 +11,7 @@ use notice_ledger::LedgerError;
 
 use crate::{sql, SqliteLedger};
 
-const SCHEMA: &str = "
+pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS rate_buckets (
     domain        TEXT PRIMARY KEY,
     -- GCRA theoretical arrival time of the next send, microseconds since the epoch.
@@ -27,11 +27,9 @@ pub struct SqliteBuckets {
 }
 
 impl SqliteLedger {
-    /// The rate buckets kept in this ledger's file (the table is created if missing).
-    pub fn buckets(&self) -> Result<SqliteBuckets, LedgerError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.execute_batch(SCHEMA).map_err(sql)?;
-        Ok(SqliteBuckets { ledger: self.clone() })
+    /// The rate buckets kept in this ledger's file (its table is created when the file is opened).
+    pub fn buckets(&self) -> SqliteBuckets {
+        SqliteBuckets { ledger: self.clone() }
     }
 }
 
