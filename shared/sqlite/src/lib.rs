@@ -172,10 +172,9 @@ const BUSY_WAIT: Duration = Duration::from_secs(10);
 fn wal_mode(conn: &Connection) -> Result<(), LedgerError> {
     let deadline = std::time::Instant::now() + BUSY_WAIT;
     loop {
-        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
-            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
-            // A file SQLite cannot put in WAL mode (an in-memory one) keeps what it has.
-            Ok(_) => return Ok(()),
+        // A file SQLite cannot put in WAL mode (an in-memory one) keeps the mode it has, as before.
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => return Ok(()),
             Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5));
             }
