@@ -450,6 +450,13 @@ fn outcomes(file: &str, logs: &[Value]) -> BTreeMap<String, String> {
             log["span"]["message_id"].as_str().unwrap_or_else(|| panic!("{file}: no message_id in {log}"));
         let outcome =
             log["fields"]["outcome"].as_str().unwrap_or_else(|| panic!("{file}: no outcome in {log}"));
+        // The one line per message carries the provider's message id once sent, and only then.
+        let provider_id = log["fields"]["message_id"].as_str();
+        assert_eq!(
+            provider_id.is_some_and(|m| !m.is_empty()),
+            outcome == "sent",
+            "{file}: a `processed` line's provider message id: {log}"
+        );
         assert!(outcomes.insert(id.to_owned(), outcome.to_owned()).is_none(), "{file}: {id} processed twice");
     }
     for id in record_ids(file) {
@@ -505,6 +512,9 @@ async fn every_sample_event_is_accepted_by_its_function() {
         let (response, logs) = sender.invoke(file).await;
         let outcomes = outcomes(file, &logs);
         eprintln!("{file}: {outcomes:?}, batch item failures {:?}", failures(file, &response));
+        if file == "sender-valid.json" {
+            assert!(outcomes.values().any(|o| o == "sent"), "{file}: nothing sent: {outcomes:?}");
+        }
         for id in failures(file, &response) {
             let outcome = &outcomes[&id];
             assert!(

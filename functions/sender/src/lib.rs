@@ -37,7 +37,7 @@ use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
 use notice_ledger::rate::BucketStore;
 use notice_ledger::DeliverContext;
-use notice_ledger::{ConfigError, NoticeSender, Prefetched, QueuePolicy, Receive};
+use notice_ledger::{ConfigError, NoticeSender, Outcome, Prefetched, QueuePolicy, Receive};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::assemble::{self, Assembled, SenderPorts};
@@ -410,7 +410,18 @@ async fn process_record(
             jitter: rand::thread_rng().gen(),
         };
         let carried = executor.carry_out(&message, &delivery, &receive).await;
-        info!(outcome = delivery.outcome.label(), queue = carried.action.label(), "processed");
+        // The one line per message: its outcome, what the queue was told and, once sent, the
+        // provider's message id (what the reconciler's events and SES's logs are matched on).
+        let sent_as = match &delivery.outcome {
+            Outcome::Sent { message_id } => Some(message_id.as_str()),
+            _ => None,
+        };
+        info!(
+            outcome = delivery.outcome.label(),
+            queue = carried.action.label(),
+            message_id = sent_as,
+            "processed"
+        );
         if let Some(reason) = carried.refused {
             *app.refusals.lock().unwrap_or_else(|p| p.into_inner()).entry(reason.as_str()).or_default() += 1;
         }

@@ -6,7 +6,8 @@
 //! bookkeeping, its HTTP layers) cost several times the notice path itself (BENCHMARKS.md, "Side
 //! by side with Powertools"). This client does only what those calls need: take credentials from
 //! the SDK configuration's provider (cached until shortly before they expire), sign with
-//! `aws-sigv4`, and send on one hyper connection pool. It has no retries: a caller that may retry
+//! `aws-sigv4` (the hot `POST`s through [`sigv4`], which keeps each day's signing key), and send
+//! on one hyper connection pool. It has no retries: a caller that may retry
 //! (DynamoDB) decides per answer; a caller that must not (SES `SendEmail`) simply calls once.
 //!
 //! Left out on purpose, compared with the SDK: clock-skew correction, the user-agent metadata,
@@ -18,9 +19,10 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{
-    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
-    UriPathNormalizationMode,
+    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningInstructions,
+    SigningSettings, UriPathNormalizationMode,
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
@@ -33,6 +35,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tracing::{debug, warn};
+
+mod sigv4;
 
 /// Credentials are refreshed this long before they expire, so a signature never outlives them
 /// (the SDK's identity cache uses the same margin).
@@ -107,6 +111,8 @@ pub struct Target {
     uri_text: String,
     region: String,
     signing_name: &'static str,
+    /// Set when `POST`s to this target can take the SigV4 fast path ([`sigv4`]).
+    shape: Option<sigv4::Shape>,
 }
 
 impl Target {
@@ -127,7 +133,8 @@ impl Target {
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
             return Err(fail("scheme is not http or https".into()));
         }
-        Ok(Self { uri, uri_text, region: region.into(), signing_name })
+        let shape = sigv4::Shape::of(&uri, signing_name);
+        Ok(Self { uri, uri_text, region: region.into(), signing_name, shape })
     }
 
     pub fn uri(&self) -> &Uri {
@@ -162,6 +169,7 @@ struct Inner {
     connect_timeout: Duration,
     credentials: Option<SharedCredentialsProvider>,
     cached: Mutex<Option<Identity>>,
+    keys: sigv4::Keys,
 }
 
 impl AwsHttp {
@@ -174,6 +182,7 @@ impl AwsHttp {
                 connect_timeout,
                 credentials,
                 cached: Mutex::new(None),
+                keys: sigv4::Keys::default(),
             }),
         }
     }
@@ -266,29 +275,47 @@ impl AwsHttp {
         body: Vec<u8>,
     ) -> Result<http::Request<Full<Bytes>>, CallError> {
         let identity = self.identity().await?;
-        let mut headers = Vec::with_capacity(extra_headers.len() + 1);
-        if let Some(content_type) = content_type {
-            headers.push((CONTENT_TYPE.as_str(), content_type));
-        }
-        headers.extend(extra_headers.iter().map(|(name, value)| (name.as_str(), *value)));
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(&target.region)
-            .name(target.signing_name)
-            .time(SystemTime::now())
-            .settings(signing_settings(target.signing_name))
-            .build()
-            .map_err(|e| CallError::Build(e.to_string()))?
-            .into();
-        let signable = SignableRequest::new(
-            method.as_str(),
-            Cow::Borrowed(target.uri_text.as_str()),
-            headers.iter().copied(),
-            SignableBody::Bytes(&body),
-        )
-        .map_err(|e| CallError::Build(e.to_string()))?;
-        let (instructions, _signature) =
-            sign(signable, &params).map_err(|e| CallError::Build(e.to_string()))?.into_parts();
+        self.sign_with(&identity, SystemTime::now(), target, method, content_type, extra_headers, body)
+    }
+
+    /// The request, signed by `identity` at `now`: on the fast path when the request has its
+    /// shape ([`sigv4`]), by `aws_sigv4::http_request::sign` otherwise.
+    #[allow(clippy::too_many_arguments)]
+    fn sign_with(
+        &self,
+        identity: &Identity,
+        now: SystemTime,
+        target: &Target,
+        method: Method,
+        content_type: Option<&'static str>,
+        extra_headers: &[(HeaderName, &'static str)],
+        body: Vec<u8>,
+    ) -> Result<http::Request<Full<Bytes>>, CallError> {
+        let fast = match (&method, &target.shape, content_type, identity.data::<Credentials>()) {
+            (&Method::POST, Some(shape), Some(content_type), Some(creds)) => self.inner.keys.sign_post(
+                shape,
+                creds,
+                &target.region,
+                target.signing_name,
+                content_type,
+                extra_headers,
+                &body,
+                now,
+            ),
+            _ => None,
+        };
+        let signature = match fast {
+            Some(signed) => Signature::Fast(signed),
+            None => Signature::General(general_signature(
+                identity,
+                now,
+                target,
+                &method,
+                content_type,
+                extra_headers,
+                &body,
+            )?),
+        };
         let mut request = http::Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = method;
         *request.uri_mut() = target.uri.clone();
@@ -300,7 +327,10 @@ impl AwsHttp {
             map.insert(name.clone(), HeaderValue::from_static(value));
         }
         map.insert(USER_AGENT, HeaderValue::from_static(AGENT));
-        instructions.apply_to_request_http1x(&mut request);
+        match signature {
+            Signature::Fast(signed) => signed.apply(request.headers_mut()),
+            Signature::General(instructions) => instructions.apply_to_request_http1x(&mut request),
+        }
         Ok(request)
     }
 
@@ -338,6 +368,49 @@ impl AwsHttp {
             .as_ref()
             .map_err(|e| CallError::Build(e.clone()))
     }
+}
+
+/// The headers a request is signed with, by whichever path signed it.
+enum Signature {
+    Fast(sigv4::Signed),
+    General(SigningInstructions),
+}
+
+/// The signature `aws_sigv4::http_request::sign` gives: every request outside the fast path's
+/// shape (S3, `GET`s, anything unusual).
+fn general_signature(
+    identity: &Identity,
+    now: SystemTime,
+    target: &Target,
+    method: &Method,
+    content_type: Option<&'static str>,
+    extra_headers: &[(HeaderName, &'static str)],
+    body: &[u8],
+) -> Result<SigningInstructions, CallError> {
+    let mut headers = Vec::with_capacity(extra_headers.len() + 1);
+    if let Some(content_type) = content_type {
+        headers.push((CONTENT_TYPE.as_str(), content_type));
+    }
+    headers.extend(extra_headers.iter().map(|(name, value)| (name.as_str(), *value)));
+    let params = v4::SigningParams::builder()
+        .identity(identity)
+        .region(&target.region)
+        .name(target.signing_name)
+        .time(now)
+        .settings(signing_settings(target.signing_name))
+        .build()
+        .map_err(|e| CallError::Build(e.to_string()))?
+        .into();
+    let signable = SignableRequest::new(
+        method.as_str(),
+        Cow::Borrowed(target.uri_text.as_str()),
+        headers.iter().copied(),
+        SignableBody::Bytes(body),
+    )
+    .map_err(|e| CallError::Build(e.to_string()))?;
+    let (instructions, _signature) =
+        sign(signable, &params).map_err(|e| CallError::Build(e.to_string()))?.into_parts();
+    Ok(instructions)
 }
 
 /// The TLS settings, built once per process and shared by every pool: the root store is the

@@ -52,7 +52,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::identity::NoticeKey;
 use crate::job::{Job, Message, Withdrawal};
@@ -401,7 +401,10 @@ impl NoticeSender {
         }
         if let Some(j) = job.jurisdiction.as_deref().filter(|j| !notices.policy.names_jurisdiction(j)) {
             m.count_unlisted_jurisdiction(j);
-            info!(
+            // Debug, not info: it is counted (`UnlistedJurisdiction`, by `Jurisdiction`) in every
+            // invocation's metrics, and the row records the window that applied. At info it was a
+            // line on every such notice, a third of the sender's log volume on a common case.
+            debug!(
                 jurisdiction = j,
                 "jurisdiction not named by the windows policy: the kind's own window applies"
             );
@@ -558,7 +561,9 @@ impl NoticeSender {
                 match self.ledger.commit_sent(claim, &message_id, now).await {
                     Ok(()) => {
                         Metrics::incr(&m.sent);
-                        info!(message_id = %message_id, "sent");
+                        // Debug: the caller's one line per message carries the outcome and this
+                        // message id (the sender's `processed`; noticectl prints its own line).
+                        debug!(message_id = %message_id, "sent");
                         Outcome::Sent { message_id }
                     }
                     Err(e) => {
