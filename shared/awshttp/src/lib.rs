@@ -202,7 +202,10 @@ impl AwsHttp {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Response, CallError> {
-        let request = self.signed(target, Method::POST, Some(content_type), extra_headers, body).await?;
+        let identity = self.identity().await?;
+        let now = SystemTime::now();
+        let request =
+            self.sign_with(&identity, now, target, Method::POST, Some(content_type), extra_headers, body)?;
         self.send(request, None, timeout).await.map_err(|e| match e {
             GetError::Call(e) => e,
             // Unreachable without a limit; reported as what it would be, a broken answer.
@@ -220,7 +223,9 @@ impl AwsHttp {
         max_body: usize,
         timeout: Duration,
     ) -> Result<Response, GetError> {
-        let request = self.signed(target, Method::GET, None, &[], Vec::new()).await?;
+        let identity = self.identity().await?;
+        let request =
+            self.sign_with(&identity, SystemTime::now(), target, Method::GET, None, &[], Vec::new())?;
         self.send(request, Some(max_body), timeout).await
     }
 
@@ -264,18 +269,6 @@ impl AwsHttp {
             Ok(Response { status: parts.status, headers: parts.headers, body })
         };
         tokio::time::timeout(timeout, call).await.map_err(|_| CallError::Timeout(timeout))?
-    }
-
-    async fn signed(
-        &self,
-        target: &Target,
-        method: Method,
-        content_type: Option<&'static str>,
-        extra_headers: &[(HeaderName, &'static str)],
-        body: Vec<u8>,
-    ) -> Result<http::Request<Full<Bytes>>, CallError> {
-        let identity = self.identity().await?;
-        self.sign_with(&identity, SystemTime::now(), target, method, content_type, extra_headers, body)
     }
 
     /// The request, signed by `identity` at `now`: on the fast path when the request has its
