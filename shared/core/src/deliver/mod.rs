@@ -402,8 +402,9 @@ impl NoticeSender {
         if let Some(j) = job.jurisdiction.as_deref().filter(|j| !notices.policy.names_jurisdiction(j)) {
             m.count_unlisted_jurisdiction(j);
             // Debug, not info: it is counted (`UnlistedJurisdiction`, by `Jurisdiction`) in every
-            // invocation's metrics, and the row records the window that applied. At info it was a
-            // line on every such notice, a third of the sender's log volume on a common case.
+            // invocation's metrics, and the row keeps the jurisdiction and the configuration version
+            // the window was judged under. At info it was a line on every such notice, a third of
+            // the sender's log volume on a common case.
             debug!(
                 jurisdiction = j,
                 "jurisdiction not named by the windows policy: the kind's own window applies"
