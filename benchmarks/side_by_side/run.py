@@ -159,7 +159,7 @@ def jobs(tag: str, count: int) -> list[str]:
             "email": recipient(sub, i, tag),
             "charge_at": charge_at.isoformat().replace("+00:00", "Z"),
             "jurisdiction": "US-CA",
-            "template_data": {"plan_name": "Coffee Box", "amount": "29.00 USD"},
+            "template_data": {"plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"}},
         }))
     return out
 

@@ -12,7 +12,7 @@ const SECRET: &str = "exit-codes-secret-0123456789";
 fn job(sub: &str, charge_at: &str) -> String {
     serde_json::json!({"subscription_id": sub, "period_start": "2026-12-01", "kind": "renewal_notice_t72",
         "email": format!("{sub}@example.com"), "charge_at": charge_at,
-        "template_data": {"plan_name": "Coffee Box", "amount": "29.00 USD"}})
+        "template_data": {"plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"}}})
     .to_string()
 }
 

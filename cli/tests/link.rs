@@ -57,7 +57,7 @@ fn verify(dir: &Path, env: &[(&str, &str)], url: &str) -> Output {
 fn send_and_read_link(dir: &Path, env: &[(&str, &str)]) -> String {
     let job = serde_json::json!({"subscription_id": SUBSCRIPTION, "period_start": "2026-12-01",
         "kind": "renewal_notice_t72", "email": "k@example.com", "charge_at": "2026-12-04T09:00:00Z",
-        "template_data": {"plan_name": "Pro", "amount": "9.00"}});
+        "template_data": {"plan_name": "Pro", "amount": {"minor": 900, "currency": "USD"}}});
     std::fs::write(dir.join("jobs.jsonl"), format!("{job}\n")).unwrap();
     let sent = noticectl(dir, env, &["send", "jobs.jsonl", "--now", "2026-12-02T12:00:00Z"]);
     assert_eq!(sent.status.code(), Some(0), "{}", text(&sent));

@@ -9,7 +9,7 @@ const NOW: &str = "2026-12-02T12:00:00Z";
 fn job(sub: &str, revision: u64, charge_at: &str) -> String {
     serde_json::json!({"subscription_id": sub, "period_start": "2026-12-01", "kind": "renewal_notice_t72",
         "revision": revision, "email": format!("{sub}@example.com"), "charge_at": charge_at,
-        "template_data": {"plan_name": "Coffee Box", "amount": "29.00 USD"}})
+        "template_data": {"plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"}}})
     .to_string()
 }
 

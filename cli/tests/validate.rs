@@ -57,9 +57,9 @@ fn the_sample_events_give_two_invalid_lines_and_exit_1() {
 
 /// A misspelled kind, a California annual notice without its amount, a lower-case jurisdiction, a
 /// jurisdiction that is not a code, a withdraw of an unknown kind and a valid withdraw.
-const BAD: &str = r#"{"subscription_id":"s1","period_start":"2027-01-01","kind":"annual_renewl","email":"a@example.com","charge_at":"2026-12-31T09:00:00Z","jurisdiction":"US-CA","template_data":{"plan_name":"Box","amount":"290.00 USD"}}
+const BAD: &str = r#"{"subscription_id":"s1","period_start":"2027-01-01","kind":"annual_renewl","email":"a@example.com","charge_at":"2026-12-31T09:00:00Z","jurisdiction":"US-CA","template_data":{"plan_name":"Box","amount":{"minor":29000,"currency":"USD"}}}
 {"subscription_id":"s2","period_start":"2027-01-01","kind":"annual_renewal","email":"a@example.com","charge_at":"2026-12-31T09:00:00Z","jurisdiction":"US-CA","template_data":{"plan_name":"Box"}}
-{"subscription_id":"s3","period_start":"2027-01-01","kind":"annual_renewal","email":"a@example.com","charge_at":"2026-12-31T09:00:00Z","jurisdiction":"us-ca","template_data":{"plan_name":"Box","amount":"290.00 USD"}}
+{"subscription_id":"s3","period_start":"2027-01-01","kind":"annual_renewal","email":"a@example.com","charge_at":"2026-12-31T09:00:00Z","jurisdiction":"us-ca","template_data":{"plan_name":"Box","amount":{"minor":29000,"currency":"USD"}}}
 {"subscription_id":"s4","period_start":"2027-01-01","kind":"annual_renewal","email":"a@example.com","charge_at":"2026-12-31T09:00:00Z","jurisdiction":"US_CA"}
 
 {"action":"withdraw","subscription_id":"s5","period_start":"2027-01-01","kind":"trial_conversoin"}

@@ -104,7 +104,7 @@ pub fn job(sub: &str, revision: u64) -> Value {
 pub fn job_charged(sub: &str, revision: u64, charge_at: chrono::DateTime<Utc>) -> Value {
     json!({"subscription_id": sub, "period_start": "2026-12-01", "kind": "renewal_notice_t72", "revision": revision,
         "email": format!("{sub}@example.com"), "charge_at": charge_at.to_rfc3339(),
-        "template_data": {"plan_name": "Coffee Box", "amount": "29.00 USD"}})
+        "template_data": {"plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"}}})
 }
 
 pub fn key_of(body: &Value) -> NoticeKey {

@@ -288,7 +288,7 @@ async fn an_unknown_kind_and_missing_required_content_are_dead_lettered_unclaime
     bare["template_data"] = json!({"plan_name": "Coffee Box"});
     let mut complete = bare.clone();
     complete["subscription_id"] = json!("sub_complete");
-    complete["template_data"]["amount"] = json!("290.00 USD");
+    complete["template_data"]["amount"] = json!({"minor": 29000, "currency": "USD"});
     let mut french = job("sub_fr", 0);
     french["jurisdiction"] = json!("fr");
     let bodies = [&typo, &bare, &complete, &french].map(|b| b.to_string());

@@ -37,7 +37,7 @@ use notice_ledger::park::Parker;
 use notice_ledger::queue::{dead_letter, Disposition, Executor};
 use notice_ledger::rate::BucketStore;
 use notice_ledger::DeliverContext;
-use notice_ledger::{ConfigError, NoticeSender, Outcome, Prefetched, QueuePolicy, Receive};
+use notice_ledger::{ConfigError, Judgement, NoticeSender, Outcome, Prefetched, QueuePolicy, Receive};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::assemble::{self, Assembled, SenderPorts};
@@ -294,12 +294,26 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
         received_at: Utc::now(),
         replays: &replays,
     };
-    // One dedupe read for the whole batch instead of one per record.
-    let bodies: Vec<&str> = event.payload.records.iter().filter_map(|r| r.body.as_deref()).collect();
-    let prefetched = app.sender.prefetch(&bodies, Utc::now()).await;
+    // Each record admitted once (the core's one admission), for the batch's one dedupe read and
+    // for its own delivery alike.
+    let admitted_at = Utc::now();
+    let records: Vec<(SqsMessage, Option<Judgement>)> = event
+        .payload
+        .records
+        .into_iter()
+        .map(|record| {
+            let judged =
+                record.body.as_deref().filter(|b| !b.is_empty()).map(|b| app.sender.admit(b, admitted_at));
+            (record, judged)
+        })
+        .collect();
+    let prefetched = app
+        .sender
+        .prefetch_admitted(records.iter().filter_map(|(_, judged)| judged.as_ref()), admitted_at)
+        .await;
     let prefetched = prefetched.as_ref();
-    let processed: Vec<(Option<String>, Option<OutcomeEvent>)> = futures::stream::iter(event.payload.records)
-        .map(|record| process_record(app, record, &batch, prefetched))
+    let processed: Vec<(Option<String>, Option<OutcomeEvent>)> = futures::stream::iter(records)
+        .map(|(record, judged)| process_record(app, record, judged, &batch, prefetched))
         .buffer_unordered(app.concurrency)
         .collect()
         .await;
@@ -364,6 +378,7 @@ struct Batch<'a> {
 async fn process_record(
     app: &SenderApp,
     record: SqsMessage,
+    judged: Option<Judgement>,
     batch: &Batch<'_>,
     prefetched: Option<&Prefetched>,
 ) -> (Option<String>, Option<OutcomeEvent>) {
@@ -384,14 +399,14 @@ async fn process_record(
         let message = received(app, record, batch.received_at);
         let executor =
             Executor { policy: &app.queue_policy, parker: app.parker.as_deref(), metrics: &metrics };
-        if message.body.is_empty() {
+        let Some(judged) = judged else {
             warn!("record has no body");
             return (keep(dead_letter(&message, "record has no body").await, message_id), None);
-        }
+        };
         let delivery = app
             .sender
             .deliver(
-                &message.body,
+                &judged,
                 DeliverContext::at(Utc::now())
                     .with_deadline(batch.deadline)
                     .counting_into(&metrics)

@@ -105,7 +105,7 @@ pub(super) fn body(idx: u32, n: &Notice, domains: &Domains) -> String {
         concat!(
             r#"{{"subscription_id":"sub_{idx}","period_start":"2027-01-01","kind":"renewal_notice_t72","#,
             r#""revision":0,"email":"n{idx}@{domain}","charge_at":"{charge}","#,
-            r#""template_data":{{"plan_name":"Coffee Box","amount":"29.00 USD"}}}}"#
+            r#""template_data":{{"plan_name":"Coffee Box","amount":{{"minor":2900,"currency":"USD"}}}}}}"#
         ),
         idx = idx,
         domain = domains.name(n.domain),

@@ -86,7 +86,7 @@ impl Trace {
                 "kind": "renewal_notice_t72",
                 "email": format!("customer{i}@example.com"),
                 "charge_at": charge.to_rfc3339(),
-                "template_data": { "plan_name": "Coffee Box", "amount": "29.00 USD" },
+                "template_data": { "plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"} },
             })
             .to_string();
             let job = Job::parse(&body).map_err(|e| format!("simulated job {i} is invalid: {e}"))?;

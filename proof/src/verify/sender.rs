@@ -40,12 +40,12 @@ use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, M
 use super::wrappers::{AdmitAll, WiredLedger, Wiring};
 
 /// The notices of the bounded world, in the order `--notices` adds them.
-const NOTICES: [(&str, &str, u64, &str, &str); 3] = [
-    ("A", "sub_8812", 0, "ada@example.com", "29.00 USD"),
+const NOTICES: [(&str, &str, u64, &str, i64); 3] = [
+    ("A", "sub_8812", 0, "ada@example.com", 2900),
     // A corrected notice: same subscription, period and kind, revision bumped, other content.
-    ("A'", "sub_8812", 1, "ada@example.com", "24.00 USD"),
+    ("A'", "sub_8812", 1, "ada@example.com", 2400),
     // Another subscriber at the same recipient domain.
-    ("B", "sub_9001", 0, "bob@example.com", "29.00 USD"),
+    ("B", "sub_9001", 0, "bob@example.com", 2900),
 ];
 
 /// One notice of the world.
@@ -115,7 +115,7 @@ impl Core {
             let body = serde_json::json!({
                 "subscription_id": sub, "period_start": "2026-10-01", "kind": "renewal_notice_t72",
                 "revision": revision, "email": email, "charge_at": "2026-10-04T09:00:00Z",
-                "template_data": {"plan_name": "Coffee Box", "amount": amount},
+                "template_data": {"plan_name": "Coffee Box", "amount": {"minor": amount, "currency": "USD"}},
             });
             let job = Job::parse(&body.to_string()).map_err(|e| setup(&e))?;
             let digest = job.content_digest();

@@ -54,7 +54,7 @@ fn body(i: u64) -> String {
         "kind": "renewal_notice_t72",
         "email": format!("customer{i}@example.com"),
         "charge_at": "2026-10-04T09:00:00Z",
-        "template_data": { "plan_name": "Coffee Box", "amount": "29.00 USD" },
+        "template_data": { "plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"} },
     })
     .to_string()
 }

@@ -71,6 +71,7 @@ impl Job {
                         format!("is {size} bytes; at most {MAX_TEMPLATE_DATA_BYTES} are accepted"),
                     ));
                 }
+                check_amount(map)?;
                 map.clone()
             }
             Some(_) => return Err(InvalidJob::new("template_data", "must be a JSON object")),
@@ -254,6 +255,18 @@ impl Message {
     }
 }
 
+/// `template_data.amount`, when present, is the documented money object and nothing else: a
+/// string ("12.34 CAD") would satisfy a policy's `requires` and be printed raw, in no locale's
+/// notation, where a statute asks for the amount.
+fn check_amount(template_data: &Map<String, Value>) -> Result<(), InvalidJob> {
+    match template_data.get("amount") {
+        None | Some(Value::Null) => Ok(()),
+        Some(amount) => crate::locale::Money::from_value(amount)
+            .map(drop)
+            .map_err(|reason| InvalidJob::new("template_data.amount", reason)),
+    }
+}
+
 fn required_str<'a>(obj: &'a Map<String, Value>, field: &'static str) -> Result<&'a str, InvalidJob> {
     match obj.get(field) {
         None | Some(Value::Null) => Err(InvalidJob::new(field, "is required")),
@@ -299,7 +312,7 @@ mod tests {
 
     const GOOD: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",
         "revision":0,"email":"ada@example.com","charge_at":"2026-10-01T09:00:00Z","jurisdiction":"US-CA",
-        "template_data":{"plan_name":"Coffee Box","amount":"29.00 USD"},"future_field":true}"#;
+        "template_data":{"plan_name":"Coffee Box","amount":{"minor":2900,"currency":"USD"}},"future_field":true}"#;
 
     fn with(field: &str, value: Value) -> String {
         let mut v: Value = serde_json::from_str(GOOD).unwrap();
@@ -356,6 +369,15 @@ mod tests {
             (
                 with("template_data", serde_json::json!({"plan_name": "x".repeat(MAX_TEMPLATE_DATA_BYTES)})),
                 "template_data",
+            ),
+            (with("template_data", serde_json::json!({"amount": "12.34 CAD"})), "template_data.amount"),
+            (
+                with("template_data", serde_json::json!({"amount": {"minor": 1234, "currency": "cad"}})),
+                "template_data.amount",
+            ),
+            (
+                with("template_data", serde_json::json!({"amount": {"minor": 12.5, "currency": "CAD"}})),
+                "template_data.amount",
             ),
             ("[]".to_string(), "body"),
             ("{not json".to_string(), "body"),
@@ -425,11 +447,13 @@ mod tests {
         let a = Job::parse(GOOD).unwrap();
         let b = Job::parse(&with(
             "template_data",
-            serde_json::json!({"amount":"29.00 USD","plan_name":"Coffee Box"}),
+            serde_json::json!({"amount":{"currency":"USD","minor":2900},"plan_name":"Coffee Box"}),
         ))
         .unwrap();
         assert_eq!(a.content_digest(), b.content_digest());
-        let c = Job::parse(&with("template_data", serde_json::json!({"amount":"39.00 USD"}))).unwrap();
+        let c =
+            Job::parse(&with("template_data", serde_json::json!({"amount":{"minor":3900,"currency":"USD"}})))
+                .unwrap();
         assert_ne!(a.content_digest(), c.content_digest());
     }
 
@@ -455,16 +479,23 @@ mod tests {
     /// were computed with `content_digest` as it was before the field was added.
     #[test]
     fn digest_of_a_job_without_time_zone_is_unchanged() {
+        // The digested content of those rows, string amount and all: a job body no longer
+        // carries one (the money object only), but the digest of what the rows hold is pinned.
+        let as_then = |body: &str| {
+            let mut job = Job::parse(body).unwrap();
+            job.template_data.insert("amount".into(), "29.00 USD".into());
+            job
+        };
         assert_eq!(
-            Job::parse(GOOD).unwrap().content_digest(),
+            as_then(GOOD).content_digest(),
             "9f5795aa670e1dc9b042d93d3a753088b2321be09d39a7c4710e440749cba67d"
         );
-        let pt_br = Job::parse(&with("locale", serde_json::json!("pt-BR"))).unwrap();
+        let pt_br = as_then(&with("locale", serde_json::json!("pt-BR")));
         assert_eq!(
             pt_br.content_digest(),
             "de0f9858a55ea810373ae4f60bc4a4352374306cbfc47b8df28918ebc8e8b3ee"
         );
-        let zoned = Job::parse(&with("time_zone", serde_json::json!("UTC"))).unwrap();
-        assert_ne!(zoned.content_digest(), Job::parse(GOOD).unwrap().content_digest());
+        let zoned = as_then(&with("time_zone", serde_json::json!("UTC")));
+        assert_ne!(zoned.content_digest(), as_then(GOOD).content_digest());
     }
 }

@@ -13,7 +13,8 @@
 //! shared/core (this crate)    domain + ports + local adapters
 //! ```
 //!
-//! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`intake`] (billing
+//! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`admission`] (the one
+//! admission every entry point judges a message by: schema, policy, window, render), [`intake`] (billing
 //! webhooks → jobs and withdraws, with the revision rule), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
 //! windows), [`notices`] (the notice configuration: texts per kind and locale with their policy,
 //! one checked, content-addressed version), [`locale`] (the customer's language, zone, dates and
@@ -25,6 +26,7 @@
 //! doubles for tests and the simulation.
 
 pub mod address;
+pub mod admission;
 pub mod deliver;
 pub mod error;
 #[cfg(feature = "testing")]
@@ -49,6 +51,7 @@ pub mod rate;
 pub mod render;
 pub mod text;
 
+pub use admission::{Admitted, Judgement, Notices, Refused};
 pub use deliver::{DeliverContext, Delivery, Input, Mode, NoticeSender, Outcome, Prefetched, SendBudget};
 pub use error::{ConfigError, InvalidJob, LedgerError};
 pub use identity::{Identity, Kind, NoticeKey, NoticeSecret};

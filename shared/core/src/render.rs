@@ -45,6 +45,38 @@ pub struct Rendered {
     pub record: RenderedNotice,
 }
 
+/// A notice rendered before its key is known: the admission renders every job it admits (so a
+/// template that cannot be filled is refused when the job arrives, in every entry point alike),
+/// and the sender addresses the draft to the key the notice turns out to live under. The key
+/// never shapes the text: the manage link hangs off the subscription period, not the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Draft {
+    kind: String,
+    to: String,
+    subject: String,
+    text: String,
+    html: String,
+    language: String,
+    pub template: TemplateSet,
+    pub record: RenderedNotice,
+}
+
+impl Draft {
+    /// The draft as the message for `key` (the EmailTag every provider event echoes).
+    pub fn addressed(self, key: &NoticeKey) -> Rendered {
+        let mail = OutgoingMail {
+            key: key.clone(),
+            kind: self.kind,
+            to: self.to,
+            subject: self.subject,
+            text: self.text,
+            html: self.html,
+            language: self.language,
+        };
+        Rendered { mail, template: self.template, record: self.record }
+    }
+}
+
 impl Renderer {
     pub fn new(config: SharedConfig, links: ManageLinks) -> Self {
         Self { config, links }
@@ -64,6 +96,11 @@ impl Renderer {
         render(&self.config, &self.links, job, key)
     }
 
+    /// The notice for `job`, before its key is known ([`Draft::addressed`]).
+    pub fn draft(&self, job: &Job) -> Result<Draft, RenderError> {
+        draft(&self.config, &self.links, job)
+    }
+
     /// The template variables as the job supplies them (its `template_data` and the values derived
     /// from it), before any formatting: what a policy's `requires` is checked against.
     pub fn variables(&self, job: &Job) -> Map<String, Value> {
@@ -78,6 +115,11 @@ pub(crate) fn render(
     job: &Job,
     key: &NoticeKey,
 ) -> Result<Rendered, RenderError> {
+    draft(config, links, job).map(|d| d.addressed(key))
+}
+
+/// [`render`] without the key.
+fn draft(config: &NoticeConfig, links: &ManageLinks, job: &Job) -> Result<Draft, RenderError> {
     let kind = job.identity.kind().as_str();
     let set = config.resolve(kind, job.locale.as_ref()).ok_or_else(|| RenderError {
         template: format!("{kind}/{}", job.locale.as_ref().map_or("-", Locale::as_str)),
@@ -116,21 +158,21 @@ pub(crate) fn render(
     let text = part("body.txt")?;
     let html = part("body.html")?;
     let digest = rendered_digest(&subject, &text, &html);
-    let mail = OutgoingMail {
-        key: key.clone(),
+    let record = RenderedNotice {
+        config_version: config.version().to_string(),
+        template: set.label(),
+        rendered_digest: digest,
+    };
+    Ok(Draft {
         kind: kind.to_owned(),
         to: job.email.clone(),
         subject,
         text,
         html,
         language: set.locale.clone(),
-    };
-    let record = RenderedNotice {
-        config_version: config.version().to_string(),
-        template: set.label(),
-        rendered_digest: digest,
-    };
-    Ok(Rendered { mail, template: set, record })
+        template: set,
+        record,
+    })
 }
 
 /// The template context: the job's variables, `amount` formatted, and the texts' locale.
@@ -246,10 +288,10 @@ mod tests {
 
     #[test]
     fn default_templates_render_data_and_link() {
-        let j = job(serde_json::json!({"plan_name":"Coffee Box","amount":"29.00 USD"}));
+        let j = job(serde_json::json!({"plan_name":"Coffee Box","amount":{"minor":2900,"currency":"USD"}}));
         let r = render(&j);
         assert_eq!(r.mail.subject, "Your Coffee Box subscription renews on October 1, 2026");
-        assert!(r.mail.text.contains("29.00 USD"));
+        assert!(r.mail.text.contains("$29.00"));
         assert!(r.mail.text.contains("https://billing.example.com/manage?"));
         assert!(r.mail.html.contains("<strong>Coffee Box</strong>"));
         assert!(
@@ -275,7 +317,11 @@ mod tests {
     fn amounts_are_formatted_and_a_bad_amount_names_the_field() {
         let r = render(&job(serde_json::json!({"amount":{"minor":2900,"currency":"USD"}})));
         assert!(r.mail.text.contains("$29.00"), "{}", r.mail.text);
-        let j = job(serde_json::json!({"amount":{"minor":"x","currency":"USD"}}));
+        // A job body with such an amount is refused when it is parsed (`job.rs`); a job built
+        // by hand still cannot print one.
+        let bad = serde_json::json!({"minor":"x","currency":"USD"});
+        let mut j = job(serde_json::json!({}));
+        j.template_data.insert("amount".into(), bad);
         let e = renderer().render(&j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap_err();
         assert_eq!(e.template, "template_data.amount");
     }

@@ -33,7 +33,7 @@ fn days_before(d: i64) -> DateTime<Utc> {
 fn notice(sub: &str, kind: &str, jurisdiction: Option<&str>) -> serde_json::Value {
     let mut v = serde_json::json!({"subscription_id": sub, "period_start": "2027-01-01", "kind": kind,
         "email": format!("{sub}@example.com"), "charge_at": charge().to_rfc3339(),
-        "template_data": {"plan_name": "Coffee Box", "amount": "290.00 USD"}});
+        "template_data": {"plan_name": "Coffee Box", "amount": {"minor": 29000, "currency": "USD"}}});
     if let Some(j) = jurisdiction {
         v["jurisdiction"] = j.into();
     }

@@ -404,7 +404,7 @@ async fn a_california_annual_notice_is_deferred_at_50_days_sent_at_30_and_missed
         v["kind"] = "annual_renewal".into();
         v["charge_at"] = charge.to_rfc3339().into();
         // What California requires an annual notice to state (the policy's `requires`).
-        v["template_data"]["amount"] = "290.00 USD".into();
+        v["template_data"]["amount"] = serde_json::json!({"minor": 29000, "currency": "USD"});
         if let Some(j) = jurisdiction {
             v["jurisdiction"] = j.into();
         }

@@ -7,8 +7,9 @@ use chrono::{DateTime, Utc};
 use tracing::warn;
 
 use super::{Mode, NoticeSender, Placement};
+use crate::admission::{Admitted, Judgement};
 use crate::identity::NoticeKey;
-use crate::job::{Job, Message};
+use crate::job::Job;
 use crate::ledger::rules::{permits, Verdict, Write};
 use crate::ledger::LedgerRow;
 use crate::policy::WindowDecision;
@@ -68,17 +69,30 @@ impl NoticeSender {
     /// read (no rate gate) or the read failed: each record then reads its own row and takes its
     /// own token, and reports a failure as usual.
     pub async fn prefetch(&self, bodies: &[&str], now: DateTime<Utc>) -> Option<Prefetched> {
-        let gate = self.rate_gate.as_ref()?;
+        self.rate_gate.as_ref()?;
         let notices = self.notices();
-        let mut jobs: Vec<(NoticeKey, Job)> = bodies
-            .iter()
-            .filter_map(|body| match Message::parse(body) {
-                Ok(Message::Send(job)) => Some(job),
-                _ => None, // withdraws take no token; invalid bodies are reported per record
+        let judged: Vec<Judgement> = bodies.iter().map(|body| notices.admit(body, now)).collect();
+        self.prefetch_admitted(&judged, now).await
+    }
+
+    /// [`NoticeSender::prefetch`] of a batch already admitted ([`NoticeSender::admit`]): what the
+    /// sender Lambda does, each record admitted once for this and for its delivery.
+    pub async fn prefetch_admitted<'j>(
+        &self,
+        judged: impl IntoIterator<Item = &'j Judgement>,
+        now: DateTime<Utc>,
+    ) -> Option<Prefetched> {
+        let gate = self.rate_gate.as_ref()?;
+        let mut jobs: Vec<(NoticeKey, &Job)> = judged
+            .into_iter()
+            .filter_map(|judgement| match judgement {
+                // Only jobs in their window take a token; withdraws take none, and a refused
+                // message is reported per record.
+                Ok(Admitted::Send(admitted)) if matches!(admitted.window, WindowDecision::Send { .. }) => {
+                    Some(&admitted.job)
+                }
+                _ => None,
             })
-            // A job the policy refuses takes no token: it is reported per record as invalid.
-            .filter(|job| notices.refusal(job).is_none())
-            .filter(|job| matches!(notices.policy.decide(job, now), WindowDecision::Send { .. }))
             .map(|job| (self.keys.key(&job.identity), job))
             .collect();
         jobs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -110,7 +124,7 @@ impl NoticeSender {
             }
         }
         // Tokens for the keys that would claim (in shadow mode every key sends, so every key).
-        let wanting: Vec<&(NoticeKey, Job)> = jobs
+        let wanting: Vec<&(NoticeKey, &Job)> = jobs
             .iter()
             .filter(|(key, _)| {
                 let row = rows.get(key).and_then(|r| r.as_ref());

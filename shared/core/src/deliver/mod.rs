@@ -54,8 +54,10 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use tracing::{debug, error, info, warn};
 
+pub use crate::admission::Notices;
+use crate::admission::{Admitted, AdmittedJob, Cause, Judgement, Refused, Why};
 use crate::identity::NoticeKey;
-use crate::job::{Job, Message, Withdrawal};
+use crate::job::{Job, Withdrawal};
 use crate::keyring::KeyRing;
 use crate::ledger::rules::{permits, withdraw_answer, Verdict, WithdrawAnswer, Write};
 use crate::ledger::{
@@ -63,7 +65,7 @@ use crate::ledger::{
 };
 use crate::mailer::{Mailer, NotAccepted, SendResult};
 use crate::metrics::Metrics;
-use crate::policy::{Refusal, WindowDecision, WindowPolicy};
+use crate::policy::{WindowDecision, WindowPolicy};
 use crate::rate::{Admission, RateGate, RateScope, TokenRequest};
 use crate::render::Renderer;
 
@@ -173,20 +175,6 @@ impl NoticeSender {
     }
 }
 
-/// The texts and the policy a delivery runs under: one configuration version.
-pub struct Notices {
-    pub renderer: Arc<Renderer>,
-    pub policy: WindowPolicy,
-}
-
-impl Notices {
-    /// Why the policy refuses `job` before any window: an unknown kind, or required content
-    /// missing from the job's own variables. `None`: admitted.
-    pub(crate) fn refusal(&self, job: &Job) -> Option<Refusal> {
-        self.policy.admit(job, || self.renderer.variables(job)).err()
-    }
-}
-
 /// How one delivery runs: the instant it is judged at, the invocation's deadline, the counters it
 /// counts into, and the reads its batch already made ([`NoticeSender::prefetch`]).
 #[derive(Clone, Copy, Debug)]
@@ -219,12 +207,21 @@ impl<'a> DeliverContext<'a> {
     }
 }
 
-/// What is delivered: a message body as it came off the queue (a job or a withdraw, parsed and
-/// validated here), or a job already validated (the model check, tools).
+/// What is delivered: a message body as it came off the queue (a job or a withdraw, admitted
+/// here), a job already validated (the model check, tools), or a message the caller already
+/// admitted ([`NoticeSender::admit`]: the sender Lambda admits each record once, for its batch's
+/// prefetch and its delivery alike).
 #[derive(Clone, Copy, Debug)]
 pub enum Input<'a> {
     Body(&'a str),
     Job(&'a Job),
+    Admitted(&'a Judgement),
+}
+
+impl<'a> From<&'a Judgement> for Input<'a> {
+    fn from(admission: &'a Judgement) -> Self {
+        Input::Admitted(admission)
+    }
 }
 
 impl<'a> From<&'a str> for Input<'a> {
@@ -246,48 +243,63 @@ impl<'a> From<&'a Job> for Input<'a> {
 }
 
 impl NoticeSender {
-    /// The one way in: a message body — a job or a withdraw, parsed and validated here — or a
-    /// validated job, delivered under `ctx`.
+    /// The admission of one message body under the configuration in force now (the core's one
+    /// admission, [`crate::admission`]).
+    pub fn admit(&self, body: &str, now: DateTime<Utc>) -> Judgement {
+        self.notices().admit(body, now)
+    }
+
+    /// The one way in: a message body — a job or a withdraw, admitted here — a validated job, or
+    /// a message already admitted, delivered under `ctx`.
     pub async fn deliver<'i>(&self, input: impl Into<Input<'i>>, ctx: DeliverContext<'_>) -> Delivery {
         let DeliverContext { now, deadline, metrics, prefetched } = ctx;
         let metrics = metrics.unwrap_or(&self.metrics);
-        let body = match input.into() {
-            Input::Job(job) => return self.run_placed(job, now, deadline, metrics, prefetched).await,
-            Input::Body(body) => body,
+        let owned: Judgement;
+        let admission = match input.into() {
+            Input::Admitted(admission) => admission,
+            Input::Body(body) => {
+                owned = self.admit(body, now);
+                &owned
+            }
+            Input::Job(job) => {
+                owned = self.notices().admit_job(job.clone(), now).map(|j| Admitted::Send(Box::new(j)));
+                &owned
+            }
         };
-        match Message::parse(body) {
-            Ok(Message::Send(job)) => self.run_placed(&job, now, deadline, metrics, prefetched).await,
-            Ok(Message::Withdraw(withdrawal)) => {
-                self.withdraw_placed(&withdrawal, now, metrics, prefetched).await
+        match admission {
+            Ok(Admitted::Send(job)) => self.run_placed(job, now, deadline, metrics, prefetched).await,
+            Ok(Admitted::Withdraw(withdrawal)) => {
+                self.withdraw_placed(withdrawal, now, metrics, prefetched).await
             }
-            Err(invalid) => {
-                Metrics::incr(&metrics.invalid_jobs);
-                warn!(field = invalid.field, error = %invalid, "invalid job");
-                Delivery { key: None, outcome: Outcome::Invalid(invalid) }
-            }
+            Err(refused) => Delivery {
+                key: refused.identity.as_ref().map(|identity| self.keys.key(identity)),
+                outcome: refused_outcome(refused, metrics),
+            },
         }
     }
 
-    /// A withdraw off the queue: the tombstone, or why there is none.
+    /// A withdraw already parsed (the model check): admitted, then the tombstone, or why there is
+    /// none.
     pub async fn withdraw(&self, withdrawal: &Withdrawal, now: DateTime<Utc>) -> Delivery {
-        self.withdraw_placed(withdrawal, now, &self.metrics, None).await
+        let admission = self.notices().admit_withdraw(withdrawal.clone()).map(Admitted::Withdraw);
+        self.deliver(&admission, DeliverContext::at(now)).await
     }
 
     /// A job under the key its notice lives at ([`NoticeSender::place`]).
     async fn run_placed(
         &self,
-        job: &Job,
+        admitted: &AdmittedJob,
         now: DateTime<Utc>,
         deadline: Option<Instant>,
         m: &Metrics,
         prefetched: Option<&Prefetched>,
     ) -> Delivery {
-        match self.place(&job.identity, prefetched).await {
+        match self.place(&admitted.job.identity, prefetched).await {
             Ok(placed) => {
-                let outcome = self.run(job, &placed, now, deadline, m, prefetched).await;
+                let outcome = self.run(admitted, &placed, now, deadline, m, prefetched).await;
                 Delivery { key: Some(placed.key), outcome }
             }
-            Err(e) => Delivery { key: Some(self.key(job)), outcome: self.read_failed(e, m) },
+            Err(e) => Delivery { key: Some(self.key(&admitted.job)), outcome: self.read_failed(e, m) },
         }
     }
 
@@ -324,9 +336,6 @@ impl NoticeSender {
         now: DateTime<Utc>,
         m: &Metrics,
     ) -> Outcome {
-        if let Err(unknown) = self.notices().policy.check_kind(withdrawal.identity.kind().as_str()) {
-            return invalid_by_policy(Refusal::UnknownKind(unknown), m);
-        }
         let req = WithdrawRequest::new(withdrawal, placed.key.clone(), Origin::Worker, "producer", now)
             .with_aliases(placed.aliases.clone());
         let held = match self.ledger.withdraw(&req).await {
@@ -379,21 +388,19 @@ impl NoticeSender {
 
     async fn run(
         &self,
-        job: &Job,
+        admitted: &AdmittedJob,
         placed: &Placement,
         now: DateTime<Utc>,
         deadline: Option<Instant>,
         m: &Metrics,
         prefetched: Option<&Prefetched>,
     ) -> Outcome {
-        // ── POLICY ── a kind the policy does not know, or content its law requires missing: invalid
-        // input, refused before any window is worked out (a misspelled kind must not get the
-        // default window), so nothing is claimed and the message is dead-lettered with the reason.
+        // ── ADMITTED ── the policy (a known kind, the content its law requires), the window and
+        // the render were judged by the one admission before this: a refused message never gets
+        // here, so nothing is claimed for it.
+        let job = &admitted.job;
         let notices = self.notices();
-        if let Some(refusal) = notices.refusal(job) {
-            return invalid_by_policy(refusal, m);
-        }
-        let decision = notices.policy.decide(job, now);
+        let decision = admitted.window;
         if let WindowDecision::Defer { until, closes_at } = decision {
             // Early jobs are turned away before any ledger work (or digest) is spent on them.
             Metrics::incr(&m.deferred);
@@ -416,18 +423,18 @@ impl NoticeSender {
             return self.record_missed(&req, closed_at, m).await;
         }
 
-        // Render before claiming: a template error must not leave a claim behind. The claim
-        // records which configuration, texts and rendering went out.
-        let (mail, req) = match notices.renderer.render(job, key) {
-            Ok(rendered) => (rendered.mail, req.with_rendered(rendered.record)),
-            Err(e) => {
-                // Nothing claimed, nothing sent: dead-lettered with the reason, and it pages — a
-                // notice that cannot be rendered is a notice the customer will not get.
-                Metrics::incr(&m.render_failed);
-                error!(error = %e, "render failed");
-                return Outcome::RenderFailed(e.to_string());
-            }
+        // Rendered by the admission, before any claim: a template error never leaves a claim
+        // behind. Addressed here to the key the notice lives under; the claim records which
+        // configuration, texts and rendering went out.
+        let Some(draft) = &admitted.draft else {
+            // The admission drafts every job that may be sent; only a missed one has none.
+            return refused_outcome(
+                &Refused { why: Why::Render("admitted without its rendering".into()), identity: None },
+                m,
+            );
         };
+        let rendered = draft.clone().addressed(key);
+        let (mail, req) = (rendered.mail, req.with_rendered(rendered.record));
 
         let send_timeout = match self.send_timeout(deadline) {
             Some(t) => t,
@@ -745,15 +752,29 @@ pub const REPLACE_WAIT: chrono::Duration = chrono::Duration::seconds(1);
 /// interval, after which this environment holds the version the alias was written under.
 pub const ALIAS_WAIT: chrono::Duration = chrono::Duration::minutes(5);
 
-/// A message the policy refuses: counted (`InvalidJobs`, and `UnknownKind` or
-/// `MissingRequiredContent`), logged with the reason, answered as invalid input.
-fn invalid_by_policy(refusal: Refusal, m: &Metrics) -> Outcome {
-    Metrics::incr(&m.invalid_jobs);
-    match &refusal {
-        Refusal::UnknownKind(_) => Metrics::incr(&m.unknown_kind),
-        Refusal::MissingContent(_) => Metrics::incr(&m.missing_content),
+/// A message the admission refuses: counted (`InvalidJobs`, and `UnknownKind` or
+/// `MissingRequiredContent`; `RenderFailed`), logged with the reason, answered as invalid input
+/// or a render failure — nothing claimed or sent, dead-lettered with the reason.
+fn refused_outcome(refused: &Refused, m: &Metrics) -> Outcome {
+    match &refused.why {
+        Why::Invalid { invalid, cause } => {
+            Metrics::incr(&m.invalid_jobs);
+            match cause {
+                Cause::Schema => {
+                    warn!(field = invalid.field, error = %invalid, "invalid job");
+                    return Outcome::Invalid(invalid.clone());
+                }
+                Cause::UnknownKind => Metrics::incr(&m.unknown_kind),
+                Cause::MissingContent => Metrics::incr(&m.missing_content),
+            }
+            warn!(field = invalid.field, error = %invalid, "refused by the windows policy: nothing claimed or sent");
+            Outcome::Invalid(invalid.clone())
+        }
+        Why::Render(reason) => {
+            // It pages: a notice that cannot be rendered is a notice the customer will not get.
+            Metrics::incr(&m.render_failed);
+            error!(error = %reason, "render failed");
+            Outcome::RenderFailed(reason.clone())
+        }
     }
-    let invalid = crate::error::InvalidJob::from(refusal);
-    warn!(field = invalid.field, error = %invalid, "refused by the windows policy: nothing claimed or sent");
-    Outcome::Invalid(invalid)
 }

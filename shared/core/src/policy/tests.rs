@@ -399,8 +399,10 @@ fn missing_or_empty_content_is_refused_and_defaults_never_stand_in() {
     let p = WindowPolicy::from_json(STRICT).unwrap();
     let job = job(Some("us-ca"), "trial_conversion");
     let vars = |pairs: serde_json::Value| pairs.as_object().cloned().unwrap();
-    let full = vars(serde_json::json!({"manage_url": "https://m", "charge_date": "1 Oct", "amount": "9 USD",
-        "plan_name": "Tea"}));
+    let full = vars(
+        serde_json::json!({"manage_url": "https://m", "charge_date": "1 Oct", "amount": {"minor": 900, "currency": "USD"},
+        "plan_name": "Tea"}),
+    );
     assert_eq!(p.check_content(&job, &full), Ok(()));
     for (missing, value) in [
         ("plan_name", serde_json::Value::Null),
