@@ -6,7 +6,6 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use notice_ledger::job::Message;
 use notice_ledger::{InvalidJob, Job};
 
 /// Longest input line read. A job body is at most 256 KiB (SQS's own limit); a line may also be a
@@ -33,14 +32,6 @@ impl InputItem {
         match &self.unreadable {
             Some(problem) => Err(InvalidJob::new("body", problem.clone())),
             None => Job::parse(&self.body),
-        }
-    }
-
-    /// The message — a job, or a withdraw (`"action": "withdraw"`) — or why this item is neither.
-    pub fn message(&self) -> Result<Message, InvalidJob> {
-        match &self.unreadable {
-            Some(problem) => Err(InvalidJob::new("body", problem.clone())),
-            None => Message::parse(&self.body),
         }
     }
 }

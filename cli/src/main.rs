@@ -14,6 +14,7 @@ mod input;
 mod key_arg;
 mod ledger_target;
 mod local;
+mod notices_arg;
 mod pace;
 mod pinned;
 mod queue;

@@ -23,13 +23,15 @@ pub(crate) struct BackfillArgs {
     from: PathBuf,
     #[command(flatten)]
     ledger: LedgerArg,
+    #[command(flatten)]
+    config: crate::notices_arg::ConfigArg,
     /// Only count what would be written.
     #[arg(long)]
     dry_run: bool,
 }
 
 pub(crate) async fn run(state_dir: PathBuf, args: BackfillArgs) -> anyhow::Result<ExitCode> {
-    let (census, target, ledger) = census(&state_dir, &args.from, &args.ledger).await?;
+    let (census, target, ledger) = census(&state_dir, &args.from, &args.ledger, &args.config).await?;
     census.print_summary(&target);
     if args.dry_run {
         println!(

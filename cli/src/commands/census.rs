@@ -11,13 +11,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use notice_ledger::job::{Message, Withdrawal};
+use chrono::Utc;
+use notice_ledger::job::Withdrawal;
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{Ledger, LedgerRow, RowState};
-use notice_ledger::{Job, NoticeKey};
+use notice_ledger::{Admitted, InvalidJob, Job, NoticeKey, NoticeSecret, Refused};
 
 use crate::input::read_items;
 use crate::ledger_target::{LedgerArg, LedgerTarget};
 use crate::local::StateDir;
+use crate::notices_arg::ConfigArg;
 use crate::terminal::progress;
 
 /// What a file of jobs amounts to against the ledger.
@@ -112,11 +115,19 @@ impl Verdict {
 
 /// Counts the jobs in `from` against the ledger `ledger` names, and returns the ledger open for
 /// the write that may follow.
+///
+/// Each line is judged by the core's one admission under `config` (as `send` and the sender judge
+/// it, at this instant): a line the sender would refuse is invalid here, never counted as new.
 pub(super) async fn census(
     state_dir: &Path,
     from: &Path,
     ledger: &LedgerArg,
+    config: &ConfigArg,
 ) -> anyhow::Result<(Census, LedgerTarget, Arc<dyn Ledger>)> {
+    // Before anything is opened: a configuration that cannot be used leaves nothing behind. The
+    // manage links play no part in a census.
+    let notices = config.notices(&KeyRing::from(NoticeSecret::new("noticectl census: no links")?))?;
+    let now = Utc::now();
     let items = read_items(from)?;
     let state = StateDir::open(state_dir)?;
     let secret = state.secret().await?;
@@ -128,9 +139,13 @@ pub(super) async fn census(
     let mut seen_withdraws = HashSet::new();
     let mut candidates = Vec::new();
     for item in items {
-        match item.message() {
-            Err(e) => census.invalid.push((item.origin, crate::terminal::escape(&e.to_string()))),
-            Ok(Message::Withdraw(withdrawal)) => {
+        let judged = match &item.unreadable {
+            Some(problem) => Err(Refused::from(InvalidJob::new("body", problem.clone()))),
+            None => notices.admit(&item.body, now),
+        };
+        match judged {
+            Err(refused) => census.invalid.push((item.origin, crate::terminal::escape(&refused.to_string()))),
+            Ok(Admitted::Withdraw(withdrawal)) => {
                 census.withdraw_lines += 1;
                 if seen_withdraws.insert(secret.key(&withdrawal.identity)) {
                     census.withdraws.push((item.origin, withdrawal));
@@ -138,7 +153,8 @@ pub(super) async fn census(
                     census.repeated_in_file += 1;
                 }
             }
-            Ok(Message::Send(job)) => {
+            Ok(Admitted::Send(admitted)) => {
+                let job = admitted.job;
                 let key = secret.key(&job.identity);
                 if seen.insert(key.clone()) {
                     candidates.push((item.origin, job, key));

@@ -6,9 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use chrono::Utc;
-use notice_ledger::job::{Message, Withdrawal};
+use notice_ledger::job::Withdrawal;
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::park::{ParkRequest, Parked, Parker};
-use notice_ledger::{Job, Outcome, QueueAction, QueuePolicy, Receive, WindowDecision};
+use notice_ledger::{
+    Admitted, Job, NoticeSecret, Outcome, QueueAction, QueuePolicy, Receive, WindowDecision,
+};
 use notice_scheduler::SchedulerParker;
 
 use super::scheduler::{self, SchedulerArgs};
@@ -24,6 +27,8 @@ pub(crate) struct EnqueueArgs {
     queue_url: String,
     #[command(flatten)]
     scheduler: SchedulerArgs,
+    #[command(flatten)]
+    config: crate::notices_arg::ConfigArg,
     /// Role Scheduler assumes to put a parked job back on the queue (needed to park).
     #[arg(long, env = "NOTICE_SCHEDULER_ROLE_ARN")]
     scheduler_role_arn: Option<String>,
@@ -37,16 +42,25 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
         Some(path) => std::fs::read_to_string(path).with_context(|| path.to_owned())?,
         None => args.job.clone(),
     };
-    // Refuse here what the sender would dead-letter later. A withdraw goes straight on the queue:
-    // it has no window to wait for, and the sender writes its tombstone.
-    let job = match Message::parse(&body)? {
-        Message::Send(job) => job,
-        Message::Withdraw(withdrawal) => return enqueue_withdraw(&args.queue_url, &withdrawal).await,
-    };
-    let body = job.to_value().to_string();
-    let policy = notice_setup::notices::windows_from_env()?;
+    // Refuse here what the sender would refuse later, by the core's one admission under the
+    // sender's configuration (the manage links play no part). A withdraw goes straight on the
+    // queue: it has no window to wait for, and the sender writes its tombstone.
+    let notices = args.config.notices(&KeyRing::from(NoticeSecret::new("noticectl enqueue: no links")?))?;
     let now = Utc::now();
-    if let WindowDecision::Defer { until, closes_at } = policy.decide(&job, now) {
+    let admitted = match notices.admit(&body, now) {
+        Ok(Admitted::Send(admitted)) => admitted,
+        Ok(Admitted::Withdraw(withdrawal)) => return enqueue_withdraw(&args.queue_url, &withdrawal).await,
+        Err(refused) => anyhow::bail!("not enqueued: {}: {refused}", refused.label()),
+    };
+    let job = &admitted.job;
+    let body = job.to_value().to_string();
+    if let WindowDecision::Missed { closed_at } = admitted.window {
+        eprintln!(
+            "noticectl: the window closed {closed_at}; enqueueing anyway — the sender records it `missed` and \
+             never sends it"
+        );
+    }
+    if let WindowDecision::Defer { until, closes_at } = admitted.window {
         let queue = QueuePolicy { parking: true, park_spread: notice_setup::config::park_spread_from_env()? };
         let deferred = Outcome::Deferred { until, closes_at };
         if let QueueAction::Park { .. } =
@@ -55,7 +69,7 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
             match (&args.scheduler.schedule_group, &args.scheduler_role_arn) {
                 (Some(group), Some(role)) => {
                     let wake = Wake { queue, until, closes_at };
-                    return park(&args, &job, &body, group, role, wake).await;
+                    return park(&args, job, &body, group, role, wake).await;
                 }
                 _ => eprintln!(
                     "noticectl: the window opens {until}; enqueueing (the sender parks it). Pass \

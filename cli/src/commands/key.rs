@@ -1,9 +1,12 @@
 //! `noticectl key`: prints the notice key of one notice, so an operator can find its ledger row,
-//! its parked schedule or its log lines without running a send; `key rotate` and `key retire`
-//! change the key secret's versions (`key_rotation.rs`).
+//! its parked schedule or its log lines without running a send — the key it lives under (while
+//! the secret rotates, an older version's key may hold its row), else the current version's;
+//! `key rotate` and `key retire` change the key secret's versions (`key_rotation.rs`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 use crate::exit::Exit;
 use crate::ledger_target::LedgerArg;
@@ -49,10 +52,23 @@ pub(crate) async fn run(state_dir: PathBuf, args: KeyArgs) -> anyhow::Result<Exi
     let secret = state.secret().await?;
     // With a ledger named (or the local one present), the secret is checked against it first: a
     // key made with another secret names no notice there.
-    if args.ledger.url.is_some() || crate::local::ledger_path(&state.root).exists() {
-        args.ledger.target(&state.root)?.open_checked(&secret, false).await?;
-    }
+    let opened = if args.ledger.url.is_some() || crate::local::ledger_path(&state.root).exists() {
+        Some(args.ledger.target(&state.root)?.open_checked(&secret, false).await?.0)
+    } else {
+        None
+    };
     let identity = notice_ledger::Identity::new(&subscription_id, &period_start, &kind, args.revision)?;
-    println!("{}", secret.key(&identity));
+    // Where a sender would place it: under the oldest active version's key that holds its row,
+    // else the current version's.
+    let key = match opened {
+        Some(opened) => {
+            let (placed, _) = notice_ledger::deliver::locate(&secret, opened.ledger.as_ref(), &identity)
+                .await
+                .context("ledger read failed")?;
+            placed.key
+        }
+        None => secret.key(&identity),
+    };
+    println!("{key}");
     Ok(Exit::Ok.into())
 }

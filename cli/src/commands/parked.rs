@@ -29,7 +29,8 @@ enum ParkedCommand {
     },
     /// Delete one parked job: it will not come back to the queue (and is not sent) unless enqueued again.
     Cancel {
-        /// The notice key (= the schedule name), or a unique prefix of at least 12 hex characters.
+        /// The notice key (= the schedule name), or a unique prefix of at least 12 hex characters
+        /// with or without its `vN-`.
         #[arg(value_parser = KeyArg::parse)]
         key: KeyArg,
         /// Show what would be deleted, delete nothing.

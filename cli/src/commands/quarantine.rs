@@ -42,7 +42,8 @@ enum QuarantineCommand {
     },
     /// Record that a quarantined claim was in fact sent (message id from the provider's logs).
     Resolve {
-        /// The notice key, or a unique prefix of at least 12 hex characters (among open claims).
+        /// The notice key as printed, or a unique prefix of at least 12 hex characters with or
+        /// without its `vN-` (among open claims).
         #[arg(value_parser = KeyArg::parse)]
         key: KeyArg,
         /// The claim was sent (the only resolution this command records).
@@ -57,7 +58,8 @@ enum QuarantineCommand {
     /// Release a claim so the notice may be sent again. Only for claims you have established were
     /// never sent: the next redelivery or replay WILL send.
     Release {
-        /// The notice key, or a unique prefix of at least 12 hex characters (among open claims).
+        /// The notice key as printed, or a unique prefix of at least 12 hex characters with or
+        /// without its `vN-` (among open claims).
         #[arg(value_parser = KeyArg::parse)]
         key: KeyArg,
         #[arg(long)]

@@ -34,6 +34,8 @@ pub(crate) struct ReplayArgs {
     from: PathBuf,
     #[command(flatten)]
     ledger: LedgerArg,
+    #[command(flatten)]
+    config: crate::notices_arg::ConfigArg,
     /// Only count: look every key up and change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -160,7 +162,7 @@ fn percent(value: &str) -> Result<f64, String> {
 }
 
 pub(crate) async fn run(state_dir: PathBuf, args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let (census, target, _) = census(&state_dir, &args.from, &args.ledger).await?;
+    let (census, target, _) = census(&state_dir, &args.from, &args.ledger, &args.config).await?;
     census.print_summary(&target);
     let verdict = census.verdict(args.stop_below);
     println!("{}", verdict.text);

@@ -15,12 +15,12 @@ use notice_ledger::DeliverContext;
 use notice_ledger::{Mode, Outcome, QueueAction, QueuePolicy, Receive};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
-use notice_setup::notices::ConfigSpec;
 
 use crate::exit::Exit;
 use crate::input::{read_items, InputItem};
 use crate::ledger_target::LedgerArg;
 use crate::local::StateDir;
+use crate::notices_arg::ConfigArg;
 use crate::pinned::PinnedLedger;
 
 /// One local send's limit (writing to the file outbox); the claim lifetime is checked against it.
@@ -42,10 +42,8 @@ pub(crate) struct SendArgs {
     /// for the send windows and every time the run writes to the ledger: rehearsals and demos.
     #[arg(long, value_parser = crate::clock::parse_now)]
     now: Option<DateTime<Utc>>,
-    /// A notice configuration directory (templates/, windows.json, manifest.json) used as is;
-    /// default: NOTICE_CONFIG, else the built-in English texts.
-    #[arg(long, value_name = "DIR")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    config: ConfigArg,
     /// `enforce` (default) or `shadow`.
     #[arg(long, env = "NOTICE_MODE", default_value = "enforce")]
     mode: Mode,
@@ -67,15 +65,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     };
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
-    let spec = match &args.config {
-        Some(dir) => {
-            let spec = ConfigSpec::Dir(dir.clone());
-            spec.refuse_replaced_settings()?;
-            spec
-        }
-        None => ConfigSpec::from_env()?,
-    };
-    let (renderer, policy) = notice_setup::notices::notices_from(&spec, &secret)?;
+    let notice_ledger::Notices { renderer, policy } = args.config.notices(&secret)?;
     let texts = format!("{} {}", renderer.config().manifest().name, renderer.config().version().short());
     let config = SendConfig {
         renderer,
@@ -250,7 +240,6 @@ fn detail(item: &InputItem, outcome: &Outcome) -> String {
             format!("enforce mode would suppress (already {s})")
         }
         Outcome::ShadowSent { would_suppress: None, .. } => String::new(),
-        Outcome::Invalid(_) if item.unreadable.is_some() => item.unreadable.clone().unwrap_or_default(),
         Outcome::Invalid(e) => e.to_string(),
         Outcome::RenderFailed(e) | Outcome::LedgerUnavailable(e) => e.clone(),
         Outcome::NoTimeLeft => "no time left".into(),

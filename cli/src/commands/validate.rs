@@ -1,21 +1,24 @@
-//! `noticectl validate FILE`: every job and withdraw in a file checked exactly as the sender checks
-//! it — the message schema, the windows policy (known kinds, required content) and the templates —
-//! with the window each valid job gets and the policy field each side came from. It touches no
-//! ledger, no outbox and no AWS: a producer's output can be checked before it is enqueued.
+//! `noticectl validate FILE`: every job and withdraw in a file judged by the core's one admission,
+//! exactly as the sender judges it — the message schema, the windows policy (known kinds,
+//! required content), the window at `--now` (open, opens at T, closed: `missed`) and the templates,
+//! rendered strictly — with the window each job gets and the policy field each side came from. It
+//! touches no ledger, no outbox and no AWS: a producer's output can be checked before it is
+//! enqueued, and each line's verdict is the one `send` would give it short of the ledger.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
+use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, Utc};
-use notice_ledger::job::Message;
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::policy::Side;
-use notice_ledger::render::Renderer;
-use notice_ledger::{InvalidJob, NoticeSecret, WindowPolicy};
+use notice_ledger::{Admitted, InvalidJob, NoticeSecret, Notices, Refused, WindowDecision};
+use notice_setup::notices::ConfigSpec;
 use serde::Serialize;
 
 use super::windows::{hours_and_days, PolicyArg};
 use crate::input::{read_items, InputItem};
+use crate::notices_arg::ConfigArg;
 use crate::terminal::escape;
 
 #[derive(clap::Args, Debug)]
@@ -26,6 +29,12 @@ pub(crate) struct ValidateArgs {
     input: PathBuf,
     #[command(flatten)]
     policy: PolicyArg,
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Judge the windows at this instant — YYYY-MM-DD (midnight UTC), YYYY-MM-DDTHH:MM (UTC) or
+    /// RFC 3339 — as `send --now` does; default: now.
+    #[arg(long, value_parser = crate::clock::parse_now)]
+    now: Option<DateTime<Utc>>,
     /// Print one JSON object instead of a line per message.
     #[arg(long)]
     json: bool,
@@ -48,7 +57,8 @@ struct WindowOf {
 struct Verdict {
     origin: String,
     line: usize,
-    /// `ok` or `invalid`.
+    /// `ok` (its window is open), `deferred` (it opens later), `missed` (it closed: recorded,
+    /// never sent), `invalid` or `render_failed` — the admission's verdict, as `send` prints it.
     status: &'static str,
     /// `send` or `withdraw` (`null` when the body is not readable as either).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,6 +80,8 @@ struct Verdict {
 struct Summary {
     messages: usize,
     ok: usize,
+    deferred: usize,
+    missed: usize,
     invalid: usize,
     jobs: usize,
     withdraws: usize,
@@ -83,12 +95,10 @@ struct Report {
     summary: Summary,
 }
 
-/// Checks each item as the sender would, short of the ledger: parse, policy, render.
+/// Judges each item by the core's one admission, at one instant.
 struct Checker {
-    policy: WindowPolicy,
-    renderer: Arc<Renderer>,
-    /// Keys only feed the render (the manage link); validation needs no real secret.
-    secret: NoticeSecret,
+    notices: Notices,
+    now: DateTime<Utc>,
 }
 
 impl Checker {
@@ -104,37 +114,41 @@ impl Checker {
             reason: None,
             window: None,
         };
-        let message = match &item.unreadable {
-            Some(problem) => Err(InvalidJob::new("body", problem.clone())),
-            None => Message::parse(&item.body),
+        let judged = match &item.unreadable {
+            Some(problem) => Err(Refused::from(InvalidJob::new("body", problem.clone()))),
+            None => self.notices.admit(&item.body, self.now),
         };
-        let message = match message {
-            Ok(m) => m,
-            Err(e) => return invalid(v, e),
-        };
-        v.kind = Some(message.identity().kind().as_str().to_owned());
-        let job = match message {
-            Message::Withdraw(w) => {
-                v.action = Some("withdraw");
-                return match self.policy.check_kind(w.identity.kind().as_str()) {
-                    Ok(()) => v,
-                    Err(e) => invalid(v, e.into()),
-                };
+        let job = match judged {
+            Err(refused) => {
+                v.kind = refused.identity.as_ref().map(|i| i.kind().as_str().to_owned());
+                v.action =
+                    refused.identity.as_ref().map(|_| if refused.withdraw { "withdraw" } else { "send" });
+                v.status = refused.label();
+                v.field = Some(refused.field());
+                v.reason = Some(refused.reason().to_owned());
+                return v;
             }
-            Message::Send(job) => job,
+            Ok(Admitted::Withdraw(w)) => {
+                v.action = Some("withdraw");
+                v.kind = Some(w.identity.kind().as_str().to_owned());
+                return v;
+            }
+            Ok(Admitted::Send(admitted)) => admitted,
         };
+        let job_ = &job.job;
         v.action = Some("send");
-        v.jurisdiction = job.jurisdiction.clone();
-        if let Err(refusal) = self.policy.admit(&job, || self.renderer.variables(&job)) {
-            return invalid(v, refusal.into());
-        }
-        if let Err(e) = self.renderer.render(&job, &job.key(&self.secret)) {
-            return invalid(v, InvalidJob::new("template_data", e.to_string()));
-        }
-        let e = self.policy.effective(Some(job.identity.kind().as_str()), job.jurisdiction.as_deref());
+        v.kind = Some(job_.identity.kind().as_str().to_owned());
+        v.jurisdiction = job_.jurisdiction.clone();
+        v.status = match job.window {
+            WindowDecision::Send { .. } => "ok",
+            WindowDecision::Defer { .. } => "deferred",
+            WindowDecision::Missed { .. } => "missed",
+        };
+        let policy = &self.notices.policy;
+        let e = policy.effective(Some(job_.identity.kind().as_str()), job_.jurisdiction.as_deref());
         v.window = Some(WindowOf {
-            opens_at: e.window.opens_at(job.charge_at),
-            closes_at: e.window.closes_at(job.charge_at),
+            opens_at: e.window.opens_at(job_.charge_at),
+            closes_at: e.window.closes_at(job_.charge_at),
             opens_hours_before: e.window.opens_hours_before,
             closes_hours_before: e.window.closes_hours_before,
             opens_from: e.opens_from.path(Side::Opens),
@@ -144,34 +158,39 @@ impl Checker {
     }
 }
 
-fn invalid(mut v: Verdict, e: InvalidJob) -> Verdict {
-    v.status = "invalid";
-    v.field = Some(e.field);
-    v.reason = Some(e.reason);
-    v
-}
-
 fn summarise(messages: &[Verdict]) -> Summary {
     let mut s = Summary { messages: messages.len(), ..Summary::default() };
     for m in messages {
-        if m.status == "ok" {
-            s.ok += 1;
-            match m.action {
-                Some("withdraw") => s.withdraws += 1,
-                _ => s.jobs += 1,
+        match m.status {
+            "ok" | "deferred" | "missed" => {
+                match m.status {
+                    "deferred" => s.deferred += 1,
+                    "missed" => s.missed += 1,
+                    _ => s.ok += 1,
+                }
+                match m.action {
+                    Some("withdraw") => s.withdraws += 1,
+                    _ => s.jobs += 1,
+                }
             }
-        } else {
-            s.invalid += 1;
+            _ => s.invalid += 1,
         }
     }
     s
 }
 
-/// `7 message(s): 5 ok (4 jobs, 1 withdraw), 2 invalid`.
+/// `7 messages: 5 ok (4 jobs, 1 withdraw), 2 invalid`, with `deferred` and `missed` named when
+/// there are any (a deferred job is fine: it is sent when its window opens; a missed one never is).
 fn summary_line(s: &Summary) -> String {
     let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut windows = String::new();
+    for (n, what) in [(s.deferred, "deferred"), (s.missed, "missed")] {
+        if n > 0 {
+            windows.push_str(&format!(", {n} {what}"));
+        }
+    }
     format!(
-        "{}: {} ok ({}, {}), {} invalid",
+        "{}: {} ok{windows} ({}, {}), {} invalid",
         plural(s.messages, "message", "messages"),
         s.ok,
         plural(s.jobs, "job", "jobs"),
@@ -185,14 +204,14 @@ fn summary_line(s: &Summary) -> String {
 fn render(r: &Report) -> String {
     let mut out = String::new();
     for m in &r.messages {
-        let head = format!("{:<16} {:<8}", m.origin, m.status);
+        let head = format!("{:<16} {:<13}", m.origin, m.status);
         match (&m.window, m.field, &m.reason) {
             (Some(w), _, _) => {
                 let at = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
                 let what = [m.action.map(str::to_owned), m.kind.clone(), m.jurisdiction.clone()];
                 let what: Vec<String> = what.into_iter().flatten().collect();
                 out.push_str(&format!(
-                    "{head} {} · window {} → {}\n{:<25} {} → {} before the charge, from {} and {}\n",
+                    "{head} {} · window {} → {}\n{:<30} {} → {} before the charge, from {} and {}\n",
                     escape(&what.join(" ")),
                     at(&w.opens_at),
                     at(&w.closes_at),
@@ -218,11 +237,32 @@ fn render(r: &Report) -> String {
 }
 
 pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let (policy, policy_source) = args.policy.load()?;
+    // Keys only feed the manage link of a rendering: validation needs no real secret.
+    let links = KeyRing::from(NoticeSecret::new("noticectl validate: keys are not shown")?);
+    let (notices, policy_source) = match (&args.policy.file, &args.config.dir) {
+        (Some(_), Some(_)) => anyhow::bail!(
+            "--windows and --config both name a policy: a configuration directory carries its own \
+             windows.json; give one of them"
+        ),
+        (Some(path), None) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("--windows {}", path.display()))?;
+            let notices = crate::notices_arg::builtin_with_policy(&text, &links)
+                .with_context(|| format!("--windows {}", path.display()))?;
+            (notices, format!("--windows {} (the built-in texts)", path.display()))
+        }
+        (None, _) => {
+            let source = if args.config.dir.is_none() && args.config.spec()? == ConfigSpec::Builtin {
+                args.policy.load()?.1
+            } else {
+                args.config.describe()?
+            };
+            (args.config.notices(&links)?, source)
+        }
+    };
     let items = read_items(&args.input)?;
-    let secret = NoticeSecret::new("noticectl validate: keys are not shown")?;
-    let (renderer, _) = notice_setup::notices::notices_from_env(&secret.clone().into())?;
-    let checker = Checker { policy, renderer, secret };
+    let now = args.now.unwrap_or_else(Utc::now);
+    let checker = Checker { notices, now };
     let messages: Vec<Verdict> = items.iter().map(|item| checker.verdict(item)).collect();
     let summary = summarise(&messages);
     let source = if args.input.as_os_str() == "-" {
@@ -235,12 +275,15 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         eprintln!(
-            "noticectl: validating {} against the policy from {} (no ledger, no outbox, no AWS calls)",
-            report.source, report.policy
+            "noticectl: validating {} against {} at {} (no ledger, no outbox, no AWS calls)",
+            report.source,
+            report.policy,
+            now.to_rfc3339_opts(SecondsFormat::Secs, true)
         );
         print!("{}", render(&report));
     }
-    Ok(if report.summary.invalid > 0 {
+    // What `send` lists as needing attention: a refused line, and a missed window.
+    Ok(if report.summary.invalid > 0 || report.summary.missed > 0 {
         crate::exit::Exit::Attention.into()
     } else {
         crate::exit::Exit::Ok.into()
@@ -253,9 +296,14 @@ mod tests {
 
     #[test]
     fn the_summary_counts_jobs_withdraws_and_invalid_lines() {
-        let s = Summary { messages: 7, ok: 5, invalid: 2, jobs: 4, withdraws: 1 };
+        let s = Summary { messages: 7, ok: 5, deferred: 0, missed: 0, invalid: 2, jobs: 4, withdraws: 1 };
         assert_eq!(summary_line(&s), "7 messages: 5 ok (4 jobs, 1 withdraw), 2 invalid");
-        let one = Summary { messages: 1, ok: 1, invalid: 0, jobs: 1, withdraws: 0 };
+        let one = Summary { messages: 1, ok: 1, deferred: 0, missed: 0, invalid: 0, jobs: 1, withdraws: 0 };
         assert_eq!(summary_line(&one), "1 message: 1 ok (1 job, 0 withdraws), 0 invalid");
+        let later = Summary { messages: 4, ok: 1, deferred: 2, missed: 1, invalid: 0, jobs: 4, withdraws: 0 };
+        assert_eq!(
+            summary_line(&later),
+            "4 messages: 1 ok, 2 deferred, 1 missed (4 jobs, 0 withdraws), 0 invalid"
+        );
     }
 }

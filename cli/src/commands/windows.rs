@@ -20,6 +20,8 @@ use crate::terminal::{escape, table};
 pub(crate) struct WindowsArgs {
     #[command(flatten)]
     policy: PolicyArg,
+    #[command(flatten)]
+    config: crate::notices_arg::ConfigArg,
     /// Only this kind (repeatable); default: every kind the policy names, then "other kinds".
     #[arg(long = "kind", value_name = "KIND")]
     kinds: Vec<String>,
@@ -183,7 +185,20 @@ fn render(r: &WindowsReport) -> String {
 }
 
 pub(crate) fn run(args: WindowsArgs) -> anyhow::Result<ExitCode> {
-    let (policy, source) = args.policy.load()?;
+    let (policy, source) = match (&args.policy.file, &args.config.dir) {
+        (Some(_), Some(_)) => anyhow::bail!(
+            "--windows and --config both name a policy: a configuration directory carries its own \
+             windows.json; give one of them"
+        ),
+        (None, Some(_)) => {
+            let links = notice_ledger::NoticeSecret::new("noticectl windows: no links")?;
+            (
+                args.config.notices(&links.into())?.policy,
+                format!("the windows.json of {}", args.config.describe()?),
+            )
+        }
+        _ => args.policy.load()?,
+    };
     let charge_at = args
         .charge_at
         .as_deref()

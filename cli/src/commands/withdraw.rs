@@ -21,13 +21,14 @@ use notice_ledger::job::Withdrawal;
 use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::rules::{withdraw_answer, WithdrawAnswer};
 use notice_ledger::ledger::{ClaimLedger, Ledger, LedgerRow, Origin, RowReader, RowState, WithdrawRequest};
-use notice_ledger::{InvalidJob, NoticeKey};
+use notice_ledger::{InvalidJob, NoticeKey, NoticeSecret, Notices};
 use serde_json::Value;
 
 use crate::exit::Exit;
 use crate::input::{read_items, InputItem};
 use crate::ledger_target::{LedgerArg, LedgerTarget};
 use crate::local::StateDir;
+use crate::notices_arg::ConfigArg;
 use crate::terminal::{confirm, escape, progress};
 
 #[derive(clap::Args, Debug)]
@@ -63,6 +64,8 @@ pub(crate) struct WithdrawArgs {
     from: Option<PathBuf>,
     #[command(flatten)]
     ledger: LedgerArg,
+    #[command(flatten)]
+    config: ConfigArg,
     /// Who is acting, recorded on the tombstone (default $USER).
     #[arg(long)]
     by: Option<String>,
@@ -81,6 +84,15 @@ pub(crate) async fn run(state_dir: PathBuf, args: WithdrawArgs) -> anyhow::Resul
     if let Some(reason) = &args.reason {
         check_reason(reason)?;
     }
+    // A withdraw is judged under the sender's configuration, by the core's one admission: a kind
+    // the policy does not list is refused, never answered "withdrawn" while the real notice goes
+    // out. Loaded before anything is opened, so a refused withdraw leaves nothing behind. The
+    // manage links play no part in a withdraw.
+    let notices = args.config.notices(&KeyRing::from(NoticeSecret::new("noticectl withdraw: no links")?))?;
+    let named = match &args.from {
+        Some(_) => None,
+        None => Some(named_withdrawal(&args, &notices)?),
+    };
     let state = StateDir::open(&state_dir)?;
     let target = args.ledger.target(&state.root)?;
     // A local random secret would derive keys the deployment never used: every notice would look
@@ -95,9 +107,10 @@ pub(crate) async fn run(state_dir: PathBuf, args: WithdrawArgs) -> anyhow::Resul
     let secret = state.secret().await?;
     let ledger = target.open_checked(&secret, false).await?.0.ledger;
     let who = super::quarantine::operator(args.by.clone());
-    match args.from.clone() {
-        Some(from) => bulk(&from, &args, &target, ledger, &secret, &who).await,
-        None => single(&args, &target, ledger.as_ref(), &secret, &who).await,
+    match (args.from.clone(), named) {
+        (_, Some(withdrawal)) => single(&args, withdrawal, &target, ledger.as_ref(), &secret, &who).await,
+        (Some(from), None) => bulk(&from, &args, &notices, &target, ledger, &secret, &who).await,
+        (None, None) => anyhow::bail!("--subscription-id, --period-start and --kind, or --from FILE"),
     }
 }
 
@@ -163,13 +176,9 @@ fn too_late_text(row: Option<&LedgerRow>) -> String {
 }
 
 /// One notice, named by its identity on the command line.
-async fn single(
-    args: &WithdrawArgs,
-    target: &LedgerTarget,
-    ledger: &dyn Ledger,
-    secret: &KeyRing,
-    who: &str,
-) -> anyhow::Result<ExitCode> {
+/// The notice the flags name, admitted as the sender would admit its withdraw message (the error
+/// names the flag at fault).
+fn named_withdrawal(args: &WithdrawArgs, notices: &Notices) -> anyhow::Result<Withdrawal> {
     let mut body = serde_json::json!({
         "subscription_id": args.subscription_id, "period_start": args.period_start, "kind": args.kind,
         "revision": args.revision,
@@ -177,8 +186,19 @@ async fn single(
     if let (Some(obj), Some(reason)) = (body.as_object_mut(), &args.reason) {
         obj.insert("reason".into(), Value::String(reason.clone()));
     }
-    let withdrawal = Withdrawal::from_value(&body)
-        .map_err(|e| anyhow::anyhow!("--{} {}", e.field.replace('_', "-"), e.reason))?;
+    let flag = |field: &str, reason: &str| anyhow::anyhow!("--{} {reason}", field.replace('_', "-"));
+    let withdrawal = Withdrawal::from_value(&body).map_err(|e| flag(e.field, &e.reason))?;
+    notices.admit_withdraw(withdrawal).map_err(|r| flag(r.field(), r.reason()))
+}
+
+async fn single(
+    args: &WithdrawArgs,
+    withdrawal: Withdrawal,
+    target: &LedgerTarget,
+    ledger: &dyn Ledger,
+    secret: &KeyRing,
+    who: &str,
+) -> anyhow::Result<ExitCode> {
     let identity = &withdrawal.identity;
     let (placed, row) = locate(secret, ledger, identity).await.context("ledger read failed")?;
     let key = placed.key.clone();
@@ -381,6 +401,7 @@ fn parse_line(item: &InputItem, default_reason: Option<&str>) -> Result<Withdraw
 async fn bulk(
     from: &Path,
     args: &WithdrawArgs,
+    notices: &Notices,
     target: &LedgerTarget,
     ledger: Arc<dyn Ledger>,
     secret: &KeyRing,
@@ -393,7 +414,10 @@ async fn bulk(
     let mut seen = HashSet::new();
     let mut targets = Vec::new();
     for item in &items {
-        match parse_line(item, args.reason.as_deref()) {
+        let admitted = parse_line(item, args.reason.as_deref()).and_then(|w| {
+            notices.admit_withdraw(w).map_err(|r| format!("field `{}` {}", r.field(), r.reason()))
+        });
+        match admitted {
             Err(problem) => invalid.push((item.origin.clone(), escape(&problem))),
             Ok(withdrawal) => {
                 let key = secret.key(&withdrawal.identity);

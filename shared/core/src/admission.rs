@@ -77,6 +77,8 @@ pub type Judgement = Result<Admitted, Refused>;
 pub struct Refused {
     pub why: Why,
     pub identity: Option<Identity>,
+    /// A withdraw message was refused (its kind), not a job.
+    pub withdraw: bool,
 }
 
 /// Why a message is refused.
@@ -102,7 +104,7 @@ pub enum Cause {
 
 impl Refused {
     fn about(identity: &Identity, why: impl Into<Why>) -> Self {
-        Self { why: why.into(), identity: Some(identity.clone()) }
+        Self { why: why.into(), identity: Some(identity.clone()), withdraw: false }
     }
 
     /// The verdict every entry point prints: `invalid` or `render_failed`.
@@ -140,7 +142,7 @@ impl Refused {
 
 impl From<InvalidJob> for Refused {
     fn from(invalid: InvalidJob) -> Self {
-        Refused { why: Why::Invalid { invalid, cause: Cause::Schema }, identity: None }
+        Refused { why: Why::Invalid { invalid, cause: Cause::Schema }, identity: None, withdraw: false }
     }
 }
 
@@ -192,7 +194,10 @@ impl Notices {
     pub fn admit_withdraw(&self, withdrawal: Withdrawal) -> Result<Withdrawal, Refused> {
         match self.policy.check_kind(withdrawal.identity.kind().as_str()) {
             Ok(()) => Ok(withdrawal),
-            Err(unknown) => Err(Refused::about(&withdrawal.identity, Refusal::UnknownKind(unknown))),
+            Err(unknown) => Err(Refused {
+                withdraw: true,
+                ..Refused::about(&withdrawal.identity, Refusal::UnknownKind(unknown))
+            }),
         }
     }
 }

@@ -45,7 +45,9 @@ pub(super) fn render_blocks(r: &Report) -> String {
     let dash = || "-".to_owned();
     let mut lines = vec![headline(r), String::new()];
     for n in &r.notices {
-        let prefix = n.notice_key.get(..crate::key_arg::MIN_PREFIX).unwrap_or(&n.notice_key);
+        // As every output line shows a key: its `vN-` (if any) and 12 hex characters.
+        let prefix = notice_ledger::NoticeKey::parse(&n.notice_key)
+            .map_or_else(|_| n.notice_key.clone(), |key| key.prefix().to_owned());
         lines.push(format!("{} revision {} · key {prefix} · {}", n.kind, n.revision, state_text(n)));
         let what =
             if n.state == "missed" { "the miss was recorded" } else { "claimed, right before the send" };

@@ -429,7 +429,11 @@ impl NoticeSender {
         let Some(draft) = &admitted.draft else {
             // The admission drafts every job that may be sent; only a missed one has none.
             return refused_outcome(
-                &Refused { why: Why::Render("admitted without its rendering".into()), identity: None },
+                &Refused {
+                    why: Why::Render("admitted without its rendering".into()),
+                    identity: None,
+                    withdraw: false,
+                },
                 m,
             );
         };

@@ -1,0 +1,65 @@
+//! `--config DIR` (default `NOTICE_CONFIG`), declared once for every command that judges a
+//! message — `send`, `validate`, `replay`, `enqueue`, `withdraw`, `backfill`, `windows` — so each of
+//! them judges it under the same configuration, through the core's one admission
+//! ([`notice_ledger::admission`]). A command that judged a withdraw under another policy than the
+//! sender's would answer "withdrawn" for a misspelled kind while the real notice still goes out.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use notice_ledger::keyring::KeyRing;
+use notice_ledger::notices::NoticeConfig;
+use notice_ledger::render::Renderer;
+use notice_ledger::Notices;
+use notice_setup::notices::ConfigSpec;
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct ConfigArg {
+    /// A notice configuration directory (templates/, windows.json, manifest.json) used as is;
+    /// default: NOTICE_CONFIG, else the built-in English texts (their policy from NOTICE_WINDOWS).
+    #[arg(long = "config", value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// Where the configuration comes from: `--config`, else `NOTICE_CONFIG`; the settings it
+    /// replaces refused beside it either way.
+    pub(crate) fn spec(&self) -> anyhow::Result<ConfigSpec> {
+        let spec = match &self.dir {
+            Some(dir) => ConfigSpec::Dir(dir.clone()),
+            None => ConfigSpec::from_env()?,
+        };
+        spec.refuse_replaced_settings()?;
+        Ok(spec)
+    }
+
+    /// How the output names it.
+    pub(crate) fn describe(&self) -> anyhow::Result<String> {
+        Ok(match &self.dir {
+            Some(dir) => format!("--config {}", dir.display()),
+            None => match self.spec()? {
+                ConfigSpec::Builtin => "the built-in texts (NOTICE_CONFIG unset)".to_owned(),
+                spec => format!("{} (NOTICE_CONFIG)", spec.describe()),
+            },
+        })
+    }
+
+    /// The texts and the policy in force, with the manage links of `keys` (the links never shape
+    /// a verdict; a command that shows no link may pass any ring).
+    pub(crate) fn notices(&self, keys: &KeyRing) -> anyhow::Result<Notices> {
+        let (renderer, policy) = notice_setup::notices::notices_from(&self.spec()?, keys)?;
+        Ok(Notices { renderer, policy })
+    }
+}
+
+/// The built-in texts under the policy in `text` (`--windows FILE`), with the manage links of
+/// `keys`.
+pub(crate) fn builtin_with_policy(text: &str, keys: &KeyRing) -> anyhow::Result<Notices> {
+    let config = NoticeConfig::builtin(Some(text)).map_err(|problems| {
+        let reasons: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("{}", reasons.join("; "))
+    })?;
+    let policy = config.policy().clone();
+    let links = notice_setup::config::links_from_env(keys)?;
+    Ok(Notices { renderer: Arc::new(Renderer::new(Arc::new(config), links)), policy })
+}
