@@ -16,7 +16,6 @@ mod ledger_target;
 mod local;
 mod notices_arg;
 mod pace;
-mod pinned;
 mod queue;
 mod terminal;
 

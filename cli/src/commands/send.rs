@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use notice_ledger::clock::{Clock, PinnedClock, SystemClock};
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::DeliverContext;
@@ -21,7 +22,6 @@ use crate::input::{read_items, InputItem};
 use crate::ledger_target::LedgerArg;
 use crate::local::StateDir;
 use crate::notices_arg::ConfigArg;
-use crate::pinned::PinnedLedger;
 
 /// One local send's limit (writing to the file outbox); the claim lifetime is checked against it.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,11 +58,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     // A local run is a sender: a ledger without a key check gets this secret's.
     let (opened, _) = target.open_checked(&secret, true).await?;
     let limits = config::rate_limits_from_env()?;
-    // With --now every row this run writes carries the pinned time, its commits included.
-    let ledger: Arc<dyn ClaimLedger> = match args.now {
-        Some(now) => Arc::new(PinnedLedger::new(opened.ledger, now)),
-        None => opened.ledger,
-    };
+    let ledger: Arc<dyn ClaimLedger> = opened.ledger;
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
     let notice_ledger::Notices { renderer, policy } = args.config.notices(&secret)?;
@@ -83,8 +79,14 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     };
     // No parker: a local run answers an early job `deferred` and leaves it to the next run.
     let ports = SenderPorts { ledger, buckets: opened.buckets, mailer: Arc::new(outbox), parker: None };
-    let sender = Arc::new(assemble(config, ports).sender);
-    let now = args.now.unwrap_or_else(Utc::now);
+    // With --now the sender's clock is pinned: every row this run writes carries that time, its
+    // commits included.
+    let clock: Arc<dyn Clock> = match args.now {
+        Some(now) => Arc::new(PinnedClock(now)),
+        None => Arc::new(SystemClock),
+    };
+    let sender = Arc::new(assemble(config, ports).sender.with_clock(clock));
+    let now = sender.now();
     eprintln!(
         "noticectl: {} job(s) from {} · ledger {} · outbox {} · texts {} · mode {} · rate {}",
         items.len(),

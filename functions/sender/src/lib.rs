@@ -1,12 +1,14 @@
 //! `notice-sender`: the SQS-triggered Lambda that runs claim → send → commit for each reminder job.
 //!
-//! This file only adapts: SQS records in, [`notice_ledger::NoticeSender`] per record, and the
-//! core's [`Executor`] carrying out the queue action the core's [`QueuePolicy`] picks for the
-//! outcome, on the record as the SQS adapter holds it ([`notice_sqs::ReceivedMessage`]) — hidden
-//! (waits of at most 15 minutes), requeued, parked in EventBridge Scheduler (longer waits), or
-//! dead-lettered (straight away when `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the
-//! redrive policy) — then an `SqsBatchResponse`. Nothing here decides, and nothing here carries
-//! a decision out beyond the SQS calls themselves.
+//! This file only adapts: SQS records in, as the SQS adapter holds them
+//! ([`notice_sqs::ReceivedMessage`]), to the core's one worker ([`notice_ledger::worker`]), which
+//! admits each body once, makes the batch's one ledger read and token take, delivers each record
+//! and carries out the queue action the core's [`QueuePolicy`] picks — hidden (waits of at most 15
+//! minutes), requeued, parked in EventBridge Scheduler (longer waits), or dead-lettered (straight
+//! away when `NOTICE_DEAD_LETTER_QUEUE_URL` is set, else through the redrive policy) — and the
+//! results out: an `SqsBatchResponse`, metrics, outcome events. Nothing here decides, and nothing
+//! here carries a decision out beyond the SQS calls themselves. The capacity model runs the same
+//! worker.
 //!
 //! Outcomes: each record that reached an outcome the business hears about (the core's
 //! [`notice_ledger::outcomes::published_as`]) becomes an event; after every record is committed
@@ -24,20 +26,18 @@ use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_dynamodb::rate::DynamoBuckets;
-use notice_ledger::job::Message;
 use notice_ledger::keycheck::{check_ring, KeyCheck, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::outcomes::{publish_bounded, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET};
 use notice_ledger::park::Parker;
-use notice_ledger::queue::{dead_letter, Disposition, Executor};
+use notice_ledger::queue::Disposition;
 use notice_ledger::rate::BucketStore;
-use notice_ledger::DeliverContext;
-use notice_ledger::{ConfigError, Judgement, NoticeSender, Outcome, Prefetched, QueuePolicy, Receive};
+use notice_ledger::worker::{Record, Worker};
+use notice_ledger::{ConfigError, NoticeSender, QueuePolicy};
 use notice_scheduler::SchedulerParker;
 use notice_ses::mailer::{SesClient, SesMailer};
 use notice_setup::assemble::{self, Assembled, SenderPorts};
@@ -48,7 +48,7 @@ pub use notice_setup::settings::{OutcomeSettings, ParkingSettings, SenderSetting
 use notice_sqs::{Attribute, ReceivedMessage, REPLAY_BATCH_ATTRIBUTE};
 use rand::Rng;
 use serde_json::Value;
-use tracing::{info, warn, Instrument};
+use tracing::{info, warn};
 
 mod metrics;
 
@@ -288,39 +288,54 @@ pub async fn handle(
 pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (SqsBatchResponse, Vec<Value>) {
     app.refresh_config().await;
     let replays = ReplayBatches::default();
+    let deadline = deadline_instant(event.context.deadline);
     // The receive happened no later than now: hides are clamped against it (and a margin).
-    let batch = Batch {
-        deadline: deadline_instant(event.context.deadline),
-        received_at: Utc::now(),
-        replays: &replays,
-    };
-    // Each record admitted once (the core's one admission), for the batch's one dedupe read and
-    // for its own delivery alike.
-    let admitted_at = Utc::now();
-    let records: Vec<(SqsMessage, Option<Judgement>)> = event
+    let received_at = app.sender.now();
+    let messages: Vec<(ReceivedMessage, u32, Arc<Metrics>)> = event
         .payload
         .records
         .into_iter()
         .map(|record| {
-            let judged =
-                record.body.as_deref().filter(|b| !b.is_empty()).map(|b| app.sender.admit(b, admitted_at));
-            (record, judged)
+            let count =
+                record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
+            let metrics = replays.metrics_for(app, replay_batch(&record).as_deref());
+            (received(app, record, received_at), count, metrics)
         })
         .collect();
-    let prefetched = app
-        .sender
-        .prefetch_admitted(records.iter().filter_map(|(_, judged)| judged.as_ref()), admitted_at)
-        .await;
-    let prefetched = prefetched.as_ref();
-    let processed: Vec<(Option<String>, Option<OutcomeEvent>)> = futures::stream::iter(records)
-        .map(|(record, judged)| process_record(app, record, judged, &batch, prefetched))
-        .buffer_unordered(app.concurrency)
-        .collect()
-        .await;
-    let (failures, events): (Vec<_>, Vec<_>) = processed.into_iter().unzip();
-    let failures: Vec<String> = failures.into_iter().flatten().collect();
-    publish_outcomes(app, events.into_iter().flatten().collect(), batch.deadline).await;
-    let metrics = emf_documents(app, replays, Utc::now().timestamp_millis());
+    let records: Vec<Record<'_>> = messages
+        .iter()
+        .map(|(message, receive_count, metrics)| Record {
+            message,
+            message_id: &message.message_id,
+            receive_count: *receive_count,
+            jitter: rand::thread_rng().gen(),
+            metrics,
+        })
+        .collect();
+    // The core's one worker: admission, the batch's read and tokens, deliveries, queue actions,
+    // outcome events. This file only turns its results into the batch's answer.
+    let worker = Worker {
+        sender: app.sender.as_ref(),
+        policy: &app.queue_policy,
+        parker: app.parker.as_deref(),
+        deadline,
+        concurrency: app.concurrency,
+        events: app.outcomes.is_some(),
+    };
+    let worked = worker.work(&records).await;
+    let mut failures = Vec::new();
+    let mut events = Vec::new();
+    for (record, worked) in records.iter().zip(worked) {
+        if let Some(reason) = worked.carried.refused {
+            *app.refusals.lock().unwrap_or_else(|p| p.into_inner()).entry(reason.as_str()).or_default() += 1;
+        }
+        if worked.carried.disposition == Disposition::Keep {
+            failures.push(record.message_id.to_owned());
+        }
+        events.extend(worked.event);
+    }
+    publish_outcomes(app, events, deadline).await;
+    let metrics = emf_documents(app, replays, app.sender.now().timestamp_millis());
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures
         .into_iter()
@@ -364,109 +379,6 @@ pub async fn publish_outcomes(app: &SenderApp, events: Vec<OutcomeEvent>, deadli
             "outcome event not published: the ledger has it; republish with `noticectl outcomes republish`"
         );
     }
-}
-
-/// What every record of one invocation shares.
-struct Batch<'a> {
-    deadline: Option<Instant>,
-    received_at: DateTime<Utc>,
-    replays: &'a ReplayBatches,
-}
-
-/// Processes one record; returns its message id when SQS must keep it, and its outcome event
-/// when it reached an outcome the business hears about (and a bus is configured).
-async fn process_record(
-    app: &SenderApp,
-    record: SqsMessage,
-    judged: Option<Judgement>,
-    batch: &Batch<'_>,
-    prefetched: Option<&Prefetched>,
-) -> (Option<String>, Option<OutcomeEvent>) {
-    let message_id = record.message_id.clone().unwrap_or_default();
-    let replay_batch = replay_batch(&record);
-    let metrics = batch.replays.metrics_for(app, replay_batch.as_deref());
-    let receive_count: u32 =
-        record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-    let span = tracing::info_span!(
-        "notice",
-        message_id = %message_id,
-        receive_count,
-        replay_batch = replay_batch.as_deref().unwrap_or(""),
-        notice_key = tracing::field::Empty,
-        outcome = tracing::field::Empty,
-    );
-    async move {
-        let message = received(app, record, batch.received_at);
-        let executor =
-            Executor { policy: &app.queue_policy, parker: app.parker.as_deref(), metrics: &metrics };
-        let Some(judged) = judged else {
-            warn!("record has no body");
-            return (keep(dead_letter(&message, "record has no body").await, message_id), None);
-        };
-        let delivery = app
-            .sender
-            .deliver(
-                &judged,
-                DeliverContext::at(Utc::now())
-                    .with_deadline(batch.deadline)
-                    .counting_into(&metrics)
-                    .with_prefetched(prefetched),
-            )
-            .await;
-        let span = tracing::Span::current();
-        if let Some(key) = &delivery.key {
-            span.record("notice_key", key.as_str());
-        }
-        span.record("outcome", delivery.outcome.label());
-        let receive = Receive {
-            key: delivery.key.as_ref(),
-            count: receive_count,
-            now: Utc::now(),
-            jitter: rand::thread_rng().gen(),
-        };
-        let carried = executor.carry_out(&message, &delivery, &receive).await;
-        // The one line per message: its outcome, what the queue was told and, once sent, the
-        // provider's message id (what the reconciler's events and SES's logs are matched on).
-        let sent_as = match &delivery.outcome {
-            Outcome::Sent { message_id } => Some(message_id.as_str()),
-            _ => None,
-        };
-        info!(
-            outcome = delivery.outcome.label(),
-            queue = carried.action.label(),
-            message_id = sent_as,
-            "processed"
-        );
-        if let Some(reason) = carried.refused {
-            *app.refusals.lock().unwrap_or_else(|p| p.into_inner()).entry(reason.as_str()).or_default() += 1;
-        }
-        let event = outcome_event(app, &message.body, &delivery, receive.now);
-        (keep(carried.disposition, message_id), event)
-    }
-    .instrument(span)
-    .await
-}
-
-/// The outcome event of one delivery, when a bus is configured and the outcome is published. The
-/// body is parsed again only then (a few microseconds, for the identity the delivery does not
-/// carry back); the configuration version is the one in force, which only changes between
-/// batches ([`SenderApp::refresh_config`]).
-fn outcome_event(
-    app: &SenderApp,
-    body: &str,
-    delivery: &notice_ledger::Delivery,
-    at: DateTime<Utc>,
-) -> Option<OutcomeEvent> {
-    app.outcomes.as_ref()?;
-    notice_ledger::outcomes::published_as(&delivery.outcome)?;
-    let message = Message::parse(body).ok()?;
-    let version = app.sender.notices().renderer.config().version().to_string();
-    OutcomeEvent::for_delivery(delivery, &message, at, Some(&version))
-}
-
-/// The record's id when SQS must keep it.
-fn keep(disposition: Disposition, message_id: String) -> Option<String> {
-    (disposition == Disposition::Keep).then_some(message_id)
 }
 
 /// The record as the SQS adapter acts on it.

@@ -48,6 +48,13 @@ struct State {
 #[derive(Clone, Default)]
 pub(super) struct Clock(Arc<Mutex<State>>);
 
+/// The sender's clock port on simulated time.
+impl notice_ledger::clock::Clock for Clock {
+    fn now(&self) -> DateTime<Utc> {
+        self.now_utc()
+    }
+}
+
 impl Clock {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())

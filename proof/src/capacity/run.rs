@@ -11,13 +11,11 @@ use std::time::Duration;
 
 use notice_ledger::links::ManageLinks;
 use notice_ledger::park::Parker;
-use notice_ledger::queue::{Disposition, Executor, QueueError, QueuedMessage};
+use notice_ledger::queue::{Disposition, QueueError, QueuedMessage};
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
 use notice_ledger::render::Renderer;
-use notice_ledger::DeliverContext;
-use notice_ledger::{
-    Mode, NoticeSecret, NoticeSender, Prefetched, QueuePolicy, Receive, SendBudget, WindowPolicy,
-};
+use notice_ledger::worker::{Record, Worker};
+use notice_ledger::{Mode, NoticeSecret, NoticeSender, QueuePolicy, SendBudget, WindowPolicy};
 use notice_setup::assemble::{assemble, queue_policy, GateClock, SendConfig, SenderPorts};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -234,7 +232,9 @@ impl Run {
         let gate = BucketGate::new(buckets, self.p.rate_limits.clone())
             .with_jitter_seed(self.p.seed.wrapping_mul(1_000_003).wrapping_add(self.c.environments));
         let gate: Arc<dyn RateGate> = Arc::new(gate);
-        let sender = assemble(config, ports).sender.with_rate_gate(Some(gate));
+        // The sender reads simulated time, for its commits and for the worker's instants.
+        let clock: Arc<dyn notice_ledger::clock::Clock> = Arc::new(self.ctx.clock.clone());
+        let sender = assemble(config, ports).sender.with_rate_gate(Some(gate)).with_clock(clock);
         (Arc::new(sender), self.p.cold_start)
     }
 
@@ -458,49 +458,47 @@ impl Run {
     }
 }
 
-/// One Lambda invocation: the sender's handler over one batch, then the event source mapping
-/// deletes the records it did not report as failures.
+/// One Lambda invocation: the core's one worker — what the sender Lambda ships — over one batch,
+/// on the modelled queue; then the event source mapping deletes the records it did not report as
+/// failures.
 async fn invoke(ctx: Arc<Ctx>, env: Arc<NoticeSender>, batch: Vec<Received>, bodies: Vec<String>, cold: Us) {
     ctx.clock.sleep(ctx.sqs_latency() + cold + 2 * MS).await;
-    let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
-    let prefetched = env.prefetch(&refs, ctx.clock.now_utc()).await;
-    let records = batch.iter().zip(&bodies).map(|(r, b)| record(&ctx, &env, r, b, prefetched.as_ref()));
-    let kept = futures::future::join_all(records).await;
+    let received_at = ctx.clock.now_utc();
+    let messages: Vec<ModelMessage<'_>> =
+        batch.iter().zip(&bodies).map(|(r, body)| ModelMessage { ctx: &ctx, r, body, received_at }).collect();
+    let records: Vec<Record<'_>> = messages
+        .iter()
+        .map(|m| Record {
+            message: m,
+            message_id: "",
+            receive_count: m.r.receives,
+            jitter: lock(&ctx.rng).gen::<f64>(),
+            metrics: env.metrics(),
+        })
+        .collect();
+    let worker = Worker {
+        sender: &env,
+        policy: &ctx.policy,
+        parker: Some(ctx.parker.as_ref()),
+        deadline: None,
+        concurrency: records.len(),
+        events: false,
+    };
+    let worked = worker.work(&records).await;
+    for w in &worked {
+        if let Some(delivery) = &w.delivery {
+            *lock(&ctx.outcomes).entry(delivery.outcome.label()).or_default() += 1;
+        }
+        *lock(&ctx.actions).entry(w.carried.action.label()).or_default() += 1;
+    }
     ctx.clock.sleep(ctx.sqs_latency()).await;
     let mut books = lock(&ctx.books);
     let mut queue = lock(&ctx.queue);
-    for (r, keep) in batch.iter().zip(kept) {
-        if !keep {
+    for (r, w) in batch.iter().zip(&worked) {
+        if w.carried.disposition != Disposition::Keep {
             queue.delete(r, &mut books);
         }
     }
-}
-
-/// One record, as the sender Lambda processes it: deliver, then the core's [`Executor`] carries
-/// out the queue action on the modelled message. `true`: the message stays on the queue.
-async fn record(
-    ctx: &Ctx,
-    env: &NoticeSender,
-    r: &Received,
-    body: &str,
-    prefetched: Option<&Prefetched>,
-) -> bool {
-    let received_at = ctx.clock.now_utc();
-    let delivery = env
-        .deliver(
-            body,
-            DeliverContext::at(received_at).counting_into(env.metrics()).with_prefetched(prefetched),
-        )
-        .await;
-    *lock(&ctx.outcomes).entry(delivery.outcome.label()).or_default() += 1;
-    let jitter = lock(&ctx.rng).gen::<f64>();
-    let receive = Receive { key: delivery.key.as_ref(), count: r.receives, now: ctx.clock.now_utc(), jitter };
-    let executor =
-        Executor { policy: &ctx.policy, parker: Some(ctx.parker.as_ref()), metrics: env.metrics() };
-    let message = ModelMessage { ctx, r, body, received_at };
-    let carried = executor.carry_out(&message, &delivery, &receive).await;
-    *lock(&ctx.actions).entry(carried.action.label()).or_default() += 1;
-    carried.disposition == Disposition::Keep
 }
 
 /// A received message of the modelled queue, as the core's [`QueuedMessage`] port: every call

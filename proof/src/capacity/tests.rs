@@ -45,7 +45,11 @@ async fn a_million_an_hour_for_ten_minutes_sends_each_once_and_its_counts_are_pi
     // tail on the account only, and a split bucket is written once a batch (were a `default`
     // bucket per tail domain and a write per shard a batch's keys picked: 141 512 sent, 12 335
     // invocations, 388 382 calls).
-    assert_eq!(counts, (333_385, 83_194, 141_488, 0, 12_334, 332_033), "{r:#?}");
+    // The model runs the core's one worker, as the sender Lambda does: each record's jitter is
+    // drawn before the batch is worked (the seeded draws fall in another order) and the sender's
+    // commits are stamped on simulated time, not the wall clock (were 141 488 sent, 12 334
+    // invocations, 332 033 calls). Nothing duplicated, lost, missed or quarantined either way.
+    assert_eq!(counts, (333_385, 83_194, 141_512, 0, 12_335, 332_092), "{r:#?}");
 }
 
 #[tokio::test]

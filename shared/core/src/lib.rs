@@ -27,6 +27,7 @@
 
 pub mod address;
 pub mod admission;
+pub mod clock;
 pub mod deliver;
 pub mod error;
 #[cfg(feature = "testing")]
@@ -50,6 +51,7 @@ pub mod queue;
 pub mod rate;
 pub mod render;
 pub mod text;
+pub mod worker;
 
 pub use admission::{Admitted, Judgement, Notices, Refused};
 pub use deliver::{DeliverContext, Delivery, Input, Mode, NoticeSender, Outcome, Prefetched, SendBudget};

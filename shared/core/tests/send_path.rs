@@ -528,3 +528,22 @@ fn first_receive(now: DateTime<Utc>) -> Receive<'static> {
 fn queue_action(outcome: &Outcome, now: DateTime<Utc>) -> QueueAction {
     QueuePolicy::parking().action(outcome, &first_receive(now))
 }
+
+/// The commit after a send is stamped by the sender's clock, not the wall clock: a rehearsal at a
+/// pinned instant (`noticectl send --now`) leaves rows that carry that one time.
+#[tokio::test]
+async fn the_commit_is_stamped_by_the_senders_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Arc::new(FaultyLedger::new(SqliteLedger::open(dir.path().join("l.db")).unwrap(), None));
+    let pinned = now() + chrono::Duration::minutes(7);
+    let sender = sender_over(ledger.clone(), Arc::new(RecordingMailer::default()), Mode::Enforce)
+        .with_clock(Arc::new(notice_ledger::clock::PinnedClock(pinned)));
+    assert_eq!(sender.now(), pinned);
+    let delivery = sender.deliver(JOB, DeliverContext::at(now())).await;
+    assert!(matches!(delivery.outcome, Outcome::Sent { .. }), "{:?}", delivery.outcome);
+    let key = delivery.key.expect("a key");
+    let row = ledger.inner().get(&key).await.unwrap().expect("a row");
+    assert_eq!(row.state, RowState::Sent);
+    assert_eq!(row.claimed_at, Some(now()), "the claim at the delivery's instant");
+    assert_eq!(row.updated_at, pinned, "the commit at the sender's clock");
+}

@@ -56,6 +56,7 @@ use tracing::{debug, error, info, warn};
 
 pub use crate::admission::Notices;
 use crate::admission::{Admitted, AdmittedJob, Cause, Judgement, Refused, Why};
+use crate::clock::{Clock, SystemClock};
 use crate::identity::NoticeKey;
 use crate::job::{Job, Withdrawal};
 use crate::keyring::KeyRing;
@@ -87,6 +88,8 @@ pub struct NoticeSender {
     metrics: Arc<Metrics>,
     /// Shared per-domain send rate, taken after the dedupe read and before the claim (`None`: no limit).
     rate_gate: Option<Arc<dyn RateGate>>,
+    /// The time of the writes that follow a send ([`crate::clock`]).
+    clock: Arc<dyn Clock>,
 }
 
 impl NoticeSender {
@@ -108,7 +111,20 @@ impl NoticeSender {
             budget: SendBudget::default(),
             metrics: Arc::new(Metrics::default()),
             rate_gate: None,
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Stamps the writes that follow a send with `clock` (default: the wall clock).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The sender's clock: what its caller reads "now" from, so a rehearsal judges and stamps at
+    /// one instant.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
 
     pub fn with_mode(mut self, mode: Mode) -> Self {
@@ -567,7 +583,7 @@ impl NoticeSender {
     }
 
     async fn commit(&self, claim: &Claim, result: SendResult, m: &Metrics) -> Outcome {
-        let now = Utc::now();
+        let now = self.clock.now();
         match result {
             SendResult::Accepted { message_id } => {
                 match self.ledger.commit_sent(claim, &message_id, now).await {

@@ -1,0 +1,173 @@
+//! The one worker: a batch of received messages → a typed result per message. What the sender
+//! Lambda ships and what the capacity model runs, so the model measures the handler that ships
+//! and not a copy of its wiring. A host only supplies its queue ([`QueuedMessage`] for each
+//! record) and turns the results into its answer (batch-item failures, metrics).
+//!
+//! ```text
+//! admit each body once ─▶ the batch's one ledger read and tokens ─▶ per record: deliver ─▶ queue action carried out ─▶ outcome event
+//! ```
+//!
+//! What can go wrong, and why it is still safe — each step's own statement holds
+//! (`admission.rs`, `deliver/mod.rs`, `deliver/batch.rs`, `queue/carry.rs`); the worker adds only
+//! the order: a record's queue action is carried out after its delivery has committed, and its
+//! outcome event is built after both, so an event never announces what the ledger does not hold.
+//! A record without a body cannot be judged: it is dead-lettered. A batch read that fails leaves
+//! each record to read its own row.
+
+use std::time::Instant;
+
+use futures::StreamExt;
+use tracing::{info, warn, Instrument};
+
+use crate::admission::{Admitted, Judgement};
+use crate::deliver::{DeliverContext, Delivery, NoticeSender, Outcome};
+use crate::job::Message;
+use crate::metrics::Metrics;
+use crate::outcomes::{published_as, OutcomeEvent};
+use crate::park::Parker;
+use crate::queue::{
+    dead_letter, Carried, Disposition, Executor, QueueAction, QueuePolicy, QueuedMessage, Receive,
+};
+
+/// Everything the records of one batch share: the sender, the deployment's queue policy and
+/// parker, the invocation's deadline.
+pub struct Worker<'a> {
+    pub sender: &'a NoticeSender,
+    pub policy: &'a QueuePolicy,
+    pub parker: Option<&'a dyn Parker>,
+    /// When the invocation ends (`None`: only the send timeout bounds a send).
+    pub deadline: Option<Instant>,
+    /// Records worked at once.
+    pub concurrency: usize,
+    /// Whether outcome events are wanted (a bus is configured): built only then.
+    pub events: bool,
+}
+
+/// One received record, as its host hands it over.
+pub struct Record<'r> {
+    pub message: &'r dyn QueuedMessage,
+    /// The queue's id of the message (the span's `message_id`).
+    pub message_id: &'r str,
+    /// How many times the queue has handed it out (SQS `ApproximateReceiveCount`).
+    pub receive_count: u32,
+    /// A number in [0, 1) spreading this record's waits (the host's randomness).
+    pub jitter: f64,
+    /// The counters its notice counts into (a replay batch's own, or the sender's).
+    pub metrics: &'r Metrics,
+}
+
+/// What became of one record.
+pub struct Worked {
+    /// `None`: the record had no body to deliver.
+    pub delivery: Option<Delivery>,
+    pub carried: Carried,
+    /// Its outcome event, when events are wanted and the outcome is one the business hears of.
+    pub event: Option<OutcomeEvent>,
+}
+
+impl Worker<'_> {
+    /// Works a batch: every record's result, in the records' order.
+    pub async fn work(&self, records: &[Record<'_>]) -> Vec<Worked> {
+        let admitted_at = self.sender.now();
+        let judged: Vec<Option<Judgement>> = records
+            .iter()
+            .map(|r| {
+                Some(r.message.body()).filter(|b| !b.is_empty()).map(|b| self.sender.admit(b, admitted_at))
+            })
+            .collect();
+        // One dedupe read and one token take for the whole batch instead of one per record.
+        let prefetched = self.sender.prefetch_admitted(judged.iter().flatten(), admitted_at).await;
+        futures::stream::iter(records.iter().zip(&judged))
+            .map(|(record, judged)| self.record(record, judged.as_ref(), prefetched.as_ref()))
+            .buffered(self.concurrency.max(1))
+            .collect()
+            .await
+    }
+
+    /// One record, in a span of its own: deliver, carry out the queue action, the outcome event.
+    async fn record(
+        &self,
+        record: &Record<'_>,
+        judged: Option<&Judgement>,
+        prefetched: Option<&crate::Prefetched>,
+    ) -> Worked {
+        let message = record.message;
+        let span = tracing::info_span!(
+            "notice",
+            message_id = %record.message_id,
+            receive_count = record.receive_count,
+            replay_batch = message.replay_batch().unwrap_or(""),
+            notice_key = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        async move {
+            let Some(judged) = judged else {
+                warn!("record has no body");
+                let disposition = dead_letter(message, "record has no body").await;
+                let carried = Carried { action: QueueAction::DeadLetter, disposition, refused: None };
+                return Worked { delivery: None, carried, event: None };
+            };
+            let ctx = DeliverContext::at(self.sender.now())
+                .with_deadline(self.deadline)
+                .counting_into(record.metrics)
+                .with_prefetched(prefetched);
+            let delivery = self.sender.deliver(judged, ctx).await;
+            let span = tracing::Span::current();
+            if let Some(key) = &delivery.key {
+                span.record("notice_key", key.as_str());
+            }
+            span.record("outcome", delivery.outcome.label());
+            let now = self.sender.now();
+            let receive = Receive {
+                key: delivery.key.as_ref(),
+                count: record.receive_count,
+                now,
+                jitter: record.jitter,
+            };
+            let executor = Executor { policy: self.policy, parker: self.parker, metrics: record.metrics };
+            let carried = executor.carry_out(message, &delivery, &receive).await;
+            // The one line per message: its outcome, what the queue was told and, once sent, the
+            // provider's message id (what the reconciler's events and SES's logs are matched on).
+            let sent_as = match &delivery.outcome {
+                Outcome::Sent { message_id } => Some(message_id.as_str()),
+                _ => None,
+            };
+            info!(
+                outcome = delivery.outcome.label(),
+                queue = carried.action.label(),
+                message_id = sent_as,
+                "processed"
+            );
+            let event = self.event(judged, &delivery, now);
+            Worked { delivery: Some(delivery), carried, event }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The outcome event of one delivery, when events are wanted and its outcome is published
+    /// ([`published_as`], the core's one rule of which evidence becomes an event). The
+    /// configuration version is the one in force, which a host changes only between batches.
+    fn event(
+        &self,
+        judged: &Judgement,
+        delivery: &Delivery,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Option<OutcomeEvent> {
+        if !self.events {
+            return None;
+        }
+        published_as(&delivery.outcome)?;
+        let message = match judged.as_ref().ok()? {
+            Admitted::Send(admitted) => Message::Send(admitted.job.clone()),
+            Admitted::Withdraw(withdrawal) => Message::Withdraw(withdrawal.clone()),
+        };
+        let version = self.sender.notices().renderer.config().version().to_string();
+        OutcomeEvent::for_delivery(delivery, &message, at, Some(&version))
+    }
+}
+
+/// The records' disposition: whether the queue keeps (a batch-item failure) or drops each.
+pub fn kept(worked: &Worked) -> bool {
+    worked.carried.disposition == Disposition::Keep
+}
