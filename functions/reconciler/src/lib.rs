@@ -17,9 +17,11 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use chrono::Utc;
 use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
-use notice_ledger::ledger::{DeliveryStatus, EvidenceEffect, EvidenceLedger, ProviderEvidence, RowReader};
+use notice_ledger::ledger::{EvidenceEffect, EvidenceLedger, ProviderEvidence, RowReader};
 use notice_ledger::metrics::emf_document;
-use notice_ledger::outcomes::{publish_bounded, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET};
+use notice_ledger::outcomes::{
+    evidence_published, publish_logged, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET,
+};
 use notice_ledger::ConfigError;
 use notice_ses::events::{self, SesNotification};
 use notice_setup::aws;
@@ -199,12 +201,9 @@ async fn publish_outcomes(outcomes: Option<&OutcomeSink>, handled: &[Handled], t
     if events.is_empty() {
         return;
     }
-    let report = publish_bounded(sink.publisher.as_ref(), events, PUBLISH_BUDGET).await;
+    let report = publish_logged(sink.publisher.as_ref(), events, PUBLISH_BUDGET).await;
     tally.outcomes_published += report.published as u64;
-    for (event, e) in &report.failed {
-        tally.outcome_publish_failed += 1;
-        error!(notice_key = %event.notice_key, outcome = event.outcome.as_str(), error = %e, "outcome event not published: the ledger has it; republish with `noticectl outcomes republish`");
-    }
+    tally.outcome_publish_failed += report.failed.len() as u64;
 }
 
 async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
@@ -222,10 +221,8 @@ async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
     tracing::Span::current().record("notice_key", evidence.key.as_str());
     match app.ledger.apply_evidence(&evidence).await {
         Ok(effect) => {
-            // A bounce or complaint on the notice's own message is an outcome; on a duplicate's
-            // (a second message id) or a withdrawn row's, it is not the notice's.
-            let outcome = matches!(effect, EvidenceEffect::Updated | EvidenceEffect::Resolved)
-                && matches!(evidence.status, DeliveryStatus::Bounced | DeliveryStatus::Complained);
+            // Which evidence is one of the notice's outcomes is the core's rule.
+            let outcome = evidence_published(&effect, evidence.status);
             match &effect {
                 EvidenceEffect::DuplicateSend { first, second } => error!(
                     first_message_id = %first,

@@ -32,7 +32,7 @@ use notice_dynamodb::rate::DynamoBuckets;
 use notice_ledger::keycheck::{check_ring, KeyCheck, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
 use notice_ledger::ledger::Ledger;
 use notice_ledger::metrics::Metrics;
-use notice_ledger::outcomes::{publish_bounded, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET};
+use notice_ledger::outcomes::{publish_logged, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET};
 use notice_ledger::park::Parker;
 use notice_ledger::queue::Disposition;
 use notice_ledger::rate::BucketStore;
@@ -351,7 +351,7 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
 /// Time kept back from the invocation's end when publishing: the answer must still be returned.
 const PUBLISH_MARGIN: Duration = Duration::from_millis(500);
 
-/// The batch's outcome events onto the bus in one bounded publish ([`publish_bounded`]: one
+/// The batch's outcome events onto the bus in one bounded publish ([`publish_logged`]: one
 /// call, one retry of the failed entries, at most [`PUBLISH_BUDGET`] and never past the
 /// invocation's deadline less a margin). Every event not published is counted in
 /// `OutcomePublishFailed` and logged with its notice key — the ledger has the outcome, and
@@ -368,17 +368,11 @@ pub async fn publish_outcomes(app: &SenderApp, events: Vec<OutcomeEvent>, deadli
             .min(deadline.saturating_duration_since(Instant::now()).saturating_sub(PUBLISH_MARGIN)),
         None => PUBLISH_BUDGET,
     };
-    let report = publish_bounded(publisher.as_ref(), events, budget).await;
+    let report = publish_logged(publisher.as_ref(), events, budget).await;
     metrics.outcomes_published.fetch_add(report.published as u64, std::sync::atomic::Ordering::Relaxed);
-    for (event, error) in &report.failed {
-        Metrics::incr(&metrics.outcome_publish_failed);
-        tracing::error!(
-            notice_key = %event.notice_key,
-            outcome = event.outcome.as_str(),
-            error = %error,
-            "outcome event not published: the ledger has it; republish with `noticectl outcomes republish`"
-        );
-    }
+    metrics
+        .outcome_publish_failed
+        .fetch_add(report.failed.len() as u64, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The record as the SQS adapter acts on it.

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use super::{OutcomeEvent, OutcomeKind, PublishedBy, SCHEMA_VERSION};
 use crate::deliver::{Delivery, Outcome};
 use crate::job::Message;
-use crate::ledger::{DeliveryStatus, LedgerRow, ProviderEvidence, RowState};
+use crate::ledger::{DeliveryStatus, EvidenceEffect, LedgerRow, ProviderEvidence, RowState};
 
 /// Which of the sender's outcomes the business hears about — the one table.
 ///
@@ -46,6 +46,16 @@ pub fn published_as(outcome: &Outcome) -> Option<OutcomeKind> {
         | Outcome::NoTimeLeft
         | Outcome::WithdrawNotNeeded { .. } => None,
     }
+}
+
+/// Whether provider evidence the reconciler applied is one of the notice's outcomes — the other
+/// half of [`published_as`]'s rule, for the reconciler: a bounce or a complaint on the notice's own
+/// message (the row updated, or its claim resolved by it). On a duplicate's message (a second
+/// message id) or a withdrawn row's it is not the notice's; a send, a delivery or a delay is no
+/// outcome the business acts on (`sent` was published by the sender, or is evidence only).
+pub fn evidence_published(effect: &EvidenceEffect, status: DeliveryStatus) -> bool {
+    matches!(effect, EvidenceEffect::Updated | EvidenceEffect::Resolved)
+        && matches!(status, DeliveryStatus::Bounced | DeliveryStatus::Complained)
 }
 
 /// `charge_at - at` in hours, rounded to two decimals.

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use build::{hours_before, published_as};
+pub use build::{evidence_published, hours_before, published_as};
 
 /// The schema's version, carried in every event (`schema_version`). Adding an optional field
 /// keeps it; removing or renaming one, or changing a meaning, bumps it.
@@ -172,6 +172,26 @@ pub trait OutcomePublisher: Send + Sync {
     /// Puts `events`; one result per event, in order (an adapter splits the batch into as many
     /// calls as its bus takes). A missing result counts as a failure.
     async fn publish(&self, events: &[OutcomeEvent]) -> Vec<Result<(), PublishError>>;
+}
+
+/// [`publish_bounded`], then every event not published logged with its notice key: the one line
+/// both Lambdas write for it (the ledger has the outcome; `noticectl outcomes republish` puts it on
+/// the bus later). The caller counts the report; nothing else happens.
+pub async fn publish_logged(
+    publisher: &dyn OutcomePublisher,
+    events: Vec<OutcomeEvent>,
+    budget: Duration,
+) -> PublishReport {
+    let report = publish_bounded(publisher, events, budget).await;
+    for (event, error) in &report.failed {
+        tracing::error!(
+            notice_key = %event.notice_key,
+            outcome = event.outcome.as_str(),
+            error = %error,
+            "outcome event not published: the ledger has it; republish with `noticectl outcomes republish`"
+        );
+    }
+    report
 }
 
 /// What [`publish_bounded`] did.

@@ -318,3 +318,32 @@ async fn a_hanging_bus_costs_the_budget_and_no_more() {
     assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "{took:?}");
     assert_eq!((report.published, report.failed.len()), (0, 2));
 }
+
+/// The reconciler's half of the rule: only a bounce or a complaint on the notice's own message
+/// (the row updated, or its claim resolved by it) is one of the notice's outcomes.
+#[test]
+fn only_a_bounce_or_complaint_on_the_notices_own_message_is_an_outcome() {
+    use crate::ledger::EvidenceEffect;
+    let effects = [
+        (EvidenceEffect::Updated, true),
+        (EvidenceEffect::Resolved, true),
+        (EvidenceEffect::Learned, false),
+        (EvidenceEffect::DuplicateSend { first: "a".into(), second: "b".into() }, false),
+        (EvidenceEffect::SentAfterWithdraw, false),
+        (EvidenceEffect::KeptWithdrawn, false),
+    ];
+    let statuses = [
+        (DeliveryStatus::Bounced, true),
+        (DeliveryStatus::Complained, true),
+        (DeliveryStatus::Accepted, false),
+        (DeliveryStatus::Delivered, false),
+        (DeliveryStatus::Delayed, false),
+        (DeliveryStatus::Engaged, false),
+        (DeliveryStatus::NotDelivered, false),
+    ];
+    for (effect, own) in &effects {
+        for (status, outcome) in statuses {
+            assert_eq!(evidence_published(effect, status), *own && outcome, "{effect:?} {status:?}");
+        }
+    }
+}
