@@ -105,10 +105,7 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
     let notices = notice_config(&sdk).await?;
     check_kind(&kind, &notices)?;
     let secrets = signing_secrets(&sdk).await?;
-    let ledger = match config::optional(ledger_url::LEDGER_URL_VAR) {
-        Some(url) => LedgerUrl::parse(&url)?,
-        None => LedgerUrl::DynamoDb(config::required(ledger_url::TABLE_VAR)?),
-    };
+    let ledger = LedgerUrl::from_env()?;
     let opened = ledger.open_with_buckets(Some(&sdk), ledger_url::retention_days_from_env()?).await?;
     let planner = IntakePlanner::new(kind, zone, keys);
     let verified = match check_ring(opened.key_checks.as_ref(), planner.keys(), false).await {

@@ -132,9 +132,30 @@ pub struct Opened {
 /// The ledger the environment names: `NOTICE_LEDGER_URL` in the one grammar, else the DynamoDB
 /// table in `NOTICE_TABLE`; DynamoDB rows kept `NOTICE_RETENTION_DAYS`.
 pub async fn ledger_from_env(sdk: &aws_config::SdkConfig) -> Result<Arc<dyn Ledger>, ConfigError> {
-    let url = config::optional(LEDGER_URL_VAR);
-    let table = config::optional(TABLE_VAR);
-    ledger_for(sdk, url.as_deref(), table.as_deref(), retention_days_from_env()?).await
+    LedgerUrl::from_env()?.open(Some(sdk), retention_days_from_env()?).await
+}
+
+impl LedgerUrl {
+    /// The ledger the environment names — the one place every Lambda decides it: a non-blank
+    /// `NOTICE_LEDGER_URL` in the one grammar, else the DynamoDB table in `NOTICE_TABLE` (then
+    /// required).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_settings(
+            config::optional(LEDGER_URL_VAR).as_deref(),
+            config::optional(TABLE_VAR).as_deref(),
+        )
+    }
+
+    /// [`LedgerUrl::from_env`] with the settings already read (blank counts as unset).
+    pub fn from_settings(ledger_url: Option<&str>, table: Option<&str>) -> Result<Self, ConfigError> {
+        match ledger_url.filter(|u| !u.trim().is_empty()) {
+            Some(url) => Self::parse(url),
+            None => {
+                let table = table.filter(|t| !t.trim().is_empty()).ok_or(ConfigError::Missing(TABLE_VAR))?;
+                Ok(Self::DynamoDb(table.to_owned()))
+            }
+        }
+    }
 }
 
 /// [`ledger_from_env`] with the settings already read: a non-empty `ledger_url` wins; otherwise
@@ -145,14 +166,7 @@ pub async fn ledger_for(
     table: Option<&str>,
     retention_days: u32,
 ) -> Result<Arc<dyn Ledger>, ConfigError> {
-    let url = match ledger_url.filter(|u| !u.trim().is_empty()) {
-        Some(url) => LedgerUrl::parse(url)?,
-        None => {
-            let table = table.filter(|t| !t.trim().is_empty()).ok_or(ConfigError::Missing(TABLE_VAR))?;
-            LedgerUrl::DynamoDb(table.to_owned())
-        }
-    };
-    url.open(Some(sdk), retention_days).await
+    LedgerUrl::from_settings(ledger_url, table)?.open(Some(sdk), retention_days).await
 }
 
 /// `NOTICE_RETENTION_DAYS` (default 400): rows must outlive every redelivery and replay, so less

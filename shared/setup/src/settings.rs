@@ -127,10 +127,7 @@ impl SenderSettings {
         let policy = config.policy().clone();
         let renderer = Renderer::new(Arc::new(config), config::links_from_env(&secret)?);
         // The table is required unless NOTICE_LEDGER_URL names the ledger.
-        let ledger = match config::optional(ledger_url::LEDGER_URL_VAR) {
-            Some(url) => LedgerUrl::parse(&url)?,
-            None => LedgerUrl::DynamoDb(config::required(ledger_url::TABLE_VAR)?),
-        };
+        let ledger = LedgerUrl::from_env()?;
         let retention_days = ledger_url::retention_days_from_env()?;
         if matches!(ledger, LedgerUrl::DynamoDb(_)) {
             ledger_url::check_retention(retention_days, &policy)?;
