@@ -1,6 +1,6 @@
 //! Time as a port: the sender is handed its clock, as tests hand tokio a paused one, so nothing
 //! below the composition root reads the wall clock for what it writes. A delivery is judged at
-//! the instant its caller gives it ([`crate::DeliverContext::at`]); the commit that follows its
+//! the instant its caller gives it (the delivery context's `at`); the commit that follows its
 //! send is stamped by this clock — the wall clock where a sender runs for real, one pinned instant
 //! in a rehearsal (`noticectl send --now`), so that every row of a rehearsal carries one time.
 
