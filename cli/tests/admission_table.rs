@@ -24,6 +24,11 @@ fn at(hours: i64) -> String {
 }
 
 fn noticectl(dir: &Path, args: &[&str]) -> Output {
+    noticectl_with(dir, args, &[])
+}
+
+/// [`noticectl`] with `env` set on top of the cleaned environment.
+fn noticectl_with(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noticectl"))
         .current_dir(dir)
         .env_remove("NOTICE_KEY_SECRET")
@@ -38,6 +43,7 @@ fn noticectl(dir: &Path, args: &[&str]) -> Output {
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
+        .envs(env.iter().copied())
         .args(args)
         .output()
         .expect("run noticectl")
@@ -336,21 +342,18 @@ fn every_entry_point_gives_every_line_the_same_verdict_and_reason() {
 fn a_withdraw_of_a_misspelled_kind_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path());
-    let out = noticectl(
-        dir.path(),
-        &[
-            "withdraw",
-            "--subscription-id",
-            "sub_1",
-            "--period-start",
-            "2027-01-20",
-            "--kind",
-            "anual_renewal",
-            "--config",
-            config.to_str().unwrap(),
-            "--yes",
-        ],
-    );
+    let withdraw = [
+        "withdraw",
+        "--subscription-id",
+        "sub_1",
+        "--period-start",
+        "2027-01-20",
+        "--kind",
+        "anual_renewal",
+        "--yes",
+    ];
+    let flagged: Vec<&str> = withdraw.iter().copied().chain(["--config", config.to_str().unwrap()]).collect();
+    let out = noticectl(dir.path(), &flagged);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
     assert!(!stdout.contains("withdrawn"), "{stdout}");
@@ -358,25 +361,9 @@ fn a_withdraw_of_a_misspelled_kind_is_refused_and_writes_nothing() {
     assert!(!dir.path().join(".notices").exists(), "a refused withdraw leaves nothing behind");
 
     // NOTICE_CONFIG is taken the same way as --config.
-    let out = Command::new(env!("CARGO_BIN_EXE_noticectl"))
-        .current_dir(dir.path())
-        .env_remove("NOTICE_KEY_SECRET")
-        .env_remove("NOTICE_LEDGER_URL")
-        .env_remove("NOTICE_WINDOWS")
-        .env_remove("NOTICE_WINDOWS_FILE")
-        .env("NOTICE_CONFIG", &config)
-        .args([
-            "withdraw",
-            "--subscription-id",
-            "sub_1",
-            "--period-start",
-            "2027-01-20",
-            "--kind",
-            "anual_renewal",
-        ])
-        .args(["--yes"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean"));
+    let out = noticectl_with(dir.path(), &withdraw, &[("NOTICE_CONFIG", config.as_path())]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(r#"did you mean "annual_renewal"?"#), "{stderr}");
+    assert!(!dir.path().join(".notices").exists(), "a refused withdraw leaves nothing behind");
 }

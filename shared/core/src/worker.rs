@@ -25,9 +25,7 @@ use crate::job::Message;
 use crate::metrics::Metrics;
 use crate::outcomes::{published_as, OutcomeEvent};
 use crate::park::Parker;
-use crate::queue::{
-    dead_letter, Carried, Disposition, Executor, QueueAction, QueuePolicy, QueuedMessage, Receive,
-};
+use crate::queue::{dead_letter, Carried, Executor, QueueAction, QueuePolicy, QueuedMessage, Receive};
 
 /// Everything the records of one batch share: the sender, the deployment's queue policy and
 /// parker, the invocation's deadline.
@@ -165,9 +163,4 @@ impl Worker<'_> {
         let version = self.sender.notices().renderer.config().version().to_string();
         OutcomeEvent::for_delivery(delivery, &message, at, Some(&version))
     }
-}
-
-/// The records' disposition: whether the queue keeps (a batch-item failure) or drops each.
-pub fn kept(worked: &Worked) -> bool {
-    worked.carried.disposition == Disposition::Keep
 }
