@@ -7,11 +7,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
+use notice_ledger::config_check::sample_job;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::locale::Locale;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, SendResult};
-use notice_ledger::notices::{check::sample_job, Bundle, NoticeConfig, Problem};
+use notice_ledger::notices::{Bundle, NoticeConfig, Problem};
 use notice_ledger::render::Renderer;
 use notice_ledger::NoticeSecret;
 

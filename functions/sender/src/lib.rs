@@ -298,7 +298,7 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
         .map(|record| {
             let count =
                 record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-            let metrics = replays.metrics_for(app, replay_batch(&record).as_deref());
+            let metrics = replays.metrics_for(app.sender.metrics(), replay_batch(&record).as_deref());
             (received(app, record, received_at), count, metrics)
         })
         .collect();
@@ -335,7 +335,14 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
         events.extend(worked.event);
     }
     publish_outcomes(app, events, deadline).await;
-    let metrics = emf_documents(app, replays, app.sender.now().timestamp_millis());
+    let refusals = std::mem::take(&mut *app.refusals.lock().unwrap_or_else(|p| p.into_inner()));
+    let metrics = emf_documents(
+        &app.function_name,
+        app.sender.metrics(),
+        refusals,
+        replays,
+        app.sender.now().timestamp_millis(),
+    );
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures
         .into_iter()

@@ -7,17 +7,15 @@ use std::sync::{Arc, Mutex};
 use notice_ledger::metrics::Metrics;
 use serde_json::Value;
 
-use crate::SenderApp;
-
 /// Counters of this invocation's replayed notices, one set per `replay_batch` value.
 #[derive(Default)]
 pub(crate) struct ReplayBatches(Mutex<BTreeMap<String, Arc<Metrics>>>);
 
 impl ReplayBatches {
-    /// The counters a record counts into: its replay batch's, or the sender's own.
-    pub(crate) fn metrics_for(&self, app: &SenderApp, replay_batch: Option<&str>) -> Arc<Metrics> {
+    /// The counters a record counts into: its replay batch's, or the sender's own (`own`).
+    pub(crate) fn metrics_for(&self, own: &Arc<Metrics>, replay_batch: Option<&str>) -> Arc<Metrics> {
         match replay_batch.filter(|b| !b.is_empty()) {
-            None => Arc::clone(app.sender.metrics()),
+            None => Arc::clone(own),
             Some(batch) => {
                 let mut batches = self.0.lock().unwrap_or_else(|p| p.into_inner());
                 Arc::clone(batches.entry(batch.to_owned()).or_default())
@@ -30,10 +28,16 @@ impl ReplayBatches {
 /// replay batch seen in the invocation, counting only that batch's notices and carrying
 /// `replay_batch` as a property. Every document has the same `Function` dimension (the deployed
 /// function's name), so a batch's notices count in the function's metrics and alarms; a batch's
-/// own numbers are found in Logs Insights by the property (docs/metrics.md).
-pub(crate) fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64) -> Vec<Value> {
-    let function = app.function_name.as_str();
-    let snapshot = app.sender.metrics().drain();
+/// own numbers are found in Logs Insights by the property (docs/metrics.md). `refusals` counts the
+/// invocation's refused parks by reason, one document each.
+pub(crate) fn emf_documents(
+    function: &str,
+    own: &Metrics,
+    refusals: BTreeMap<&'static str, u64>,
+    batches: ReplayBatches,
+    now_ms: i64,
+) -> Vec<Value> {
+    let snapshot = own.drain();
     let mut documents = vec![snapshot.to_emf(function, now_ms)];
     documents.extend(snapshot.unlisted_jurisdiction_emf(function, now_ms));
     let batches = batches.0.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -42,7 +46,6 @@ pub(crate) fn emf_documents(app: &SenderApp, batches: ReplayBatches, now_ms: i64
         documents.push(snapshot.to_emf_for_batch(function, now_ms, &batch));
         documents.extend(snapshot.unlisted_jurisdiction_emf(function, now_ms));
     }
-    let refusals = std::mem::take(&mut *app.refusals.lock().unwrap_or_else(|p| p.into_inner()));
     for (reason, count) in refusals {
         documents.push(notice_ledger::metrics::parking_refused_emf(function, now_ms, reason, count));
     }

@@ -17,7 +17,8 @@
 //! admission every entry point judges a message by: schema, policy, window, render), [`intake`] (billing
 //! webhooks → jobs and withdraws, with the revision rule), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
 //! windows), [`notices`] (the notice configuration: texts per kind and locale with their policy,
-//! one checked, content-addressed version), [`locale`] (the customer's language, zone, dates and
+//! one checked, content-addressed version), [`config_check`] (the whole check of a configuration,
+//! templates rendered), [`locale`] (the customer's language, zone, dates and
 //! money), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
 //! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`], [`text`] (numbers for people); ports
 //! with their local adapters: [`ledger`] (+ `ledger::memory`, feature `testing`), [`mailer`] (+ `mailer::outbox`),
@@ -28,6 +29,7 @@
 pub mod address;
 pub mod admission;
 pub mod clock;
+pub mod config_check;
 pub mod deliver;
 pub mod error;
 #[cfg(feature = "testing")]

@@ -50,6 +50,7 @@ use crate::deliver::Outcome;
 use crate::identity::NoticeKey;
 
 mod carry;
+mod settle;
 
 pub use carry::{
     dead_letter, hide_limit, Carried, Disposition, Executor, QueueError, QueuedMessage, RECEIPT_MARGIN,

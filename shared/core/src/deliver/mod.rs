@@ -339,7 +339,7 @@ impl NoticeSender {
     }
 
     /// A ledger read the placement needed failed: retried, like any ledger failure.
-    fn read_failed(&self, e: crate::LedgerError, m: &Metrics) -> Outcome {
+    fn read_failed(&self, e: crate::error::LedgerError, m: &Metrics) -> Outcome {
         Metrics::incr(&m.ledger_errors);
         error!(error = %e, "ledger read failed");
         Outcome::LedgerUnavailable(e.to_string())

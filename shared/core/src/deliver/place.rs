@@ -9,10 +9,10 @@
 use tracing::info;
 
 use super::{NoticeSender, Prefetched};
+use crate::error::LedgerError;
 use crate::identity::{Identity, NoticeKey};
 use crate::keyring::KeyRing;
 use crate::ledger::{LedgerRow, RowReader, RowState};
-use crate::LedgerError;
 
 /// A notice's key, and the aliases its first write must carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,10 +107,11 @@ mod tests {
     }
 
     fn row(k: &NoticeKey, state: RowState) -> LedgerRow {
-        let job =
-            crate::Job::from_value(&serde_json::json!({"subscription_id":"s","period_start":"2026-10-01",
-            "kind":"k","email":"a@example.com","charge_at":"2026-10-04T09:00:00Z"}))
-            .unwrap();
+        let job = crate::job::Job::from_value(
+            &serde_json::json!({"subscription_id":"s","period_start":"2026-10-01",
+            "kind":"k","email":"a@example.com","charge_at":"2026-10-04T09:00:00Z"}),
+        )
+        .unwrap();
         let mut row = ClaimRequest::for_job(&job, k.clone(), chrono::Utc::now()).to_row(state, None);
         row.claim_token = Some(ClaimToken::from_stored("t"));
         row

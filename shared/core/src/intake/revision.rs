@@ -3,7 +3,7 @@
 //!
 //! The intake reads, for one (subscription, period, kind), the rows of revisions 0, 1, 2, … up
 //! to and including the first revision that has no row. Then, for the content `D` it is about to
-//! announce (the job's [`content_digest`](crate::Job::content_digest), the very digest the sender
+//! announce (the job's [`content_digest`](crate::job::Job::content_digest), the very digest the sender
 //! stores on the row it claims):
 //!
 //! 1. a revision whose row carries `D` → **that revision** (reuse): the notice with this content

@@ -131,8 +131,8 @@ mod tests {
     use chrono::Utc;
 
     use super::*;
+    use crate::identity::NoticeKey;
     use crate::ledger::Origin;
-    use crate::NoticeKey;
 
     fn row(state: RowState, token: &str) -> LedgerRow {
         LedgerRow {

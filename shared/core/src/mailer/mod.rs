@@ -73,3 +73,27 @@ impl<T: Mailer + ?Sized> Mailer for std::sync::Arc<T> {
         (**self).send(mail).await
     }
 }
+
+/// Longest subject sent, in characters. Mail clients show ~60–80; beyond a few hundred a subject is
+/// data gone wrong, and every header line must stay within RFC 5322's 998 octets once encoded.
+pub const MAX_SUBJECT_CHARS: usize = 250;
+
+/// A subject is one header line of text: control characters (NUL, ESC, DEL, CR/LF …) and
+/// direction overrides are dropped, runs of whitespace become one space, and the result is capped
+/// at [`MAX_SUBJECT_CHARS`] (ending in `…` when cut). Applied before any provider sees it, so SES
+/// and the outbox send the same subject.
+pub fn clean_subject(raw: &str) -> String {
+    let visible: String = raw
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .filter(|c| !c.is_control() && !matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'))
+        .collect();
+    let words = visible.split_whitespace().collect::<Vec<_>>().join(" ");
+    if words.chars().count() <= MAX_SUBJECT_CHARS {
+        return words;
+    }
+    let mut cut: String = words.chars().take(MAX_SUBJECT_CHARS - 1).collect();
+    cut.truncate(cut.trim_end().len());
+    cut.push('…');
+    cut
+}

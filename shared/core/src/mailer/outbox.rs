@@ -112,7 +112,7 @@ pub(crate) fn render_eml(mail: &OutgoingMail, from: &Sender, message_id: &str) -
     MessageBuilder::new()
         .from(from)
         .to(Address::new_address(None::<&str>, mail.to.as_str()))
-        .subject(crate::render::clean_subject(&mail.subject))
+        .subject(super::clean_subject(&mail.subject))
         .date(Utc::now().timestamp())
         .message_id(message_id)
         .header("X-Notice-Key", Raw::new(mail.key.to_string()))

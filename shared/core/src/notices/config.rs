@@ -1,6 +1,6 @@
 //! A loaded notice configuration: its compiled templates, its policy and manifest, and which
-//! texts answer a (kind, locale). Made only through [`super::check`] (`NoticeConfig::load`,
-//! `NoticeConfig::builtin`), so every configuration in use has passed the whole check.
+//! texts answer a (kind, locale). Made only through the whole check (`NoticeConfig::load`,
+//! `NoticeConfig::builtin`, beside the renderer that check uses), so every configuration in use has passed the whole check.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,12 +17,12 @@ use crate::policy::WindowPolicy;
 pub const PARTS: [&str; 3] = ["subject.txt", "body.txt", "body.html"];
 
 /// The built-in texts (English), for local runs and tests without a configuration of their own.
-pub(super) const BUILTIN_TEMPLATES: [(&str, &str); 3] = [
+pub(crate) const BUILTIN_TEMPLATES: [(&str, &str); 3] = [
     ("templates/en.subject.txt", include_str!("../../templates/en.subject.txt")),
     ("templates/en.body.txt", include_str!("../../templates/en.body.txt")),
     ("templates/en.body.html", include_str!("../../templates/en.body.html")),
 ];
-pub(super) const BUILTIN_MANIFEST: &str = include_str!("../../templates/manifest.json");
+pub(crate) const BUILTIN_MANIFEST: &str = include_str!("../../templates/manifest.json");
 
 /// Which texts answered a notice: the kind they were written for (`None`: shared by every kind)
 /// and their locale.
@@ -84,7 +84,7 @@ impl std::fmt::Debug for NoticeConfig {
 
 impl NoticeConfig {
     /// Parses the manifest and policy and compiles every template; the shallow half of the check.
-    pub(super) fn compile(bundle: Bundle, builtin: bool) -> Result<Self, Vec<Problem>> {
+    pub(crate) fn compile(bundle: Bundle, builtin: bool) -> Result<Self, Vec<Problem>> {
         let mut problems = Vec::new();
         let manifest = bundle
             .get(bundle::MANIFEST)

@@ -6,7 +6,8 @@
 //! - [`manifest`]: what the configuration says it covers;
 //! - this module: a loaded configuration ([`NoticeConfig`]): compiled templates, the policy, and
 //!   which template answers a (kind, locale);
-//! - [`check`]: everything `noticectl config check` and every sender's start verify.
+//! - the whole check (`noticectl config check`, every sender's start) renders the texts, so it
+//!   sits above rendering, in the crate's `config_check`.
 //!
 //! Template names, inside `templates/`: `<kind>.<locale>.<part>` for one kind, or `<locale>.<part>`
 //! for every kind, where `<part>` is `subject.txt`, `body.txt` or `body.html`. A (kind, locale) is
@@ -15,13 +16,11 @@
 //! default locale (the check makes sure), so nothing falls back to texts outside it.
 
 pub mod bundle;
-pub mod check;
 pub mod config;
 pub mod manifest;
 pub mod problem;
 
 pub use bundle::{Bundle, BundleError, ConfigVersion};
-pub use check::check;
 pub use config::{parse_template_name, NoticeConfig, SharedConfig, TemplateSet, PARTS};
 pub use manifest::Manifest;
 pub use problem::Problem;

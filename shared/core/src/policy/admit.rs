@@ -147,7 +147,7 @@ impl WindowPolicy {
 
     /// Whether the policy admits `job` at all: a kind it knows, carrying every variable its
     /// (kind, jurisdiction) requires. `variables` gives the job's template variables (as
-    /// [`crate::render::Renderer::variables`] does) and is only called when something is required.
+    /// the renderer's `variables` does) and is only called when something is required.
     /// The one check the sender, its batch prefetch and `noticectl validate` all make.
     pub fn admit(&self, job: &Job, variables: impl FnOnce() -> Map<String, Value>) -> Result<(), Refusal> {
         self.check_kind(job.identity.kind().as_str())?;

@@ -29,10 +29,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tracing::{error, info, warn};
 
+use super::settle::{settle, Settled};
 use super::{QueueAction, QueuePolicy, Receive, MAX_VISIBILITY};
 use crate::deliver::{Delivery, Outcome};
 use crate::metrics::Metrics;
-use crate::park::{settle, ParkRefusal, ParkRequest, Parker, Settled};
+use crate::park::{ParkRefusal, ParkRequest, Parker};
 
 /// Kept off the end of a receipt's 12 hours when clamping a hide: the receive itself happened up to
 /// a batching window (at most 5 minutes) before the adapter saw the message.

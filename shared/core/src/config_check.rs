@@ -7,19 +7,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::bundle::{self, Bundle, TEMPLATES};
-use super::config::{parse_template_name, NoticeConfig, BUILTIN_MANIFEST, BUILTIN_TEMPLATES, PARTS};
-use super::problem::Problem;
 use crate::identity::NoticeSecret;
 use crate::job::Job;
 use crate::links::ManageLinks;
 use crate::locale::Locale;
+use crate::notices::bundle::{self, Bundle, TEMPLATES};
+use crate::notices::config::{parse_template_name, NoticeConfig, BUILTIN_MANIFEST, BUILTIN_TEMPLATES, PARTS};
+use crate::notices::problem::Problem;
 use crate::render::{self, Renderer};
-
-/// Loads and checks `bundle`: the configuration, or every problem found.
-pub fn check(bundle: Bundle) -> Result<NoticeConfig, Vec<Problem>> {
-    NoticeConfig::load(bundle)
-}
 
 /// A configuration is only ever made checked: the constructors live beside the check.
 impl NoticeConfig {
@@ -244,7 +239,7 @@ pub fn sample_job(
     kind: &str,
     locale: &Locale,
     jurisdiction: Option<&str>,
-) -> Result<Job, crate::InvalidJob> {
+) -> Result<Job, crate::error::InvalidJob> {
     let mut body = serde_json::json!({
         "subscription_id": "sub_sample",
         "period_start": "2026-12-31",
