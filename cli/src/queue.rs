@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use indicatif::ProgressBar;
+use notice_sqs::{Message, Producer, MAX_BATCH};
 
 use crate::failure::{classify, Cause, Done};
 
@@ -47,7 +47,7 @@ pub async fn enqueue(
     let per_second = f64::from(per_second.max(1));
     let started = Instant::now();
     let mut submitted = 0usize;
-    for chunk in jobs.chunks(10) {
+    for chunk in jobs.chunks(MAX_BATCH) {
         // Pace by the total so far: after n messages, at least n / rate seconds have passed.
         let planned =
             not_before.and_then(|at| at.get(submitted + chunk.len() - 1)).copied().unwrap_or_default();
@@ -112,22 +112,12 @@ async fn send_batch(
     entries: &[(usize, &Outgoing)],
     batch_id: Option<&str>,
 ) -> anyhow::Result<Vec<(usize, String)>> {
-    let mut request = sqs.send_message_batch().queue_url(queue_url);
-    for (i, job) in entries {
-        let mut entry = SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(&job.body);
-        if let Some(batch) = batch_id {
-            let attr = MessageAttributeValue::builder().data_type("String").string_value(batch).build()?;
-            entry = entry.message_attributes("replay_batch", attr);
-        }
-        request = request.entries(entry.build()?);
-    }
-    let out = request
-        .send()
-        .await
-        .map_err(|e| anyhow::Error::new(e).context(format!("SQS SendMessageBatch to {queue_url}")))?;
-    Ok(out
-        .failed()
+    let messages: Vec<(usize, Message<'_>)> = entries
         .iter()
-        .filter_map(|f| f.id().parse::<usize>().ok().map(|i| (i, f.message().unwrap_or(f.code()).to_owned())))
-        .collect())
+        .map(|(i, job)| (*i, Message { replay_batch: batch_id, ..Message::body(&job.body) }))
+        .collect();
+    Producer::new(sqs.clone(), queue_url)
+        .send_batch(&messages)
+        .await
+        .map_err(|e| anyhow::Error::new(e).context(format!("SQS SendMessageBatch to {queue_url}")))
 }

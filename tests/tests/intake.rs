@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use lambda_runtime::{Context, LambdaEvent};
 use notice_dynamodb::{DynamoKeyCheck, DynamoLedger};
 use notice_e2e::sender_app::{self, Env, SECRET, TABLE};
-use notice_intake::aws::{SecretsManagerSource, SqsQueue};
+use notice_intake::aws::SecretsManagerSource;
 use notice_intake::{IntakeApp, KeyGate, SecretSource, Secrets};
 use notice_ledger::intake::IntakePlanner;
 use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
@@ -152,7 +152,7 @@ async fn stack() -> Stack {
         ),
         ledger: Arc::new(DynamoLedger::new(dynamodb.clone(), TABLE)),
         key_gate: KeyGate::new(Arc::new(DynamoKeyCheck::new(dynamodb, TABLE)), false),
-        queue: Arc::new(SqsQueue::new(env.moto.sqs().await, env.queue_url.clone())),
+        queue: Arc::new(notice_sqs::Producer::new(env.moto.sqs().await, env.queue_url.clone())),
         function_name: "notice-e2e-intake".into(),
     };
     let sender = sender_app::app_with(&env, sender_app::settings(&env, true), None).await;

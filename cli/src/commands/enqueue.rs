@@ -78,31 +78,24 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let sqs = crate::queue::client().await;
-    let out = sqs.send_message().queue_url(&args.queue_url).message_body(body).send().await.map_err(|e| {
-        anyhow::Error::new(e).context(format!("not enqueued (SQS SendMessage to {})", args.queue_url))
-    })?;
-    println!("enqueued {} (message {})", job.identity.key_material(), out.message_id().unwrap_or("?"));
+    let message_id = send(&args.queue_url, &body).await?;
+    println!("enqueued {} (message {message_id})", job.identity.key_material());
     Ok(Exit::Ok.into())
 }
 
 async fn enqueue_withdraw(queue_url: &str, withdrawal: &Withdrawal) -> anyhow::Result<ExitCode> {
-    let sqs = crate::queue::client().await;
-    let out = sqs
-        .send_message()
-        .queue_url(queue_url)
-        .message_body(withdrawal.to_value().to_string())
-        .send()
-        .await
-        .map_err(|e| {
-            anyhow::Error::new(e).context(format!("not enqueued (SQS SendMessage to {queue_url})"))
-        })?;
-    println!(
-        "enqueued withdraw of {} (message {})",
-        withdrawal.identity.key_material(),
-        out.message_id().unwrap_or("?")
-    );
+    let message_id = send(queue_url, &withdrawal.to_value().to_string()).await?;
+    println!("enqueued withdraw of {} (message {message_id})", withdrawal.identity.key_material());
     Ok(Exit::Ok.into())
+}
+
+/// One `SendMessage` of `body` to `queue_url`; the message id SQS gave it (`?` if none came back).
+async fn send(queue_url: &str, body: &str) -> anyhow::Result<String> {
+    let queue = notice_sqs::Producer::new(crate::queue::client().await, queue_url);
+    let id = queue.send(notice_sqs::Message::body(body)).await.map_err(|e| {
+        anyhow::Error::new(e).context(format!("not enqueued (SQS SendMessage to {queue_url})"))
+    })?;
+    Ok(if id.is_empty() { "?".to_owned() } else { id })
 }
 
 /// When a parked job wakes: the sender's park time for the same key (spread included).

@@ -1,39 +1,10 @@
-//! The intake's AWS adapters: the jobs queue (SQS `SendMessage`) and the endpoint signing secret
-//! (Secrets Manager `GetSecretValue`).
+//! The intake's AWS adapter for the endpoint signing secret (Secrets Manager `GetSecretValue`); the
+//! jobs queue is the project's one SQS producer (`notice_sqs::Producer`).
 
 use async_trait::async_trait;
-use notice_ledger::intake::{EnqueueError, JobQueue};
 use notice_stripe::SigningSecrets;
-use serde_json::Value;
 
 use crate::SecretSource;
-
-/// The jobs queue the sender reads (`NOTICE_QUEUE_URL`). The SDK's standard retries stay on: a
-/// message sent twice is a copy the ledger suppresses, a message not sent is a lost notice.
-pub struct SqsQueue {
-    client: aws_sdk_sqs::Client,
-    queue_url: String,
-}
-
-impl SqsQueue {
-    pub fn new(client: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
-        Self { client, queue_url: queue_url.into() }
-    }
-}
-
-#[async_trait]
-impl JobQueue for SqsQueue {
-    async fn enqueue(&self, body: &Value) -> Result<(), EnqueueError> {
-        self.client
-            .send_message()
-            .queue_url(&self.queue_url)
-            .message_body(body.to_string())
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))
-    }
-}
 
 /// The endpoint signing secret in Secrets Manager (`NOTICE_INTAKE_SIGNING_SECRET_ARN`): its
 /// `SecretString` holds one `whsec_…` value, or two separated by a space or a newline while a

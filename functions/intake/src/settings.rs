@@ -25,7 +25,7 @@ use notice_setup::{config, secret};
 use notice_stripe::{SigningSecrets, StripeMapping, DEFAULT_TOLERANCE_SECS};
 use tracing::info;
 
-use crate::aws::{SecretsManagerSource, SqsQueue};
+use crate::aws::SecretsManagerSource;
 use crate::{IntakeApp, KeyGate, SecretSource, Secrets};
 
 pub const KIND_VAR: &str = "NOTICE_INTAKE_KIND";
@@ -141,7 +141,8 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
         planner,
         ledger: opened.ledger,
         key_gate: KeyGate::new(opened.key_checks, verified),
-        queue: Arc::new(SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url)),
+        // The jobs queue the sender reads (`NOTICE_QUEUE_URL`).
+        queue: Arc::new(notice_sqs::Producer::new(aws_sdk_sqs::Client::new(&sdk), queue_url)),
         function_name,
     })
 }

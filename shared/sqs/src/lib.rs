@@ -1,15 +1,19 @@
 //! The SQS adapter: a received message as the core's [`QueuedMessage`] port (hide with
 //! `ChangeMessageVisibility`, requeue with `SendMessage` and `DelaySeconds`, dead-letter to the
 //! configured queue with the reason), the message attributes the project uses, and a queue's URL
-//! from its ARN. What to do with a message is decided in `notice_ledger::queue`; this only does it.
+//! from its ARN, and ([`Producer`]) every send to a queue. What to do with a message is decided in
+//! `notice_ledger::queue`; this only does it.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
 use notice_ledger::queue::{QueueError, QueuedMessage, MAX_HIDE, MAX_VISIBILITY};
+
+mod send;
+
+pub use send::{Message, Producer, SendError, MAX_BATCH};
 
 /// The message attribute an operator replay carries (`noticectl replay`): logged and counted on
 /// its own, never part of a key.
@@ -64,14 +68,11 @@ impl ReceivedMessage {
     fn attribute(&self, name: &str) -> Option<&str> {
         self.attributes.iter().find(|a| a.name == name).map(|a| a.value.as_str())
     }
-}
 
-fn string_attribute(data_type: &str, value: &str) -> Result<MessageAttributeValue, QueueError> {
-    MessageAttributeValue::builder()
-        .data_type(data_type)
-        .string_value(value)
-        .build()
-        .map_err(|e| QueueError(format!("message attribute: {e}")))
+    /// The queue at `url`, through this message's client.
+    fn producer(&self, url: impl Into<String>) -> Producer {
+        Producer::new(self.sqs.clone(), url)
+    }
 }
 
 #[async_trait]
@@ -111,12 +112,19 @@ impl QueuedMessage for ReceivedMessage {
     async fn requeue(&self, delay: Duration) -> Result<(), QueueError> {
         let Some(queue_url) = self.queue_url() else { return Err(QueueError("no queue URL".into())) };
         let secs = i32::try_from(delay.min(MAX_HIDE).as_secs()).unwrap_or(900);
-        let mut send =
-            self.sqs.send_message().queue_url(queue_url).message_body(&self.body).delay_seconds(secs);
-        for a in &self.attributes {
-            send = send.message_attributes(&a.name, string_attribute(&a.data_type, &a.value)?);
-        }
-        send.send()
+        let attributes: Vec<(&str, &str, &str)> = self
+            .attributes
+            .iter()
+            .map(|a| (a.name.as_str(), a.data_type.as_str(), a.value.as_str()))
+            .collect();
+        let message = Message {
+            body: &self.body,
+            attributes: &attributes,
+            delay_seconds: Some(secs),
+            ..Message::default()
+        };
+        self.producer(queue_url)
+            .send(message)
             .await
             .map(drop)
             .map_err(|e| QueueError(format!("SendMessage: {}", DisplayErrorContext(&e))))
@@ -126,13 +134,12 @@ impl QueuedMessage for ReceivedMessage {
         let Some(dlq) = self.dead_letter_queue_url.as_deref() else {
             return Err(QueueError("no dead-letter queue URL configured".into()));
         };
-        self.sqs
-            .send_message()
-            .queue_url(dlq)
-            .message_body(&self.body)
-            .message_attributes(NOTICE_ERROR_ATTRIBUTE, string_attribute("String", reason)?)
-            .message_attributes(SOURCE_MESSAGE_ID_ATTRIBUTE, string_attribute("String", &self.message_id)?)
-            .send()
+        let attributes = [
+            (NOTICE_ERROR_ATTRIBUTE, "String", reason),
+            (SOURCE_MESSAGE_ID_ATTRIBUTE, "String", self.message_id.as_str()),
+        ];
+        self.producer(dlq)
+            .send(Message { body: &self.body, attributes: &attributes, ..Message::default() })
             .await
             .map(drop)
             .map_err(|e| {

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName};
+use aws_sdk_sqs::types::QueueAttributeName;
 use chrono::Utc;
 use indicatif::ProgressBar;
 use notice_ledger::ledger::{LedgerRow, RowReader};
@@ -262,25 +262,16 @@ impl<'a> Run<'a> {
     }
 
     async fn enqueue(&self, body: &Value, replay_batch: Option<&str>) -> anyhow::Result<()> {
-        let attribute = match replay_batch {
-            Some(batch) => {
-                Some(MessageAttributeValue::builder().data_type("String").string_value(batch).build()?)
-            }
-            None => None,
-        };
-        self.sqs
-            .send_message()
-            .queue_url(&self.stack.outputs.queue_url)
-            .message_body(body.to_string())
-            .set_message_attributes(attribute.map(|a| [("replay_batch".to_owned(), a)].into()))
-            .send()
-            .await
-            .map_err(|e| {
+        let queue = notice_sqs::Producer::new(self.sqs.clone(), &self.stack.outputs.queue_url);
+        let body = body.to_string();
+        queue.send(notice_sqs::Message { replay_batch, ..notice_sqs::Message::body(&body) }).await.map_err(
+            |e| {
                 anyhow::Error::new(e).context(format!(
                     "SQS SendMessage to {} (the smoke run stopped)",
                     self.stack.outputs.queue_url
                 ))
-            })?;
+            },
+        )?;
         Ok(())
     }
 
