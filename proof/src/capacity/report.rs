@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use notice_ledger::ledger::RowState;
 use serde::Serialize;
 
-use super::args::Config;
+use super::args::{Config, Params};
 use super::clock::{Us, MINUTE, SEC};
-use super::producer::{body, Source};
+use super::producer::{body, Notice, Source};
 use super::run::Run;
 use super::world::lock;
 
@@ -104,37 +104,41 @@ fn percentile(sorted: &[Us], q: f64) -> f64 {
     secs(sorted[i.min(sorted.len() - 1)])
 }
 
-impl Report {
-    pub(super) async fn of(run: &Run) -> Report {
-        let p = &run.p;
-        let horizon = p.horizon;
-        let (
-            mut due,
-            mut sent_once,
-            mut duplicates,
-            mut lost,
-            mut missed,
-            mut quarantined,
-            mut late,
-            mut waiting,
-        ) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-        let mut lateness = Vec::new();
-        let notices: Vec<_> = lock(&run.ctx.books).notices.clone();
+/// The customers' side of a run, notice by notice.
+#[derive(Default)]
+struct Customers {
+    due: u64,
+    sent_once: u64,
+    duplicates: u64,
+    lost: u64,
+    missed: u64,
+    quarantined: u64,
+    late: u64,
+    waiting: u64,
+    /// How late each due (or replayed) notice was sent, or is at the end if still waiting; sorted.
+    lateness: Vec<Us>,
+}
+
+impl Customers {
+    /// Each notice counted: sent once or more, or — never sent — where it is at the end.
+    async fn count(run: &Run, notices: &[Notice]) -> Customers {
+        let horizon = run.p.horizon;
+        let mut c = Customers::default();
         for (idx, n) in notices.iter().enumerate() {
-            duplicates += u64::from(n.sends.saturating_sub(1));
+            c.duplicates += u64::from(n.sends.saturating_sub(1));
             if n.sends == 1 {
-                sent_once += 1;
+                c.sent_once += 1;
             }
             let is_due = n.opens + LATE_AFTER <= horizon;
             if is_due {
-                due += 1;
+                c.due += 1;
             }
             if let Some(first) = n.first_send {
                 if is_due || n.source == Source::Replay {
                     let l = (first - n.opens).max(0);
-                    lateness.push(l);
+                    c.lateness.push(l);
                     if l > LATE_AFTER {
-                        late += 1;
+                        c.late += 1;
                     }
                 }
                 continue;
@@ -145,190 +149,198 @@ impl Report {
                 Err(_) => None,
             };
             match row.map(|r| r.state) {
-                Some(RowState::Claimed) => quarantined += 1,
-                Some(RowState::Missed) => missed += 1,
-                _ if n.dead_lettered || (n.on_queue == 0 && !n.scheduled) => lost += 1,
+                Some(RowState::Claimed) => c.quarantined += 1,
+                Some(RowState::Missed) => c.missed += 1,
+                _ if n.dead_lettered || (n.on_queue == 0 && !n.scheduled) => c.lost += 1,
                 _ if is_due => {
-                    waiting += 1;
+                    c.waiting += 1;
                     let l = horizon - n.opens;
-                    lateness.push(l);
+                    c.lateness.push(l);
                     if l > LATE_AFTER {
-                        late += 1;
+                        c.late += 1;
                     }
                 }
                 _ => {}
             }
         }
-        lateness.sort_unstable();
-        let replayed: Vec<&super::producer::Notice> =
-            notices.iter().filter(|n| n.source == Source::Replay).collect();
-        let replay_drain =
-            (!replayed.is_empty() && replayed.iter().all(|n| n.first_send.is_some())).then(|| {
-                replayed.iter().filter_map(|n| n.first_send.map(|f| f - p.replay_at)).max().unwrap_or(0)
-            });
+        c.lateness.sort_unstable();
+        c
+    }
+}
 
-        let replay_bucket = (p.replay > 0).then(|| p.rate_limits.bucket_for(&p.replay_domain)).flatten();
+/// The replay's side of a run: how long it took to drain, and the rate its bucket allows.
+struct Replay {
+    drain: Option<Us>,
+    sends_per_sec: Option<f64>,
+    bucket: Option<String>,
+    bucket_per_sec: Option<f64>,
+}
+
+impl Replay {
+    fn of(p: &Params, notices: &[Notice]) -> Replay {
+        let replayed: Vec<&Notice> = notices.iter().filter(|n| n.source == Source::Replay).collect();
+        let drain = (!replayed.is_empty() && replayed.iter().all(|n| n.first_send.is_some())).then(|| {
+            replayed.iter().filter_map(|n| n.first_send.map(|f| f - p.replay_at)).max().unwrap_or(0)
+        });
+        let bucket = (p.replay > 0).then(|| p.rate_limits.bucket_for(&p.replay_domain)).flatten();
         let account_rate = p.rate_limits.account().map(|l| l.per_second);
-        let replay_rate = match (replay_bucket.as_ref().map(|b| b.limit.limit.per_second), account_rate) {
+        let bucket_per_sec = match (bucket.as_ref().map(|b| b.limit.limit.per_second), account_rate) {
             (Some(b), Some(a)) => Some(b.min(a)),
             (b, a) => b.or(a).filter(|_| p.replay > 0),
         };
+        Replay {
+            drain,
+            sends_per_sec: drain.filter(|&d| d > 0).map(|d| replayed.len() as f64 / secs(d)),
+            bucket: bucket.map(|b| b.item),
+            bucket_per_sec,
+        }
+    }
+}
 
-        let sent = notices.iter().filter(|n| n.sends > 0).count() as f64;
+impl Dynamo {
+    /// The ledger's calls and their cost, per sent notice (`sent` of them) and per million.
+    fn of(run: &Run, sent: f64) -> Dynamo {
         let per_million = |units: f64| if sent > 0.0 { units / sent * 1e6 } else { 0.0 };
-        let (
-            calls,
-            by_op,
-            refused_tokens,
-            wcu,
-            rcu,
-            throttled,
-            table_w,
-            table_r,
-            hottest,
-            index,
-            ddb_first,
-            served,
-        ) = run.svc.dynamo.books(|b| {
-            (
-                b.calls,
-                b.by_op.clone(),
-                b.refused_token_writes,
-                b.wcu,
-                b.rcu,
-                b.throttled,
-                b.table_w.peak(),
-                b.table_r.peak(),
-                b.hottest_item(),
-                b.hottest_index_shard(),
-                b.first_throttle,
-                b.most_served(),
-            )
-        });
-        let (ses_peak, ses_throttled, ses_first) =
-            run.svc.ses.state(|s| (s.peak.peak(), s.throttled, s.first_throttle));
-        let (live, creates, invocations, refused, sched_first, longest, first_wait) =
-            run.svc.scheduler.state(|s| {
-                (
-                    s.live.peak,
-                    s.creates.peak(),
-                    s.invocations.peak(),
-                    s.refused,
-                    s.first_refusal,
-                    s.longest_wait,
-                    s.first_wait,
-                )
-            });
-        let (in_flight, over_limit, first_over, dead, receives, requeued) = {
+        run.svc.dynamo.books(|b| Dynamo {
+            calls: b.calls,
+            calls_per_sent_notice: if sent > 0.0 { b.calls as f64 / sent } else { 0.0 },
+            per_sent_notice_by_operation: b
+                .by_op
+                .iter()
+                .map(|(op, n)| (*op, if sent > 0.0 { *n as f64 / sent } else { 0.0 }))
+                .collect(),
+            refused_token_writes: b.refused_token_writes,
+            write_units: b.wcu,
+            read_units: b.rcu,
+            throttled_calls: b.throttled,
+            most_writes_one_item_served: b.most_served(),
+            write_units_per_million_notices: per_million(b.wcu),
+            read_units_per_million_notices: per_million(b.rcu),
+            dollars_per_million_notices: per_million(b.wcu) / 1e6 * DOLLARS_PER_MILLION_WRU
+                + per_million(b.rcu) / 1e6 * DOLLARS_PER_MILLION_RRU,
+        })
+    }
+}
+
+/// Each modelled limit's peak over the run against its quota.
+fn limits(run: &Run) -> Vec<LimitUse> {
+    let p = &run.p;
+    let (hottest, index, table_w, table_r) = run
+        .svc
+        .dynamo
+        .books(|b| (b.hottest_item(), b.hottest_index_shard(), b.table_w.peak(), b.table_r.peak()));
+    let ses_peak = run.svc.ses.state(|s| s.peak.peak());
+    let (live, creates, invocations) =
+        run.svc.scheduler.state(|s| (s.live.peak, s.creates.peak(), s.invocations.peak()));
+    let in_flight = lock(&run.ctx.queue).in_flight.peak;
+    vec![
+        LimitUse {
+            name: format!("DynamoDB writes/s on one bucket item ({})", hottest.0),
+            peak: hottest.1,
+            quota: p.dynamo.item_wcu,
+        },
+        LimitUse {
+            name: "DynamoDB writes/s on one open-claims index shard".into(),
+            peak: index,
+            quota: p.dynamo.item_wcu,
+        },
+        LimitUse { name: "DynamoDB table writes/s".into(), peak: table_w, quota: p.dynamo.quota_wcu },
+        LimitUse { name: "DynamoDB table reads/s".into(), peak: table_r, quota: p.dynamo.quota_rcu },
+        LimitUse {
+            name: "SQS messages in flight".into(),
+            peak: in_flight as f64,
+            quota: p.sqs.in_flight_cap as f64,
+        },
+        LimitUse {
+            name: "Lambda concurrent invocations".into(),
+            peak: f64::from(run.pollers.peak),
+            quota: f64::from(run.pollers.cap()),
+        },
+        LimitUse { name: "SES sends/s".into(), peak: ses_peak, quota: p.ses_rate },
+        LimitUse {
+            name: "Scheduler live schedules".into(),
+            peak: live as f64,
+            quota: p.scheduler.live_quota,
+        },
+        LimitUse {
+            name: "Scheduler CreateSchedule/s".into(),
+            peak: creates,
+            quota: p.scheduler.create_per_sec,
+        },
+        LimitUse {
+            name: "Scheduler invocations/s".into(),
+            peak: invocations,
+            quota: p.scheduler.invocations_per_sec,
+        },
+    ]
+}
+
+/// The first limit that refused, delayed or capped anything: when, and which.
+fn first_limit(run: &Run) -> Option<(Us, String)> {
+    let mut firsts: Vec<(Us, String)> = Vec::new();
+    if let Some((t, what)) = run.svc.dynamo.books(|b| b.first_throttle) {
+        firsts.push((t, what.to_owned()));
+    }
+    if let Some(t) = run.svc.ses.state(|s| s.first_throttle) {
+        firsts.push((t, "SES sends/s".into()));
+    }
+    let (sched_first, first_wait) = run.svc.scheduler.state(|s| (s.first_refusal, s.first_wait));
+    if let Some((t, what)) = sched_first {
+        firsts.push((t, what.to_owned()));
+    }
+    if let Some(t) = first_wait {
+        firsts.push((t, "Scheduler invocations/s".into()));
+    }
+    if let Some(t) = lock(&run.ctx.queue).first_over_limit {
+        firsts.push((t, "SQS messages in flight".into()));
+    }
+    if let Some(t) = run.pollers.first_capped {
+        firsts.push((t, "Lambda concurrent invocations".into()));
+    }
+    firsts.sort();
+    firsts.into_iter().next()
+}
+
+impl Report {
+    pub(super) async fn of(run: &Run) -> Report {
+        let p = &run.p;
+        let notices: Vec<_> = lock(&run.ctx.books).notices.clone();
+        let c = Customers::count(run, &notices).await;
+        let replay = Replay::of(p, &notices);
+        let sent = notices.iter().filter(|n| n.sends > 0).count() as f64;
+        let ses_throttled = run.svc.ses.state(|s| s.throttled);
+        let (parks_refused, longest) = run.svc.scheduler.state(|s| (s.refused, s.longest_wait));
+        let (over_limit, dead, receives, requeued) = {
             let q = lock(&run.ctx.queue);
-            (q.in_flight.peak, q.over_limit, q.first_over_limit, q.dead_lettered, q.receives, q.requeued)
+            (q.over_limit, q.dead_lettered, q.receives, q.requeued)
         };
-
-        let limits = vec![
-            LimitUse {
-                name: format!("DynamoDB writes/s on one bucket item ({})", hottest.0),
-                peak: hottest.1,
-                quota: p.dynamo.item_wcu,
-            },
-            LimitUse {
-                name: "DynamoDB writes/s on one open-claims index shard".into(),
-                peak: index,
-                quota: p.dynamo.item_wcu,
-            },
-            LimitUse { name: "DynamoDB table writes/s".into(), peak: table_w, quota: p.dynamo.quota_wcu },
-            LimitUse { name: "DynamoDB table reads/s".into(), peak: table_r, quota: p.dynamo.quota_rcu },
-            LimitUse {
-                name: "SQS messages in flight".into(),
-                peak: in_flight as f64,
-                quota: p.sqs.in_flight_cap as f64,
-            },
-            LimitUse {
-                name: "Lambda concurrent invocations".into(),
-                peak: f64::from(run.pollers.peak),
-                quota: f64::from(run.pollers.cap()),
-            },
-            LimitUse { name: "SES sends/s".into(), peak: ses_peak, quota: p.ses_rate },
-            LimitUse {
-                name: "Scheduler live schedules".into(),
-                peak: live as f64,
-                quota: p.scheduler.live_quota,
-            },
-            LimitUse {
-                name: "Scheduler CreateSchedule/s".into(),
-                peak: creates,
-                quota: p.scheduler.create_per_sec,
-            },
-            LimitUse {
-                name: "Scheduler invocations/s".into(),
-                peak: invocations,
-                quota: p.scheduler.invocations_per_sec,
-            },
-        ];
-        // The first limit that refused, delayed or capped anything.
-        let mut firsts: Vec<(Us, String)> = Vec::new();
-        if let Some((t, what)) = ddb_first {
-            firsts.push((t, what.to_owned()));
-        }
-        if let Some(t) = ses_first {
-            firsts.push((t, "SES sends/s".into()));
-        }
-        if let Some((t, what)) = sched_first {
-            firsts.push((t, what.to_owned()));
-        }
-        if let Some(t) = first_wait {
-            firsts.push((t, "Scheduler invocations/s".into()));
-        }
-        if let Some(t) = first_over {
-            firsts.push((t, "SQS messages in flight".into()));
-        }
-        if let Some(t) = run.pollers.first_capped {
-            firsts.push((t, "Lambda concurrent invocations".into()));
-        }
-        firsts.sort();
-        let first = firsts.into_iter().next();
-
+        let first = first_limit(run);
         Report {
             per_hour: p.per_hour,
-            minutes: secs(horizon) / 60.0,
+            minutes: secs(p.horizon) / 60.0,
             seed: p.seed,
             config: p.config(),
             notices: notices.len() as u64,
-            due,
-            sent_once,
-            duplicates,
-            lost,
-            missed,
-            quarantined,
-            late,
-            waiting,
-            lateness_p50_secs: percentile(&lateness, 0.5),
-            lateness_p99_secs: percentile(&lateness, 0.99),
-            replay_drain_secs: replay_drain.map(secs),
-            replay_sends_per_sec: replay_drain.filter(|&d| d > 0).map(|d| replayed.len() as f64 / secs(d)),
-            replay_bucket: replay_bucket.map(|b| b.item),
-            replay_bucket_per_sec: replay_rate,
-            limits,
+            due: c.due,
+            sent_once: c.sent_once,
+            duplicates: c.duplicates,
+            lost: c.lost,
+            missed: c.missed,
+            quarantined: c.quarantined,
+            late: c.late,
+            waiting: c.waiting,
+            lateness_p50_secs: percentile(&c.lateness, 0.5),
+            lateness_p99_secs: percentile(&c.lateness, 0.99),
+            replay_drain_secs: replay.drain.map(secs),
+            replay_sends_per_sec: replay.sends_per_sec,
+            replay_bucket: replay.bucket,
+            replay_bucket_per_sec: replay.bucket_per_sec,
+            limits: limits(run),
             first_limit: first.as_ref().map(|f| f.1.clone()),
             first_limit_at_secs: first.map(|f| secs(f.0)),
-            dynamodb: Dynamo {
-                calls,
-                calls_per_sent_notice: if sent > 0.0 { calls as f64 / sent } else { 0.0 },
-                per_sent_notice_by_operation: by_op
-                    .into_iter()
-                    .map(|(op, n)| (op, if sent > 0.0 { n as f64 / sent } else { 0.0 }))
-                    .collect(),
-                refused_token_writes: refused_tokens,
-                write_units: wcu,
-                read_units: rcu,
-                throttled_calls: throttled,
-                most_writes_one_item_served: served,
-                write_units_per_million_notices: per_million(wcu),
-                read_units_per_million_notices: per_million(rcu),
-                dollars_per_million_notices: per_million(wcu) / 1e6 * DOLLARS_PER_MILLION_WRU
-                    + per_million(rcu) / 1e6 * DOLLARS_PER_MILLION_RRU,
-            },
+            dynamodb: Dynamo::of(run, sent),
             ses_throttled,
-            parks_refused: refused,
+            parks_refused,
             requeued,
             longest_scheduler_delay_secs: secs(longest),
             sqs_receives: receives,
@@ -383,6 +395,16 @@ impl Report {
             let _ = writeln!(s, "replay's bucket: {bucket}, {rate:.1}/s (with the account's)");
         }
         let _ = writeln!(s);
+        self.services_table(&mut s);
+        let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "outcomes: {}", outcomes.join(", "));
+        let _ = writeln!(s, "({:.1} s)", elapsed.as_secs_f64());
+        s
+    }
+
+    /// The services' side of the table: each limit's peak against its quota, the first to bind,
+    /// the ledger's calls and cost, and the other services' counts.
+    fn services_table(&self, s: &mut String) {
         let _ = writeln!(s, "{:<58} {:>14} {:>14} {:>7}", "limit", "peak", "quota", "use");
         for l in &self.limits {
             let share = if l.quota > 0.0 { l.peak / l.quota * 100.0 } else { 0.0 };
@@ -428,9 +450,5 @@ impl Report {
             self.invocations,
             self.crashed_invocations
         );
-        let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let _ = writeln!(s, "outcomes: {}", outcomes.join(", "));
-        let _ = writeln!(s, "({:.1} s)", elapsed.as_secs_f64());
-        s
     }
 }

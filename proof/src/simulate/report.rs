@@ -116,52 +116,14 @@ fn pct(p: f64) -> String {
 
 pub(super) fn table(r: &Report, took: std::time::Duration) -> String {
     let p = &r.params;
-    let t = &r.trace;
     let mut out = String::new();
     let mut line = |s: String| {
         out.push_str(&s);
         out.push('\n');
     };
-    line(format!(
-        "{} notices · seed {} · {} instances × {} · visibility timeout {} · send timeout {}",
-        p.notices,
-        p.seed,
-        p.instances,
-        p.concurrency,
-        Span(p.visibility_timeout_ms),
-        Span(p.send_timeout_ms)
-    ));
-    line(format!(
-        "chaos: crash {} per step · 5xx after accept {} · throttled {} · broker duplicates {} · \
-         latency Pareto(median {}, α {}, cap {})",
-        pct(p.crash_rate),
-        pct(p.unknown_rate),
-        pct(p.throttle_rate),
-        pct(p.ghost_rate),
-        Span(p.latency_median_ms),
-        p.latency_alpha,
-        Span(p.latency_cap_ms)
-    ));
-    line(format!(
-        "trace: {} enqueues · {} producer duplicates · redeploy at {} · replay at {} of {} jobs (charges {}..{})",
-        t.enqueues,
-        t.producer_duplicates,
-        t.redeploy_at.as_deref().unwrap_or("off"),
-        t.replay_at.as_deref().unwrap_or("off"),
-        t.replayed_jobs,
-        Span(p.replay_from_ms),
-        Span(p.replay_to_ms)
-    ));
-    line(format!(
-        "queue: {} · hidden at most {} per receive without parking (15 min with) · dead-lettered after {} receives · retention {}",
-        match p.lead_days {
-            Some(days) => format!("jobs enqueued up to {days}d before their window opens"),
-            None => "jobs enqueued on day 0".to_owned(),
-        },
-        Span(ms(queue::MAX_VISIBILITY)),
-        p.max_receive_count,
-        Span(p.retention_ms)
-    ));
+    for l in settings(r) {
+        line(l);
+    }
     line(String::new());
     line(format!(
         "{:<32} {:>10} {:>6} {:>11} {:>12}",
@@ -202,4 +164,52 @@ pub(super) fn table(r: &Report, took: std::time::Duration) -> String {
         took.as_secs_f64()
     ));
     out
+}
+
+/// The run's settings, one line each: the world, its chaos, its trace and its queue.
+fn settings(r: &Report) -> [String; 4] {
+    let p = &r.params;
+    let t = &r.trace;
+    [
+    format!(
+        "{} notices · seed {} · {} instances × {} · visibility timeout {} · send timeout {}",
+        p.notices,
+        p.seed,
+        p.instances,
+        p.concurrency,
+        Span(p.visibility_timeout_ms),
+        Span(p.send_timeout_ms)
+    ),
+    format!(
+        "chaos: crash {} per step · 5xx after accept {} · throttled {} · broker duplicates {} · \
+         latency Pareto(median {}, α {}, cap {})",
+        pct(p.crash_rate),
+        pct(p.unknown_rate),
+        pct(p.throttle_rate),
+        pct(p.ghost_rate),
+        Span(p.latency_median_ms),
+        p.latency_alpha,
+        Span(p.latency_cap_ms)
+    ),
+    format!(
+        "trace: {} enqueues · {} producer duplicates · redeploy at {} · replay at {} of {} jobs (charges {}..{})",
+        t.enqueues,
+        t.producer_duplicates,
+        t.redeploy_at.as_deref().unwrap_or("off"),
+        t.replay_at.as_deref().unwrap_or("off"),
+        t.replayed_jobs,
+        Span(p.replay_from_ms),
+        Span(p.replay_to_ms)
+    ),
+    format!(
+        "queue: {} · hidden at most {} per receive without parking (15 min with) · dead-lettered after {} receives · retention {}",
+        match p.lead_days {
+            Some(days) => format!("jobs enqueued up to {days}d before their window opens"),
+            None => "jobs enqueued on day 0".to_owned(),
+        },
+        Span(ms(queue::MAX_VISIBILITY)),
+        p.max_receive_count,
+        Span(p.retention_ms)
+    ),
+    ]
 }

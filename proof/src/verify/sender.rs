@@ -91,6 +91,63 @@ pub(super) struct Core {
     runtime: tokio::runtime::Runtime,
 }
 
+/// The world's notices, the first `notices` of [`NOTICES`], each with its message bodies.
+fn world_notices(notices: usize) -> Result<Vec<Notice>, VerifyError> {
+    let setup = |e: &dyn std::fmt::Display| VerifyError::Setup(e.to_string());
+    let mut list = Vec::new();
+    for (name, sub, revision, email, amount) in NOTICES.iter().take(notices) {
+        let body = serde_json::json!({
+            "subscription_id": sub, "period_start": "2026-10-01", "kind": "renewal_notice_t72",
+            "revision": revision, "email": email, "charge_at": "2026-10-04T09:00:00Z",
+            "template_data": {"plan_name": "Coffee Box", "amount": {"minor": amount, "currency": "USD"}},
+        });
+        let job = Job::parse(&body.to_string()).map_err(|e| setup(&e))?;
+        let digest = job.content_digest();
+        let mut withdraw = body.clone();
+        withdraw["action"] = serde_json::json!("withdraw");
+        list.push(Notice { name, job, digest, body: body.to_string(), withdraw_body: withdraw.to_string() });
+    }
+    Ok(list)
+}
+
+/// The scripted ports one sender is built on: the ledger and the rate gate the script answers,
+/// and the script the mailer answers from.
+struct Ports {
+    ledger: Arc<dyn ClaimLedger>,
+    gate: Arc<dyn RateGate>,
+    script: Shared,
+}
+
+/// One real sender on the scripted ports, holding `keys`: with a rate gate if `gate` (as
+/// deployed by default), its ports as shipped or rewired for a gate-path mutant by `wiring`.
+fn scripted_sender(
+    ports: Ports,
+    (gate, wiring): (bool, Wiring),
+    renderer: Arc<Renderer>,
+    policy: WindowPolicy,
+    keys: KeyRing,
+) -> Arc<NoticeSender> {
+    let ledger: Arc<dyn ClaimLedger> = match wiring {
+        Wiring::Real => ports.ledger,
+        _ => Arc::new(WiredLedger { inner: ports.ledger, gate: ports.gate.clone(), wiring }),
+    };
+    let rate_gate: Option<Arc<dyn RateGate>> = match (gate, wiring) {
+        (false, _) => None,
+        (true, Wiring::TokenAfterClaim) => Some(Arc::new(AdmitAll)),
+        (true, _) => Some(ports.gate),
+    };
+    Arc::new(
+        NoticeSender::new(ledger, Arc::new(ScriptedMailer { script: ports.script }), renderer, policy, keys)
+            // The model decides when a send times out (it answers "unknown"); the real timer
+            // never fires.
+            .with_budget(SendBudget {
+                send_timeout: std::time::Duration::from_secs(7 * 86_400),
+                ..SendBudget::default()
+            })
+            .with_rate_gate(rate_gate),
+    )
+}
+
 impl Core {
     /// `variants` senders: the first with the real key secret, the others with one derived per
     /// delivery (used only by the per-delivery key mutant). `gate`: the senders run with a rate
@@ -110,25 +167,7 @@ impl Core {
         let setup = |e: &dyn std::fmt::Display| VerifyError::Setup(e.to_string());
         let secret = NoticeSecret::new("verify-notice-key-secret").map_err(|e| setup(&e))?;
         let links = NoticeSecret::new("verify-links-secret").map_err(|e| setup(&e))?;
-        let mut list = Vec::new();
-        for (name, sub, revision, email, amount) in NOTICES.iter().take(notices) {
-            let body = serde_json::json!({
-                "subscription_id": sub, "period_start": "2026-10-01", "kind": "renewal_notice_t72",
-                "revision": revision, "email": email, "charge_at": "2026-10-04T09:00:00Z",
-                "template_data": {"plan_name": "Coffee Box", "amount": {"minor": amount, "currency": "USD"}},
-            });
-            let job = Job::parse(&body.to_string()).map_err(|e| setup(&e))?;
-            let digest = job.content_digest();
-            let mut withdraw = body.clone();
-            withdraw["action"] = serde_json::json!("withdraw");
-            list.push(Notice {
-                name,
-                job,
-                digest,
-                body: body.to_string(),
-                withdraw_body: withdraw.to_string(),
-            });
-        }
+        let list = world_notices(notices)?;
         let script: Shared = Arc::default();
         let facts = Facts { digests: Arc::new(list.iter().map(|n| n.digest.clone()).collect()) };
         let policy = WindowPolicy::default();
@@ -145,33 +184,10 @@ impl Core {
                     (true, _) => rotated.clone(),
                     (false, v) => KeyRing::from(secret.derive_subkey(&format!("delivery-{v}"))),
                 };
-                let scripted: Arc<dyn ClaimLedger> =
+                let ledger: Arc<dyn ClaimLedger> =
                     Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() });
-                let ledger: Arc<dyn ClaimLedger> = match wiring {
-                    Wiring::Real => scripted,
-                    _ => Arc::new(WiredLedger { inner: scripted, gate: scripted_gate.clone(), wiring }),
-                };
-                let rate_gate: Option<Arc<dyn RateGate>> = match (gate, wiring) {
-                    (false, _) => None,
-                    (true, Wiring::TokenAfterClaim) => Some(Arc::new(AdmitAll)),
-                    (true, _) => Some(scripted_gate.clone()),
-                };
-                Arc::new(
-                    NoticeSender::new(
-                        ledger,
-                        Arc::new(ScriptedMailer { script: script.clone() }),
-                        renderer.clone(),
-                        policy.clone(),
-                        keys,
-                    )
-                    // The model decides when a send times out (it answers "unknown"); the real timer
-                    // never fires.
-                    .with_budget(SendBudget {
-                        send_timeout: std::time::Duration::from_secs(7 * 86_400),
-                        ..SendBudget::default()
-                    })
-                    .with_rate_gate(rate_gate),
-                )
+                let ports = Ports { ledger, gate: scripted_gate.clone(), script: script.clone() };
+                scripted_sender(ports, (gate, wiring), renderer.clone(), policy.clone(), keys)
             })
             .collect();
         let runtime =

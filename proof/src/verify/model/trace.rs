@@ -83,69 +83,10 @@ impl Model {
             }
             Label::Crash { worker, before } => format!("{} crashes before {before}", w(worker)),
             Label::Call { worker, step, answer, applied, attempts } => {
-                let key = match step {
-                    Step::Claim { key, alias: Some(a) }
-                    | Step::RecordMissed { key, alias: Some(a) }
-                    | Step::Withdraw { key, alias: Some(a) } => {
-                        format!("{} (alias at {})", self.key_name(*key), self.key_name(*a))
-                    }
-                    Step::Read { key }
-                    | Step::Place { key }
-                    | Step::Token { key }
-                    | Step::Claim { key, .. }
-                    | Step::RecordMissed { key, .. }
-                    | Step::Send { key }
-                    | Step::CommitSent { key, .. }
-                    | Step::CommitRejected { key }
-                    | Step::Release { key }
-                    | Step::Withdraw { key, .. } => self.key_name(*key),
-                    Step::BatchRead { .. } | Step::BatchToken { .. } | Step::Done { .. } => String::new(),
-                };
-                let provider: Vec<String> = attempts
-                    .iter()
-                    .flatten()
-                    .map(|a| match a {
-                        Attempt::Accepted(m) => format!("provider accepts m{m}"),
-                        Attempt::TimedOut(m) => format!("provider accepts m{m}, answer times out"),
-                        Attempt::Failed => "provider 5xx, nothing sent".into(),
-                        Attempt::NotAccepted => "provider throttles".into(),
-                        Attempt::Rejected => "provider rejects".into(),
-                    })
-                    .collect();
-                let mut line = format!("{} {} {key}", w(worker), step.name());
-                if let Step::CommitSent { message, .. } = step {
-                    line.push_str(&format!(" m{message}"));
-                }
-                if !provider.is_empty() {
-                    line.push_str(&format!(": {}", provider.join("; then SDK retry: ")));
-                }
-                line.push_str(&format!(" → sender sees {}", answer.describe()));
-                if *answer == Answer::Failed && *applied {
-                    line.push_str(" (the write was applied)");
-                }
-                if *answer == Answer::GateFailed && *applied {
-                    line.push_str(" (the take was applied: a token spent)");
-                }
-                line
+                self.call_line(w(worker), step, *answer, *applied, attempts)
             }
             Label::Prefetch { worker, step, answers, applied } => {
-                let keys = match step {
-                    Step::BatchRead { keys } | Step::BatchToken { keys } => *keys,
-                    _ => [None; MAX_BATCH],
-                };
-                let keys: Vec<String> = keys.iter().flatten().map(|k| self.key_name(*k)).collect();
-                let seen: Vec<String> = answers.iter().flatten().map(|a| a.describe()).collect();
-                let mut line = format!(
-                    "{} {} {} → sender sees {}",
-                    w(worker),
-                    step.name(),
-                    keys.join(", "),
-                    seen.join(", ")
-                );
-                if *applied && answers.iter().flatten().any(|a| *a == Answer::GateFailed) {
-                    line.push_str(" (the take was applied: tokens spent)");
-                }
-                line
+                self.prefetch_line(w(worker), step, answers, *applied)
             }
             Label::Finish { worker, slot, outcome, queue, effect } => {
                 let q = match queue {
@@ -175,6 +116,84 @@ impl Model {
             Label::Drop { slot, why } => format!("{} is dropped before it comes back: {why}", m(slot)),
         };
         format!("{what}  [{}]", self.summary(after))
+    }
+
+    /// A port call's line: the call and its key, what the provider did with a send, and what the
+    /// sender saw.
+    fn call_line(
+        &self,
+        worker: String,
+        step: &Step,
+        answer: Answer,
+        applied: bool,
+        attempts: &[Option<Attempt>; 2],
+    ) -> String {
+        let key = match step {
+            Step::Claim { key, alias: Some(a) }
+            | Step::RecordMissed { key, alias: Some(a) }
+            | Step::Withdraw { key, alias: Some(a) } => {
+                format!("{} (alias at {})", self.key_name(*key), self.key_name(*a))
+            }
+            Step::Read { key }
+            | Step::Place { key }
+            | Step::Token { key }
+            | Step::Claim { key, .. }
+            | Step::RecordMissed { key, .. }
+            | Step::Send { key }
+            | Step::CommitSent { key, .. }
+            | Step::CommitRejected { key }
+            | Step::Release { key }
+            | Step::Withdraw { key, .. } => self.key_name(*key),
+            Step::BatchRead { .. } | Step::BatchToken { .. } | Step::Done { .. } => String::new(),
+        };
+        let provider: Vec<String> = attempts
+            .iter()
+            .flatten()
+            .map(|a| match a {
+                Attempt::Accepted(m) => format!("provider accepts m{m}"),
+                Attempt::TimedOut(m) => format!("provider accepts m{m}, answer times out"),
+                Attempt::Failed => "provider 5xx, nothing sent".into(),
+                Attempt::NotAccepted => "provider throttles".into(),
+                Attempt::Rejected => "provider rejects".into(),
+            })
+            .collect();
+        let mut line = format!("{worker} {} {key}", step.name());
+        if let Step::CommitSent { message, .. } = step {
+            line.push_str(&format!(" m{message}"));
+        }
+        if !provider.is_empty() {
+            line.push_str(&format!(": {}", provider.join("; then SDK retry: ")));
+        }
+        line.push_str(&format!(" → sender sees {}", answer.describe()));
+        if answer == Answer::Failed && applied {
+            line.push_str(" (the write was applied)");
+        }
+        if answer == Answer::GateFailed && applied {
+            line.push_str(" (the take was applied: a token spent)");
+        }
+        line
+    }
+
+    /// A batch prefetch's line: the batch's keys and what the sender saw for each.
+    fn prefetch_line(
+        &self,
+        worker: String,
+        step: &Step,
+        answers: &[Option<Answer>; MAX_BATCH],
+        applied: bool,
+    ) -> String {
+        let keys = match step {
+            Step::BatchRead { keys } | Step::BatchToken { keys } => *keys,
+            _ => [None; MAX_BATCH],
+        };
+        let keys: Vec<String> = keys.iter().flatten().map(|k| self.key_name(*k)).collect();
+        let seen: Vec<String> = answers.iter().flatten().map(|a| a.describe()).collect();
+        let mut line =
+            format!("{worker} {} {} → sender sees {}", step.name(), keys.join(", "), seen.join(", "));
+        if applied && answers.iter().flatten().any(|a| *a == Answer::GateFailed) {
+            line.push_str(" (the take was applied: tokens spent)");
+        }
+        line
     }
 
     fn summary(&self, s: &State) -> String {
