@@ -12,7 +12,9 @@ use crate::job::Job;
 use crate::links::ManageLinks;
 use crate::locale::Locale;
 use crate::notices::bundle::{self, Bundle, TEMPLATES};
-use crate::notices::config::{parse_template_name, NoticeConfig, BUILTIN_MANIFEST, BUILTIN_TEMPLATES, PARTS};
+use crate::notices::config::{
+    parse_template_name, NoticeConfig, TemplateSet, BUILTIN_MANIFEST, BUILTIN_TEMPLATES, PARTS,
+};
 use crate::notices::problem::Problem;
 use crate::render::{self, Renderer};
 
@@ -60,10 +62,22 @@ fn checked(config: NoticeConfig) -> Result<NoticeConfig, Vec<Problem>> {
 /// The checks that need a compiled configuration.
 fn deep(config: &NoticeConfig) -> Vec<Problem> {
     let mut problems = Vec::new();
-    let manifest = config.manifest();
-    let policy = config.policy();
+    names(config, &mut problems);
+    let policy_kinds: Vec<String> = config.policy().kinds().into_iter().map(str::to_owned).collect();
+    coverage(config, &policy_kinds, &mut problems);
+    if !problems.is_empty() {
+        return problems;
+    }
+    renders(config, policy_kinds, &mut problems);
+    problems.sort_by(|a, b| (&a.file, a.line, &a.message).cmp(&(&b.file, b.line, &b.message)));
+    problems.dedup();
+    problems
+}
 
-    // Names: every template's kind and locale are ones the manifest declares.
+/// Names: every template's kind and locale are ones the manifest declares, and it uses only
+/// known variables.
+fn names(config: &NoticeConfig, problems: &mut Vec<Problem>) {
+    let manifest = config.manifest();
     for (name, source) in config.bundle().templates() {
         let path = format!("{TEMPLATES}{name}");
         let Some((set, _)) = parse_template_name(name) else { continue };
@@ -110,9 +124,11 @@ fn deep(config: &NoticeConfig) -> Vec<Problem> {
             }
         }
     }
+}
 
-    // The policy and the texts cover the same kinds.
-    let policy_kinds: Vec<String> = policy.kinds().into_iter().map(str::to_owned).collect();
+/// The policy and the texts cover the same kinds.
+fn coverage(config: &NoticeConfig, policy_kinds: &[String], problems: &mut Vec<Problem>) {
+    let manifest = config.manifest();
     if !manifest.kinds.is_empty() {
         for k in policy_kinds.iter().filter(|k| !manifest.kinds.contains(k)) {
             problems.push(Problem::file(
@@ -131,11 +147,11 @@ fn deep(config: &NoticeConfig) -> Vec<Problem> {
             }
         }
     }
-    if !problems.is_empty() {
-        return problems;
-    }
+}
 
-    // Every kind × locale has texts in its own language, and renders everywhere the policy names.
+/// Every kind × locale has texts in its own language, and renders everywhere the policy names.
+fn renders(config: &NoticeConfig, policy_kinds: Vec<String>, problems: &mut Vec<Problem>) {
+    let manifest = config.manifest();
     let kinds: Vec<String> = if manifest.kinds.is_empty() {
         if policy_kinds.is_empty() {
             vec!["any_kind".to_owned()]
@@ -146,7 +162,7 @@ fn deep(config: &NoticeConfig) -> Vec<Problem> {
         manifest.kinds.clone()
     };
     let mut jurisdictions: Vec<Option<String>> = vec![None];
-    jurisdictions.extend(policy.jurisdictions().into_iter().map(|j| Some(j.to_owned())));
+    jurisdictions.extend(config.policy().jurisdictions().into_iter().map(|j| Some(j.to_owned())));
     let Ok(secret) = NoticeSecret::new("notice-config-check") else {
         unreachable!("a non-empty constant is a valid secret")
     };
@@ -178,59 +194,78 @@ fn deep(config: &NoticeConfig) -> Vec<Problem> {
                 continue;
             }
             for jurisdiction in &jurisdictions {
-                let job = match sample_job(config, kind, locale, jurisdiction.as_deref()) {
-                    Ok(job) => job,
-                    Err(e) => {
-                        problems.push(Problem::file("manifest.json", None, format!("sample job: {e}")));
-                        continue;
-                    }
-                };
-                let place = jurisdiction.as_deref().map(|j| format!(" in {j}")).unwrap_or_default();
-                if let Err(refusal) = policy.admit(&job, || render::variables(&links, &job)) {
-                    problems.push(Problem::file(
-                        "manifest.json",
-                        None,
-                        format!(
-                            "the sample variables do not satisfy the policy for {kind}{place}: {refusal}"
-                        ),
-                    ));
-                    continue;
-                }
-                if let Err(e) = render::render(config, &links, &job, &job.key(&secret)) {
-                    problems.push(Problem::file(
-                        &e.template,
-                        None,
-                        format!("{kind} / {locale}{place}: {}", e.reason),
-                    ));
-                    continue;
-                }
-                // Required content must be *shown*, in both bodies, not only supplied.
-                for r in policy.requirements(kind, jurisdiction.as_deref()) {
-                    for part in ["body.txt", "body.html"] {
-                        let file = set.file(part);
-                        let shows = config
-                            .env()
-                            .get_template(&file)
-                            .map(|t| t.undeclared_variables(false).contains(&r.variable))
-                            .unwrap_or(false);
-                        if !shows {
-                            problems.push(Problem::file(
-                                &format!("{TEMPLATES}{file}"),
-                                None,
-                                format!(
-                                    "never shows `{}`, which windows.json requires for {kind}{place} ({})",
-                                    r.variable, r.path
-                                ),
-                            ));
-                        }
-                    }
-                }
+                sample_renders(
+                    config,
+                    Sample { kind, locale, jurisdiction: jurisdiction.as_deref(), set: &set },
+                    &links,
+                    &secret,
+                    problems,
+                );
             }
         }
     }
-    problems.sort_by(|a, b| (&a.file, a.line, &a.message).cmp(&(&b.file, b.line, &b.message)));
-    problems.dedup();
-    problems
+}
+
+/// One sample of the render check: a kind in a locale (answered by `set`) and a jurisdiction.
+struct Sample<'a> {
+    kind: &'a str,
+    locale: &'a Locale,
+    jurisdiction: Option<&'a str>,
+    set: &'a TemplateSet,
+}
+
+/// The sample job satisfies the policy, renders, and both bodies show every variable the policy
+/// requires.
+fn sample_renders(
+    config: &NoticeConfig,
+    sample: Sample<'_>,
+    links: &ManageLinks,
+    secret: &NoticeSecret,
+    problems: &mut Vec<Problem>,
+) {
+    let Sample { kind, locale, jurisdiction, set } = sample;
+    let policy = config.policy();
+    let job = match sample_job(config, kind, locale, jurisdiction) {
+        Ok(job) => job,
+        Err(e) => {
+            problems.push(Problem::file("manifest.json", None, format!("sample job: {e}")));
+            return;
+        }
+    };
+    let place = jurisdiction.map(|j| format!(" in {j}")).unwrap_or_default();
+    if let Err(refusal) = policy.admit(&job, || render::variables(links, &job)) {
+        problems.push(Problem::file(
+            "manifest.json",
+            None,
+            format!("the sample variables do not satisfy the policy for {kind}{place}: {refusal}"),
+        ));
+        return;
+    }
+    if let Err(e) = render::render(config, links, &job, &job.key(secret)) {
+        problems.push(Problem::file(&e.template, None, format!("{kind} / {locale}{place}: {}", e.reason)));
+        return;
+    }
+    // Required content must be *shown*, in both bodies, not only supplied.
+    for r in policy.requirements(kind, jurisdiction) {
+        for part in ["body.txt", "body.html"] {
+            let file = set.file(part);
+            let shows = config
+                .env()
+                .get_template(&file)
+                .map(|t| t.undeclared_variables(false).contains(&r.variable))
+                .unwrap_or(false);
+            if !shows {
+                problems.push(Problem::file(
+                    &format!("{TEMPLATES}{file}"),
+                    None,
+                    format!(
+                        "never shows `{}`, which windows.json requires for {kind}{place} ({})",
+                        r.variable, r.path
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 /// A job of `kind` in `locale` (and `jurisdiction`) carrying the manifest's sample variables.
