@@ -250,7 +250,8 @@ mod tests {
     use http::Method;
 
     use super::*;
-    use crate::{general_signature, AwsHttp, Target};
+    use crate::signing::general_signature;
+    use crate::{AwsHttp, Target};
 
     fn creds(secret: &str, token: Option<&str>) -> Credentials {
         Credentials::new("AKIDEXAMPLE", secret, token.map(str::to_owned), None, "test")

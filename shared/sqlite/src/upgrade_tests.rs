@@ -1,5 +1,11 @@
 //! A ledger file made before the evidence columns existed opens without a migration step.
 
+use chrono::{TimeZone, Utc};
+use notice_ledger::ledger::{
+    ClaimLedger, ClaimOutcome, ClaimRequest, ClaimToken, RenderedNotice, RowReader, RowState,
+};
+use notice_ledger::NoticeKey;
+
 use super::*;
 
 /// The first schema, before `charge_at_ms` and `jurisdiction`.

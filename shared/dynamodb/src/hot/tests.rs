@@ -1,3 +1,5 @@
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::json;

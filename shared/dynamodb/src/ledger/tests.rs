@@ -1,5 +1,9 @@
+use aws_sdk_dynamodb::types::AttributeValue;
+use notice_ledger::ledger::{learned_row, ClaimToken, DeliveryStatus, Origin, ProviderEvidence};
+
+use super::claim::CLAIMABLE;
 use super::*;
-use crate::item::open_shard;
+use crate::item::{n, open_shard};
 use chrono::TimeZone;
 use notice_ledger::ledger::RenderedNotice;
 
