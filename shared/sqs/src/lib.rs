@@ -13,15 +13,10 @@ use notice_ledger::queue::{QueueError, QueuedMessage, MAX_HIDE, MAX_VISIBILITY};
 
 mod send;
 
-pub use send::{Message, Producer, SendError, MAX_BATCH};
-
-/// The message attribute an operator replay carries (`noticectl replay`): logged and counted on
-/// its own, never part of a key.
-pub const REPLAY_BATCH_ATTRIBUTE: &str = "replay_batch";
-/// The attribute a dead-lettered message carries its reason in.
-pub const NOTICE_ERROR_ATTRIBUTE: &str = "notice_error";
-/// The attribute a dead-lettered message carries its original message id in.
-pub const SOURCE_MESSAGE_ID_ATTRIBUTE: &str = "source_message_id";
+pub use send::{
+    Message, Producer, SendError, MAX_BATCH, NOTICE_ERROR_ATTRIBUTE, REPLAY_BATCH_ATTRIBUTE,
+    SOURCE_MESSAGE_ID_ATTRIBUTE,
+};
 
 /// `arn:PARTITION:sqs:REGION:ACCOUNT:NAME` → the queue's URL.
 pub fn queue_url_from_arn(arn: &str) -> Option<String> {

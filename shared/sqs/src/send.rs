@@ -12,7 +12,13 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use notice_ledger::intake::{EnqueueError, JobQueue};
 use serde_json::Value;
 
-use crate::REPLAY_BATCH_ATTRIBUTE;
+/// The message attribute an operator replay carries (`noticectl replay`): logged and counted on
+/// its own, never part of a key.
+pub const REPLAY_BATCH_ATTRIBUTE: &str = "replay_batch";
+/// The attribute a dead-lettered message carries its reason in.
+pub const NOTICE_ERROR_ATTRIBUTE: &str = "notice_error";
+/// The attribute a dead-lettered message carries its original message id in.
+pub const SOURCE_MESSAGE_ID_ATTRIBUTE: &str = "source_message_id";
 
 /// Most entries SQS takes in one `SendMessageBatch`.
 pub const MAX_BATCH: usize = 10;
