@@ -3,10 +3,14 @@
 //! AWS_ENDPOINT_URL / the network; nothing was written"), exit code 2. The SDK's debug form is
 //! printed only with `-v`.
 //!
-//! The adapters hand their errors up as text (a `LedgerError` carries a string), so recognition
-//! is by the words the SDK, the lean AWS client, hyper and tokio-postgres use.
+//! A ledger error carries its cause as a kind ([`Fault`]), which the adapter read from the
+//! driver's or SDK's typed error; that kind decides. Errors that carry no kind yet (SQS,
+//! EventBridge Scheduler, Secrets Manager, and a ledger error whose fault is `Other`) are still
+//! recognised by the words the SDK, the lean AWS client, hyper and tokio-postgres use.
 
 use std::fmt;
+
+use notice_ledger::{Fault, LedgerError};
 
 use crate::exit::{Exit, SafetyStop};
 
@@ -47,7 +51,28 @@ pub(crate) struct Failure {
 /// The dependency failure `err`'s chain describes, if it is one.
 pub(crate) fn classify(err: &anyhow::Error) -> Option<Failure> {
     let text = format!("{err:#}");
-    classify_text(&text)
+    let typed = err.chain().find_map(|e| e.downcast_ref::<LedgerError>()).and_then(LedgerError::fault);
+    match typed.and_then(|fault| cause_of(fault, &text)) {
+        Some(cause) => {
+            let service = service(&text.to_lowercase());
+            Some(Failure { service, cause, at: location(service, &text) })
+        }
+        None => classify_text(&text),
+    }
+}
+
+/// The cause a ledger's typed fault names; `None` for the kinds this line has no wording of its
+/// own for (a timeout, a busy file, anything else), which go by the text as before.
+fn cause_of(fault: &Fault, text: &str) -> Option<Cause> {
+    Some(match fault {
+        Fault::Unreachable(why) => Cause::Unreachable(why),
+        Fault::Throttled => Cause::Throttled,
+        Fault::NoCredentials => Cause::NoCredentials,
+        Fault::ExpiredCredentials => Cause::ExpiredToken,
+        Fault::BadCredentials => Cause::BadCredentials,
+        Fault::Denied { action: named } => Cause::AccessDenied(named.clone().or_else(|| action(text))),
+        Fault::TimedOut | Fault::Busy | Fault::Other => return None,
+    })
 }
 
 fn classify_text(text: &str) -> Option<Failure> {
@@ -124,15 +149,20 @@ fn classify_text(text: &str) -> Option<Failure> {
     } else {
         return None;
     };
-    let at = match service {
+    Some(Failure { service, cause, at: location(service, text) })
+}
+
+/// Where `service` was called: the PostgreSQL URL the message names, or the endpoint the SDK was
+/// pointed at.
+fn location(service: &str, text: &str) -> Option<String> {
+    match service {
         "PostgreSQL" => postgres_url(text),
         "DynamoDB" => aws_endpoint("DYNAMODB"),
         "SQS" => aws_endpoint("SQS"),
         "EventBridge Scheduler" => aws_endpoint("SCHEDULER"),
         "Secrets Manager" => aws_endpoint("SECRETS_MANAGER"),
         _ => aws_endpoint(""),
-    };
-    Some(Failure { service, cause, at })
+    }
 }
 
 fn service(lower: &str) -> &'static str {
@@ -314,6 +344,30 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("invalid setting"), "{line}");
+    }
+
+    #[test]
+    fn a_typed_ledger_fault_decides_whatever_the_words() {
+        // The text alone would say "connection refused"; the adapter's kind wins.
+        let err = anyhow::Error::new(LedgerError::faulted(
+            Fault::Throttled,
+            "DynamoDB GetItem on T: Connection refused",
+        ))
+        .context("ledger lookup failed");
+        let f = classify(&err).unwrap();
+        assert_eq!((f.service, f.cause), ("DynamoDB", Cause::Throttled));
+        let denied = anyhow::Error::new(LedgerError::faulted(
+            Fault::Denied { action: Some("dynamodb:PutItem".into()) },
+            "DynamoDB PutItem on T: HTTP 400 AccessDeniedException: no",
+        ));
+        assert_eq!(classify(&denied).unwrap().cause, Cause::AccessDenied(Some("dynamodb:PutItem".into())));
+        // A kind without a wording of its own goes by the text, as before.
+        let other = anyhow::Error::new(LedgerError::unavailable(
+            "DynamoDB GetItem on T: could not connect: tcp connect error: Connection refused",
+        ));
+        assert_eq!(classify(&other).unwrap().cause, Cause::Unreachable("connection refused"));
+        let busy = anyhow::Error::new(LedgerError::faulted(Fault::Busy, "sqlite: database is locked"));
+        assert_eq!(classify(&busy), None);
     }
 
     #[test]

@@ -123,7 +123,7 @@ async fn postgres_keeps_the_key_check_in_ledger_meta_and_reports_a_corrupt_one()
     // A database whose schema predates the table: told to run `ledger init`, not "no check".
     server.psql(&db, "DROP TABLE ledger_meta").await.unwrap_or_else(|e| panic!("psql: {e}"));
     match store.key_check().await {
-        Err(LedgerError::Unavailable(text)) => assert!(text.contains("ledger init"), "{text}"),
+        Err(LedgerError::Unavailable { detail: text, .. }) => assert!(text.contains("ledger init"), "{text}"),
         other => panic!("expected Unavailable, got {other:?}"),
     }
 }
@@ -278,7 +278,9 @@ async fn postgres_without_the_schema_says_how_to_create_it() {
         .await
         .unwrap_or_else(|e| panic!("connect: {e}"));
     match ledger.claim(&request(&fresh_key(), t(0))).await {
-        Err(LedgerError::Unavailable(msg)) => assert!(msg.contains("noticectl ledger init"), "{msg}"),
+        Err(LedgerError::Unavailable { detail: msg, .. }) => {
+            assert!(msg.contains("noticectl ledger init"), "{msg}")
+        }
         other => panic!("expected Unavailable, got {other:?}"),
     }
 }
@@ -300,7 +302,9 @@ async fn postgres_ledger_init_again_adds_the_evidence_columns_to_an_older_table(
     // A fresh connection: prepared statements cached on the old pool knew the dropped columns.
     let old = PostgresLedger::connect(&server.url(&db)).await.unwrap_or_else(|e| panic!("connect: {e}"));
     match old.get(&before).await {
-        Err(LedgerError::Unavailable(msg)) => assert!(msg.contains("noticectl ledger init"), "{msg}"),
+        Err(LedgerError::Unavailable { detail: msg, .. }) => {
+            assert!(msg.contains("noticectl ledger init"), "{msg}")
+        }
         other => panic!("expected Unavailable naming ledger init, got {other:?}"),
     }
     old.migrate().await.unwrap_or_else(|e| panic!("migrate again: {e}"));
@@ -331,7 +335,9 @@ async fn postgres_ledger_init_again_adds_the_rendered_notice_columns() {
         .unwrap_or_else(|e| panic!("make the old table: {e}"));
     let old = PostgresLedger::connect(&server.url(&db)).await.unwrap_or_else(|e| panic!("connect: {e}"));
     match old.get(&before).await {
-        Err(LedgerError::Unavailable(msg)) => assert!(msg.contains("noticectl ledger init"), "{msg}"),
+        Err(LedgerError::Unavailable { detail: msg, .. }) => {
+            assert!(msg.contains("noticectl ledger init"), "{msg}")
+        }
         other => panic!("expected Unavailable naming ledger init, got {other:?}"),
     }
     old.migrate().await.unwrap_or_else(|e| panic!("migrate again: {e}"));
@@ -382,7 +388,9 @@ async fn postgres_tls_verifies_the_server_and_is_never_dropped_silently() {
     // A certificate nobody vouches for is refused, not accepted.
     let url = format!("postgres://postgres@127.0.0.1:{port}/{db}?sslmode=verify-full");
     match PostgresLedger::connect(&url).await {
-        Err(LedgerError::Unavailable(msg)) => assert!(msg.to_lowercase().contains("certificate"), "{msg}"),
+        Err(LedgerError::Unavailable { detail: msg, .. }) => {
+            assert!(msg.to_lowercase().contains("certificate"), "{msg}")
+        }
         other => panic!("expected an untrusted certificate to be refused, got {other:?}"),
     }
 
@@ -393,7 +401,7 @@ async fn postgres_tls_verifies_the_server_and_is_never_dropped_silently() {
         .port();
     let url = format!("postgres://ada:hunter2@127.0.0.1:{closed}/x?sslmode=require&connect_timeout=2");
     match PostgresLedger::connect(&url).await {
-        Err(LedgerError::Unavailable(msg)) => assert!(!msg.contains("hunter2"), "{msg}"),
+        Err(LedgerError::Unavailable { detail: msg, .. }) => assert!(!msg.contains("hunter2"), "{msg}"),
         other => panic!("expected Unavailable, got {other:?}"),
     }
 }

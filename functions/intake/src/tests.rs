@@ -44,7 +44,7 @@ struct Unreachable;
 #[async_trait]
 impl RowReader for Unreachable {
     async fn get(&self, _key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        Err(LedgerError::Unavailable("timeout".into()))
+        Err(LedgerError::unavailable("timeout"))
     }
 }
 

@@ -223,7 +223,7 @@ impl Dynamo {
         let metered = self.meter(op, wcu, rcu, touch);
         let latency = self.limits.latency.sample(&mut lock(&self.rng));
         self.clock.sleep(latency).await;
-        metered.map_err(|limit| LedgerError::Unavailable(format!("ThrottlingException: {limit}")))
+        metered.map_err(|limit| LedgerError::unavailable(format!("ThrottlingException: {limit}")))
     }
 
     /// Counts a token write whose condition failed.

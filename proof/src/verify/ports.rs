@@ -157,7 +157,7 @@ impl ScriptedLedger {
             None => std::future::pending().await,
             Some(Answer::Written) => Ok(()),
             Some(Answer::Refused) => Err(LedgerError::Conflict("not held by this claim".into())),
-            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(Answer::Failed) => Err(LedgerError::unavailable("ledger write failed")),
             Some(other) => unexpected(&self.script, format!("{what} answered {other:?}")).await,
         }
     }
@@ -172,7 +172,7 @@ impl RowReader for ScriptedLedger {
             None => std::future::pending().await,
             Some(Answer::Free) => Ok(None),
             Some(Answer::Held { state, digest, young }) => Ok(Some(self.held(key, state, digest, young))),
-            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger read failed".into())),
+            Some(Answer::Failed) => Err(LedgerError::unavailable("ledger read failed")),
             Some(other) => unexpected(&self.script, format!("read answered {other:?}")).await,
         }
     }
@@ -188,7 +188,7 @@ impl RowReader for ScriptedLedger {
             Some(Ok(answers)) => answers,
         };
         if answers == [Answer::Failed] {
-            return Err(LedgerError::Unavailable("batch ledger read failed".into()));
+            return Err(LedgerError::unavailable("batch ledger read failed"));
         }
         let mut rows = Vec::new();
         for (key, answer) in keys.iter().zip(answers) {
@@ -215,7 +215,7 @@ impl ClaimLedger for ScriptedLedger {
             Some(Answer::Held { state, digest, young }) => {
                 Ok(ClaimOutcome::Held(self.held(&req.key, state, digest, young)))
             }
-            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(Answer::Failed) => Err(LedgerError::unavailable("ledger write failed")),
             Some(other) => unexpected(&self.script, format!("claim answered {other:?}")).await,
         }
     }
@@ -244,7 +244,7 @@ impl ClaimLedger for ScriptedLedger {
             Some(Answer::Held { state, digest, young }) => {
                 Ok(Some(self.held(&req.key, state, digest, young)))
             }
-            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(Answer::Failed) => Err(LedgerError::unavailable("ledger write failed")),
             Some(other) => unexpected(&self.script, format!("record missed answered {other:?}")).await,
         }
     }
@@ -256,7 +256,7 @@ impl ClaimLedger for ScriptedLedger {
             Some(Answer::Held { state, digest, young }) => {
                 Ok(Some(self.held(&req.key, state, digest, young)))
             }
-            Some(Answer::Failed) => Err(LedgerError::Unavailable("ledger write failed".into())),
+            Some(Answer::Failed) => Err(LedgerError::unavailable("ledger write failed")),
             Some(other) => unexpected(&self.script, format!("withdraw answered {other:?}")).await,
         }
     }
@@ -293,7 +293,7 @@ impl RateGate for ScriptedGate {
                     scope: RateScope::Domain,
                 },
                 Answer::GateFailed => {
-                    return Err(LedgerError::Unavailable("rate bucket write failed".into()));
+                    return Err(LedgerError::unavailable("rate bucket write failed"));
                 }
                 other => return unexpected(&self.script, format!("token take answered {other:?}")).await,
             });

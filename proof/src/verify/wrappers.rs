@@ -79,7 +79,7 @@ impl ClaimLedger for WiredLedger {
             _ => {
                 // No token left for the claim just written: hand it back.
                 let released = self.inner.release(claim, "no token after the claim", req.at).await;
-                Err(LedgerError::Unavailable(format!(
+                Err(LedgerError::unavailable(format!(
                     "no token after the claim; release {}",
                     if released.is_ok() { "written" } else { "failed" }
                 )))

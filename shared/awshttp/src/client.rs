@@ -16,8 +16,8 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tracing::{debug, warn};
 
 use crate::{
-    error_chain, sigv4, AwsHttp, CallError, GetError, HyperClient, Inner, Response, Target,
-    POOL_IDLE_TIMEOUT, REFRESH_BEFORE_EXPIRY,
+    error_chain, io_kind, sigv4, AwsHttp, CallError, ConnectFailure, GetError, HyperClient, Inner, Response,
+    Target, POOL_IDLE_TIMEOUT, REFRESH_BEFORE_EXPIRY,
 };
 
 impl AwsHttp {
@@ -90,7 +90,7 @@ impl AwsHttp {
             let response = client.request(request).await.map_err(|e| {
                 let text = error_chain(&e);
                 if e.is_connect() {
-                    CallError::Connect(text)
+                    CallError::Connect(ConnectFailure::new(io_kind(&e), text))
                 } else {
                     CallError::Transport(text)
                 }

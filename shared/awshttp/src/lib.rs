@@ -51,7 +51,7 @@ pub enum CallError {
     #[error("no complete response within {0:?}")]
     Timeout(Duration),
     #[error("could not connect: {0}")]
-    Connect(String),
+    Connect(ConnectFailure),
     #[error("transport failed: {0}")]
     Transport(String),
 }
@@ -60,6 +60,41 @@ impl CallError {
     /// True when the request certainly never left this process.
     pub fn nothing_sent(&self) -> bool {
         matches!(self, Self::Credentials(_) | Self::Build(_))
+    }
+}
+
+/// Why no connection was made: the error's text, and the I/O error kind found in its sources
+/// (refused, reset, no route, timed out), so a caller tells the causes apart by the kind, never
+/// by the words.
+#[derive(Debug)]
+pub struct ConnectFailure {
+    /// `None` when no I/O error lies underneath (a DNS failure, a TLS handshake).
+    pub kind: Option<std::io::ErrorKind>,
+    text: String,
+}
+
+impl ConnectFailure {
+    /// A failure with what its I/O error said, if anything.
+    pub fn new(kind: Option<std::io::ErrorKind>, text: impl Into<String>) -> Self {
+        Self { kind, text: text.into() }
+    }
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl From<&str> for ConnectFailure {
+    fn from(text: &str) -> Self {
+        Self::new(None, text)
+    }
+}
+
+impl From<String> for ConnectFailure {
+    fn from(text: String) -> Self {
+        Self::new(None, text)
     }
 }
 
@@ -160,6 +195,18 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The kind of the first I/O error among `err` and its sources.
+fn io_kind(err: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+    let mut source = Some(err);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        source = cause.source();
+    }
+    None
 }
 
 /// The error code of an AWS JSON error answer, from the `x-amzn-ErrorType` header or the body's

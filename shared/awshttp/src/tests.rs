@@ -200,6 +200,8 @@ async fn no_listener_is_a_connect_error() {
         .err()
         .unwrap_or_else(|| panic!("nothing listens on port 1"));
     assert!(matches!(err, CallError::Connect(_)), "{err:?}");
+    let CallError::Connect(failure) = &err else { unreachable!() };
+    assert_eq!(failure.kind, Some(std::io::ErrorKind::ConnectionRefused), "{err:?}");
 }
 
 #[tokio::test]

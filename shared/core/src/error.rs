@@ -17,12 +17,69 @@ impl InvalidJob {
     }
 }
 
+/// Why a ledger could not be used, as the adapter read it from its driver's or SDK's typed error
+/// (an error code, an SQLSTATE, an I/O error kind), never from message text: callers decide the
+/// next step and the exit code from it, and only fall back to the text where it is `Other`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// No connection: refused, reset, no route, timed out connecting — the reason in a few words.
+    Unreachable(&'static str),
+    /// Connected, but no complete answer within the bound.
+    TimedOut,
+    /// The service refused for rate (throttling, provisioned throughput exceeded).
+    Throttled,
+    /// Another writer holds the store (SQLite: the file is locked); a later attempt may pass.
+    Busy,
+    NoCredentials,
+    ExpiredCredentials,
+    /// Credentials the service does not know (bad key id or signature).
+    BadCredentials,
+    /// The caller may not do this (an IAM denial, a refused database login); with the action
+    /// (`dynamodb:BatchGetItem`) when the adapter knows it.
+    Denied {
+        action: Option<String>,
+    },
+    /// Anything else; the detail says what.
+    Other,
+}
+
+impl Fault {
+    /// The fault an I/O error of `kind` means while connecting, when it is one of the usual
+    /// ones (the reasons an operator acts on differently); `None` otherwise.
+    pub fn unreachable(kind: std::io::ErrorKind) -> Option<Self> {
+        use std::io::ErrorKind;
+        let why = match kind {
+            ErrorKind::ConnectionRefused => "connection refused",
+            ErrorKind::ConnectionReset => "connection reset",
+            ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => "no route to host",
+            ErrorKind::TimedOut => "timed out connecting",
+            _ => return None,
+        };
+        Some(Self::Unreachable(why))
+    }
+
+    /// [`Fault::unreachable`] of the first I/O error among `err` and its sources: where drivers
+    /// and HTTP clients keep the operating system's answer to a connection attempt.
+    pub fn unreachable_in(err: &(dyn std::error::Error + 'static)) -> Option<Self> {
+        let mut source = Some(err);
+        while let Some(cause) = source {
+            if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+                return Self::unreachable(io.kind());
+            }
+            source = cause.source();
+        }
+        None
+    }
+}
+
 /// A ledger that could not be reached or answered something unexpected. Nothing about the claim
 /// may be assumed from it: the caller must neither send nor ack.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    #[error("ledger unavailable: {0}")]
-    Unavailable(String),
+    /// The ledger could not be used: `fault` is why, as the adapter's typed error said; `detail`
+    /// is the message for people.
+    #[error("ledger unavailable: {detail}")]
+    Unavailable { fault: Fault, detail: String },
     /// A conditional write found the row in a state this caller did not expect (for example a
     /// commit whose claim token no longer matches).
     #[error("ledger condition failed: {0}")]
@@ -32,8 +89,22 @@ pub enum LedgerError {
 }
 
 impl LedgerError {
+    /// An unavailable ledger whose cause is not typed ([`Fault::Other`]).
     pub fn unavailable(err: impl fmt::Display) -> Self {
-        Self::Unavailable(err.to_string())
+        Self::Unavailable { fault: Fault::Other, detail: err.to_string() }
+    }
+
+    /// An unavailable ledger for the typed reason `fault`.
+    pub fn faulted(fault: Fault, err: impl fmt::Display) -> Self {
+        Self::Unavailable { fault, detail: err.to_string() }
+    }
+
+    /// Why the ledger was unavailable; `None` for a conflict or a corrupt row.
+    pub fn fault(&self) -> Option<&Fault> {
+        match self {
+            Self::Unavailable { fault, .. } => Some(fault),
+            Self::Conflict(_) | Self::Corrupt(_) => None,
+        }
     }
 
     /// A worker's commit or release whose condition failed: the claim on `key` (its log prefix) is

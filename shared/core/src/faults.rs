@@ -149,7 +149,7 @@ impl<L: Ledger> FaultyLedger<L> {
             self.writes.fetch_add(1, Ordering::SeqCst);
         }
         if self.fault() == Some(LedgerFault::Down) {
-            return Err(LedgerError::Unavailable("injected: ledger unreachable".into()));
+            return Err(LedgerError::unavailable("injected: ledger unreachable"));
         }
         Ok(())
     }
@@ -157,7 +157,7 @@ impl<L: Ledger> FaultyLedger<L> {
     fn commit_gate(&self) -> Result<(), LedgerError> {
         self.enter(true)?;
         if self.fault() == Some(LedgerFault::CommitFails) {
-            return Err(LedgerError::Unavailable("injected: commit failed".into()));
+            return Err(LedgerError::unavailable("injected: commit failed"));
         }
         Ok(())
     }
@@ -201,12 +201,10 @@ impl<L: Ledger> ClaimLedger for FaultyLedger<L> {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
         self.enter(true)?;
         match self.fault() {
-            Some(LedgerFault::ClaimFails) => {
-                Err(LedgerError::Unavailable("injected: claim write failed".into()))
-            }
+            Some(LedgerFault::ClaimFails) => Err(LedgerError::unavailable("injected: claim write failed")),
             Some(LedgerFault::ClaimAnswerLost) => {
                 self.inner.claim(req).await?;
-                Err(LedgerError::Unavailable("injected: claim answer lost".into()))
+                Err(LedgerError::unavailable("injected: claim answer lost"))
             }
             Some(LedgerFault::HangAfterClaim) => {
                 self.inner.claim(req).await?;
@@ -237,7 +235,7 @@ impl<L: Ledger> ClaimLedger for FaultyLedger<L> {
         self.commit_gate()?;
         self.inner.release(claim, reason, at).await?;
         if self.fault() == Some(LedgerFault::ReleaseAnswerLost) {
-            return Err(LedgerError::Unavailable("injected: release answer lost".into()));
+            return Err(LedgerError::unavailable("injected: release answer lost"));
         }
         Ok(())
     }

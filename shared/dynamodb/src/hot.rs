@@ -27,6 +27,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tracing::debug;
 
+use notice_ledger::Fault;
+
 use crate::item::Item;
 
 mod wire;
@@ -84,8 +86,9 @@ pub struct HotWrites {
 pub(crate) enum HotFailure {
     /// `ConditionalCheckFailedException`, with the item when DynamoDB returned it.
     Condition(Option<Item>),
-    /// Anything else, after the retries; the text names the cause.
-    Other(String),
+    /// Anything else, after the retries: why, as the answer's error code or the transport said,
+    /// and the text naming the cause.
+    Other(Fault, String),
 }
 
 /// One `Put` of a `TransactWriteItems`: the item, written only if `condition` holds.
@@ -112,8 +115,8 @@ pub(crate) enum TransactFailure {
     /// `TransactionCanceledException`: nothing was written; a reason per action, and DynamoDB's
     /// message.
     Cancelled { reasons: Vec<CancellationReason>, message: String },
-    /// Anything else, after the retries; the text names the cause.
-    Other(String),
+    /// Anything else, after the retries: why, and the text naming the cause.
+    Other(Fault, String),
 }
 
 impl HotWrites {
@@ -223,12 +226,12 @@ impl HotWrites {
         let body = UpdateItem::new(table, key, update, condition, names, values, Some("UPDATED_NEW"));
         let answer = self.call(UPDATE_ITEM, &body).await?;
         let parsed: Value = serde_json::from_slice(&answer)
-            .map_err(|e| HotFailure::Other(format!("unreadable UpdateItem answer: {e}")))?;
+            .map_err(|e| HotFailure::Other(Fault::Other, format!("unreadable UpdateItem answer: {e}")))?;
         let attributes = parsed
             .get("Attributes")
-            .ok_or_else(|| HotFailure::Other("UpdateItem answered no Attributes".into()))?;
+            .ok_or_else(|| HotFailure::Other(Fault::Other, "UpdateItem answered no Attributes".into()))?;
         item_from_json(attributes)
-            .map_err(|e| HotFailure::Other(format!("unreadable UpdateItem attributes: {e}")))
+            .map_err(|e| HotFailure::Other(Fault::Other, format!("unreadable UpdateItem attributes: {e}")))
     }
 
     /// One strongly consistent `BatchGetItem` round over `keys` (at most 100, distinct) of `table`:
@@ -244,7 +247,7 @@ impl HotWrites {
         };
         let answer = self.call(BATCH_GET_ITEM, &body).await?;
         batch_get_answer(&answer, table)
-            .map_err(|e| HotFailure::Other(format!("unreadable BatchGetItem answer: {e}")))
+            .map_err(|e| HotFailure::Other(Fault::Other, format!("unreadable BatchGetItem answer: {e}")))
     }
 
     /// One strongly consistent `GetItem` of the item at `key`: `None` when there is none. A read
@@ -252,7 +255,8 @@ impl HotWrites {
     pub(crate) async fn get_item(&self, table: &str, key: &Item) -> Result<Option<Item>, HotFailure> {
         let body = GetItem { table_name: table, key: ItemJson(key), consistent_read: true };
         let answer = self.call(GET_ITEM, &body).await?;
-        get_answer(&answer).map_err(|e| HotFailure::Other(format!("unreadable GetItem answer: {e}")))
+        get_answer(&answer)
+            .map_err(|e| HotFailure::Other(Fault::Other, format!("unreadable GetItem answer: {e}")))
     }
 
     /// One `TransactWriteItems` of conditional puts, all or none. A cancelled transaction
@@ -279,15 +283,17 @@ impl HotWrites {
             Ok(_) => Ok(()),
             Err((failure, answer)) => Err(match cancellation(&answer) {
                 Some(Ok((reasons, message))) => TransactFailure::Cancelled { reasons, message },
-                Some(Err(e)) => {
-                    TransactFailure::Other(format!("unreadable TransactionCanceledException: {e}"))
-                }
-                None => TransactFailure::Other(match failure {
-                    HotFailure::Other(text) => text,
-                    HotFailure::Condition(_) => {
-                        "a condition failure outside the transaction's reasons".into()
-                    }
-                }),
+                Some(Err(e)) => TransactFailure::Other(
+                    Fault::Other,
+                    format!("unreadable TransactionCanceledException: {e}"),
+                ),
+                None => match failure {
+                    HotFailure::Other(fault, text) => TransactFailure::Other(fault, text),
+                    HotFailure::Condition(_) => TransactFailure::Other(
+                        Fault::Other,
+                        "a condition failure outside the transaction's reasons".into(),
+                    ),
+                },
             }),
         }
     }
@@ -304,7 +310,7 @@ impl HotWrites {
         operation: &'static str,
         body: &impl Serialize,
     ) -> Result<bytes::Bytes, (HotFailure, bytes::Bytes)> {
-        let no_answer = |text: String| (HotFailure::Other(text), bytes::Bytes::new());
+        let no_answer = |text: String| (HotFailure::Other(Fault::Other, text), bytes::Bytes::new());
         let target = self.target.as_ref().map_err(|e| no_answer(e.clone()))?;
         let body = serde_json::to_vec(body).map_err(|e| no_answer(format!("request body: {e}")))?;
         let target_header = [(HeaderName::from_static("x-amz-target"), operation)];
@@ -322,6 +328,7 @@ impl HotWrites {
                 ),
             };
             let Some(failure) = verdict.failure else { return Ok(answer) };
+            let failure = failure.with_action(operation);
             if !verdict.retry || attempt >= self.max_attempts {
                 return Err((failure, answer));
             }
@@ -347,8 +354,52 @@ struct Verdict {
     failure: Option<HotFailure>,
 }
 
+impl HotFailure {
+    /// A denial names the operation refused (`dynamodb:PutItem`), known from the call itself.
+    fn with_action(self, operation: &str) -> Self {
+        match self {
+            Self::Other(Fault::Denied { action: None }, text) => {
+                let name = operation.rsplit('.').next().unwrap_or(operation);
+                Self::Other(Fault::Denied { action: Some(format!("dynamodb:{name}")) }, text)
+            }
+            other => other,
+        }
+    }
+}
+
+/// A call without an answer, and why by its kind: never signed for want of credentials, a
+/// connection the I/O error kind explains, or no complete answer in time.
 fn transport(e: &CallError) -> Option<HotFailure> {
-    Some(HotFailure::Other(e.to_string()))
+    let fault = match e {
+        CallError::Credentials(_) => Fault::NoCredentials,
+        CallError::Timeout(_) => Fault::TimedOut,
+        CallError::Connect(failure) => failure.kind.and_then(Fault::unreachable).unwrap_or(Fault::Other),
+        CallError::Build(_) | CallError::Transport(_) => Fault::Other,
+    };
+    Some(HotFailure::Other(fault, e.to_string()))
+}
+
+/// The fault an AWS error code names: throttling, credentials DynamoDB does not accept, an IAM
+/// denial; anything else is [`Fault::Other`]. Codes are the service's typed answer, so they are
+/// matched exactly.
+pub(crate) fn code_fault(code: &str) -> Fault {
+    match code {
+        "ThrottlingException"
+        | "Throttling"
+        | "ThrottledException"
+        | "RequestThrottledException"
+        | "RequestThrottled"
+        | "ProvisionedThroughputExceededException"
+        | "RequestLimitExceeded"
+        | "SlowDown"
+        | "EC2ThrottledException" => Fault::Throttled,
+        "ExpiredTokenException" | "ExpiredToken" => Fault::ExpiredCredentials,
+        "UnrecognizedClientException" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => {
+            Fault::BadCredentials
+        }
+        "AccessDeniedException" | "AccessDenied" => Fault::Denied { action: None },
+        _ => Fault::Other,
+    }
 }
 
 /// The endpoint the SDK client would call, from the SDK's own endpoint rules.
@@ -397,17 +448,19 @@ fn classify(response: &Response) -> Verdict {
             Err(e) => Verdict {
                 retry: false,
                 throttled: false,
-                failure: Some(HotFailure::Other(format!(
-                    "unreadable ConditionalCheckFailedException item: {e}"
-                ))),
+                failure: Some(HotFailure::Other(
+                    Fault::Other,
+                    format!("unreadable ConditionalCheckFailedException item: {e}"),
+                )),
             },
         };
     }
     let throttled =
         status == 429 || code.is_some_and(|c| RETRYABLE_CODES.contains(&c) && c != "RequestTimeout");
     let retry = throttled || status >= 500 || code.is_some_and(|c| RETRYABLE_CODES.contains(&c));
+    let fault = code.map_or(Fault::Other, code_fault);
     let failure =
-        HotFailure::Other(format!("HTTP {status} {}: {message}", code.unwrap_or("(no error code)")));
+        HotFailure::Other(fault, format!("HTTP {status} {}: {message}", code.unwrap_or("(no error code)")));
     Verdict { retry, throttled, failure: Some(failure) }
 }
 

@@ -16,7 +16,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::hot::{HotFailure, HotWrites};
 
 use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
-use notice_ledger::LedgerError;
+use notice_ledger::{Fault, LedgerError};
 
 /// Key of the first secret version's key check item; `#` cannot occur in a notice key. Later
 /// versions' checks sit beside it (`meta#key_check#v2`, …).
@@ -46,8 +46,8 @@ impl DynamoKeyCheck {
         Self { lean: client.into().lean().clone(), table: table.into() }
     }
 
-    fn unavailable(&self, op: &str, text: &str) -> LedgerError {
-        LedgerError::Unavailable(format!("DynamoDB key check {op} on {}: {text}", self.table))
+    fn unavailable(&self, fault: Fault, op: &str, text: &str) -> LedgerError {
+        LedgerError::faulted(fault, format!("DynamoDB key check {op} on {}: {text}", self.table))
     }
 
     fn key(version: u32) -> HashMap<String, AttributeValue> {
@@ -60,9 +60,9 @@ impl KeyCheckStore for DynamoKeyCheck {
     async fn key_check_of(&self, version: u32) -> Result<Option<KeyCheck>, LedgerError> {
         let item = match self.lean.get_item(&self.table, &Self::key(version)).await {
             Ok(item) => item,
-            Err(HotFailure::Other(text)) => return Err(self.unavailable("GetItem", &text)),
+            Err(HotFailure::Other(fault, text)) => return Err(self.unavailable(fault, "GetItem", &text)),
             Err(HotFailure::Condition(_)) => {
-                return Err(self.unavailable("GetItem", "unexpected condition failure"))
+                return Err(self.unavailable(Fault::Other, "GetItem", "unexpected condition failure"))
             }
         };
         let Some(item) = item else { return Ok(None) };
@@ -86,7 +86,7 @@ impl KeyCheckStore for DynamoKeyCheck {
                     LedgerError::Corrupt(format!("{KEY_CHECK_ITEM_KEY} refused a write yet cannot be read"))
                 })
             }
-            Err(HotFailure::Other(text)) => Err(self.unavailable("PutItem", &text)),
+            Err(HotFailure::Other(fault, text)) => Err(self.unavailable(fault, "PutItem", &text)),
         }
     }
 }

@@ -54,10 +54,14 @@ impl DynamoBuckets {
     }
 
     fn unavailable(op: &str, failure: HotFailure) -> LedgerError {
-        LedgerError::Unavailable(match failure {
-            HotFailure::Other(text) => format!("rate bucket {op}: {text}"),
-            HotFailure::Condition(_) => format!("rate bucket {op}: unexpected condition failure"),
-        })
+        match failure {
+            HotFailure::Other(fault, text) => {
+                LedgerError::faulted(fault, format!("rate bucket {op}: {text}"))
+            }
+            HotFailure::Condition(_) => {
+                LedgerError::unavailable(format!("rate bucket {op}: unexpected condition failure"))
+            }
+        }
     }
 }
 

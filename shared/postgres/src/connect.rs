@@ -27,8 +27,8 @@ impl ConnectOptions {
     /// out of `url`. Never echoes the URL in errors: it may carry a password.
     pub(crate) fn parse(url: &str) -> Result<Self, LedgerError> {
         if !is_postgres_url(url) {
-            return Err(LedgerError::Unavailable(
-                "a PostgreSQL URL starts with postgres:// or postgresql://".into(),
+            return Err(LedgerError::unavailable(
+                "a PostgreSQL URL starts with postgres:// or postgresql://",
             ));
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -42,7 +42,7 @@ impl ConnectOptions {
                     "disable" | "allow" | "prefer" => tls = false,
                     "require" | "verify-ca" | "verify-full" => tls = true,
                     other => {
-                        return Err(LedgerError::Unavailable(format!(
+                        return Err(LedgerError::unavailable(format!(
                             "invalid PostgreSQL URL: sslmode={other} (use disable or require/verify-full)"
                         )))
                     }
@@ -71,8 +71,7 @@ pub fn is_postgres_url(url: &str) -> bool {
 }
 
 pub(crate) fn percent_decode(value: &str) -> Result<String, LedgerError> {
-    let bad =
-        || LedgerError::Unavailable("invalid PostgreSQL URL: bad percent-encoding in sslrootcert".into());
+    let bad = || LedgerError::unavailable("invalid PostgreSQL URL: bad percent-encoding in sslrootcert");
     let bytes = value.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -107,7 +106,7 @@ pub(crate) fn describe(config: &tokio_postgres::Config) -> String {
 pub(crate) fn tls_connector(
     roots: &TlsRoots,
 ) -> Result<tokio_postgres_rustls::MakeRustlsConnect, LedgerError> {
-    let tls_err = |what: String| LedgerError::Unavailable(format!("PostgreSQL TLS: {what}"));
+    let tls_err = |what: String| LedgerError::unavailable(format!("PostgreSQL TLS: {what}"));
     let mut store = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     let (added, _ignored) = store.add_parsable_certificates(native.certs);
@@ -171,7 +170,9 @@ mod tests {
     fn bad_urls_are_refused_without_echoing_them() {
         for url in ["mysql://u:hunter2@db/n", "postgres://u:hunter2@db/n?sslmode=sometimes"] {
             match ConnectOptions::parse(url) {
-                Err(LedgerError::Unavailable(msg)) => assert!(!msg.contains("hunter2"), "{msg}"),
+                Err(LedgerError::Unavailable { detail: msg, .. }) => {
+                    assert!(!msg.contains("hunter2"), "{msg}")
+                }
                 other => panic!("{url}: {other:?}"),
             }
         }

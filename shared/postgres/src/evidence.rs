@@ -70,7 +70,7 @@ impl EvidenceLedger for PostgresLedger {
                 attempt, "row created concurrently while applying evidence; retrying"
             );
         }
-        Err(LedgerError::Unavailable(format!(
+        Err(LedgerError::unavailable(format!(
             "{} kept changing while applying provider evidence ({EVIDENCE_ATTEMPTS} attempts)",
             ev.key.prefix()
         )))

@@ -27,7 +27,7 @@ impl PostgresLedger {
 impl PostgresKeyCheck {
     fn pg(&self, op: &str, e: tokio_postgres::Error) -> LedgerError {
         if e.as_db_error().is_some_and(|db| *db.code() == SqlState::UNDEFINED_TABLE) {
-            return LedgerError::Unavailable(format!(
+            return LedgerError::unavailable(format!(
                 "PostgreSQL key check {op} on {}: table `ledger_meta` does not exist — run \
                  `noticectl ledger init --postgres URL` (it is idempotent)",
                 self.ledger.target

@@ -29,7 +29,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 use tracing::debug;
 
-use notice_ledger::LedgerError;
+use notice_ledger::{Fault, LedgerError};
 
 mod claim;
 mod connect;
@@ -93,7 +93,7 @@ impl PostgresLedger {
     pub async fn connect_with_pool_size(url: &str, size: usize) -> Result<Self, LedgerError> {
         let options = ConnectOptions::parse(url)?;
         let mut config = tokio_postgres::Config::from_str(&options.url)
-            .map_err(|e| LedgerError::Unavailable(format!("invalid PostgreSQL URL: {}", error_chain(&e))))?;
+            .map_err(|e| LedgerError::unavailable(format!("invalid PostgreSQL URL: {}", error_chain(&e))))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -119,7 +119,7 @@ impl PostgresLedger {
             .create_timeout(Some(POOL_TIMEOUT))
             .recycle_timeout(Some(POOL_TIMEOUT))
             .build()
-            .map_err(|e| LedgerError::Unavailable(format!("PostgreSQL pool for {target}: {e}")))?;
+            .map_err(|e| LedgerError::unavailable(format!("PostgreSQL pool for {target}: {e}")))?;
         let ledger = Self { pool, target };
         // Fail at start-up, not on the first message, when the server is unreachable or refuses us.
         let client = ledger.client().await?;
@@ -166,18 +166,21 @@ impl PostgresLedger {
 
     async fn client(&self) -> Result<deadpool_postgres::Client, LedgerError> {
         self.pool.get().await.map_err(|e| {
-            let detail = match &e {
-                deadpool_postgres::PoolError::Backend(inner) => error_chain(inner),
-                other => other.to_string(),
+            let (fault, detail) = match &e {
+                deadpool_postgres::PoolError::Backend(inner) => (fault_of(inner), error_chain(inner)),
+                other => (Fault::Other, other.to_string()),
             };
-            LedgerError::Unavailable(format!("PostgreSQL {}: cannot get a connection: {detail}", self.target))
+            LedgerError::faulted(
+                fault,
+                format!("PostgreSQL {}: cannot get a connection: {detail}", self.target),
+            )
         })
     }
 
     fn pg(&self, op: &str, e: tokio_postgres::Error) -> LedgerError {
         if let Some(db) = e.as_db_error() {
             if *db.code() == SqlState::UNDEFINED_COLUMN {
-                return LedgerError::Unavailable(format!(
+                return LedgerError::unavailable(format!(
                     "PostgreSQL {op} on {}: {} — the schema predates this version: run \
                      `noticectl ledger init --postgres URL` again (it only adds the missing columns)",
                     self.target,
@@ -185,19 +188,45 @@ impl PostgresLedger {
                 ));
             }
             if *db.code() == SqlState::UNDEFINED_TABLE {
-                return LedgerError::Unavailable(format!(
+                return LedgerError::unavailable(format!(
                     "PostgreSQL {op} on {}: table `notices` does not exist — run \
                      `noticectl ledger init --postgres URL` once",
                     self.target
                 ));
             }
-            return LedgerError::Unavailable(format!(
-                "PostgreSQL {op} on {}: {} (SQLSTATE {})",
-                self.target,
-                db.message(),
-                db.code().code()
-            ));
+            return LedgerError::faulted(
+                fault_of(&e),
+                format!(
+                    "PostgreSQL {op} on {}: {} (SQLSTATE {})",
+                    self.target,
+                    db.message(),
+                    db.code().code()
+                ),
+            );
         }
-        LedgerError::Unavailable(format!("PostgreSQL {op} on {}: {}", self.target, error_chain(&e)))
+        LedgerError::faulted(fault_of(&e), format!("PostgreSQL {op} on {}: {}", self.target, error_chain(&e)))
+    }
+}
+
+/// The fault a driver error names, from its typed parts: a refused password by its SQLSTATE, a
+/// failed connection by the I/O error under it; anything else is [`Fault::Other`].
+fn fault_of(e: &tokio_postgres::Error) -> Fault {
+    match e.as_db_error() {
+        Some(db) if *db.code() == SqlState::INVALID_PASSWORD => Fault::Denied { action: None },
+        Some(_) => Fault::Other,
+        None => Fault::unreachable_in(e).unwrap_or(Fault::Other),
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_closed_port_is_unreachable_by_its_io_error() {
+        let Err(e) = PostgresLedger::connect("postgres://u@127.0.0.1:1/db").await else {
+            panic!("nothing listens on port 1")
+        };
+        assert_eq!(e.fault(), Some(&Fault::Unreachable("connection refused")), "{e}");
     }
 }

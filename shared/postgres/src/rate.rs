@@ -38,13 +38,13 @@ impl PostgresLedger {
 impl PostgresBuckets {
     fn pg(&self, op: &str, e: tokio_postgres::Error) -> LedgerError {
         if e.as_db_error().is_some_and(|db| *db.code() == SqlState::UNDEFINED_TABLE) {
-            return LedgerError::Unavailable(format!(
+            return LedgerError::unavailable(format!(
                 "PostgreSQL rate bucket {op} on {}: table `rate_buckets` does not exist — run \
                  `noticectl ledger init --postgres URL` (it is idempotent)",
                 self.ledger.target
             ));
         }
-        LedgerError::Unavailable(format!(
+        LedgerError::unavailable(format!(
             "PostgreSQL rate bucket {op} on {}: {}",
             self.ledger.target,
             error_chain(&e)

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
-use notice_ledger::LedgerError;
+use notice_ledger::{Fault, LedgerError};
 
 mod claim;
 mod evidence;
@@ -37,9 +37,9 @@ impl SqliteLedger {
     /// other local users cannot read it whatever the umask.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
         let path = path.as_ref().to_path_buf();
-        private_file(&path).map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
+        private_file(&path).map_err(|e| LedgerError::unavailable(format!("{}: {e}", path.display())))?;
         let mut conn = Connection::open(&path)
-            .map_err(|e| LedgerError::Unavailable(format!("{}: {e}", path.display())))?;
+            .map_err(|e| LedgerError::unavailable(format!("{}: {e}", path.display())))?;
         conn.busy_timeout(BUSY_WAIT).map_err(sql)?;
         wal_mode(&conn)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
@@ -62,12 +62,18 @@ impl SqliteLedger {
             f(&mut guard)
         })
         .await
-        .map_err(|e| LedgerError::Unavailable(format!("ledger task failed: {e}")))?
+        .map_err(|e| LedgerError::unavailable(format!("ledger task failed: {e}")))?
     }
 }
 
+/// A driver error, its fault from SQLite's result code: another process holding the file is
+/// [`Fault::Busy`]; anything else is [`Fault::Other`].
 fn sql(e: rusqlite::Error) -> LedgerError {
-    LedgerError::Unavailable(format!("sqlite: {e}"))
+    let fault = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Fault::Busy,
+        _ => Fault::Other,
+    };
+    LedgerError::faulted(fault, format!("sqlite: {e}"))
 }
 
 #[cfg(test)]
@@ -75,3 +81,23 @@ mod upgrade_tests;
 
 #[cfg(test)]
 mod open_race_tests;
+
+#[cfg(test)]
+mod fault_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_file_another_process_holds_is_busy() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ledger.db");
+        drop(SqliteLedger::open(&path).expect("open"));
+        let holder = Connection::open(&path).expect("holder");
+        holder.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+        let other = Connection::open(&path).expect("other");
+        other.busy_timeout(Duration::ZERO).expect("no wait");
+        let Err(e) = other.execute_batch("BEGIN IMMEDIATE") else { panic!("the file is locked") };
+        assert_eq!(sql(e).fault(), Some(&Fault::Busy));
+    }
+}

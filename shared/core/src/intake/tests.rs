@@ -247,7 +247,7 @@ struct Unreachable;
 #[async_trait]
 impl RowReader for Unreachable {
     async fn get(&self, _key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
-        Err(LedgerError::Unavailable("connection reset".into()))
+        Err(LedgerError::unavailable("connection reset"))
     }
 }
 

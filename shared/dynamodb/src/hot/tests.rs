@@ -129,7 +129,7 @@ fn client_errors_do_not_retry() {
     let body = r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad expression"}"#;
     let v = classify(&response(400, &[], body));
     assert!(!v.retry, "{v:?}");
-    let Some(HotFailure::Other(text)) = v.failure else { panic!("{v:?}") };
+    let Some(HotFailure::Other(_, text)) = v.failure else { panic!("{v:?}") };
     assert!(text.contains("ValidationException") && text.contains("bad expression"), "{text}");
     let v = classify(&response(
         400,
@@ -139,7 +139,7 @@ fn client_errors_do_not_retry() {
     assert!(!v.retry, "{v:?}");
     let v = classify(&response(403, &[("x-amzn-ErrorType", "AccessDeniedException:")], "garbage"));
     assert!(!v.retry, "{v:?}");
-    let Some(HotFailure::Other(text)) = v.failure else { panic!("{v:?}") };
+    let Some(HotFailure::Other(_, text)) = v.failure else { panic!("{v:?}") };
     assert!(text.contains("AccessDeniedException"), "{text}");
 }
 
@@ -227,7 +227,7 @@ async fn retries_stop_at_max_attempts_and_a_failed_condition_is_final() {
     let result = hot_at(&endpoint, 2)
         .update_item("t", &one_item(), "SET a = :a", "b", &HashMap::new(), &HashMap::new())
         .await;
-    assert!(matches!(result, Err(HotFailure::Other(ref t)) if t.contains("503")), "{result:?}");
+    assert!(matches!(result, Err(HotFailure::Other(_, ref t)) if t.contains("503")), "{result:?}");
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
 
     let ccf = "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException\",\"Item\":{\"notice_key\":{\"S\":\"ab\"}}}";
@@ -404,7 +404,10 @@ async fn a_single_read_answers_the_item_or_none() {
     assert_eq!(hot.get_item("t", &one_item()).await.unwrap_or_else(|e| panic!("{e:?}")), Some(one_item()));
     assert_eq!(hot.get_item("t", &one_item()).await.unwrap_or_else(|e| panic!("{e:?}")), None);
     let failed = hot.get_item("t", &one_item()).await;
-    assert!(matches!(failed, Err(HotFailure::Other(ref t)) if t.contains("ResourceNotFound")), "{failed:?}");
+    assert!(
+        matches!(failed, Err(HotFailure::Other(_, ref t)) if t.contains("ResourceNotFound")),
+        "{failed:?}"
+    );
 }
 
 #[tokio::test]
@@ -414,7 +417,38 @@ async fn an_unusable_client_fails_every_call_with_its_reason() {
     let hot = HotWrites::unusable(http, &e);
     assert_eq!(hot.endpoint(), None);
     let result = hot.put_item("t", &one_item(), "c", &HashMap::new(), &HashMap::new()).await;
-    assert!(matches!(result, Err(HotFailure::Other(ref t)) if t.contains("no region")), "{result:?}");
+    assert!(matches!(result, Err(HotFailure::Other(_, ref t)) if t.contains("no region")), "{result:?}");
     let result = hot.transact_put_items("t", &[]).await;
-    assert!(matches!(result, Err(TransactFailure::Other(ref t)) if t.contains("no region")), "{result:?}");
+    assert!(matches!(result, Err(TransactFailure::Other(_, ref t)) if t.contains("no region")), "{result:?}");
+}
+
+/// The fault comes from the typed answer: the error code, the transport's I/O error kind, the
+/// operation refused — never from the message's words.
+#[tokio::test]
+async fn a_failure_carries_its_fault() {
+    let (endpoint, _) = scripted(vec![
+        "400 Bad Request|{\"__type\":\"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException\",\"message\":\"slow\"}",
+        "400 Bad Request|{\"__type\":\"com.amazon.coral.service#AccessDeniedException\",\"message\":\"no\"}",
+        "400 Bad Request|{\"__type\":\"com.amazon.coral.service#ExpiredTokenException\",\"message\":\"old\"}",
+    ])
+    .await;
+    let hot = hot_at(&endpoint, 1);
+    let throttled = hot.get_item("t", &one_item()).await;
+    assert!(matches!(throttled, Err(HotFailure::Other(Fault::Throttled, _))), "{throttled:?}");
+    let denied = hot.get_item("t", &one_item()).await;
+    let action = Some("dynamodb:GetItem".to_owned());
+    assert!(
+        matches!(denied, Err(HotFailure::Other(Fault::Denied { action: ref a }, _)) if *a == action),
+        "{denied:?}"
+    );
+    let expired = hot.get_item("t", &one_item()).await;
+    assert!(matches!(expired, Err(HotFailure::Other(Fault::ExpiredCredentials, _))), "{expired:?}");
+
+    // Nothing listens on port 1: the connection is refused.
+    let closed = hot_at("http://127.0.0.1:1", 1);
+    let refused = closed.get_item("t", &one_item()).await;
+    assert!(
+        matches!(refused, Err(HotFailure::Other(Fault::Unreachable("connection refused"), _))),
+        "{refused:?}"
+    );
 }

@@ -54,7 +54,7 @@ impl DynamoLedger {
                     Some(existing) => Ok(Some(existing)),
                     // Vanished between the write and the read (TTL): nothing holds the key now,
                     // but nothing was written either; the caller's redelivery will try again.
-                    None => Err(LedgerError::Unavailable(format!(
+                    None => Err(LedgerError::unavailable(format!(
                         "{} changed during the write; try again",
                         row.key.prefix()
                     ))),
@@ -91,11 +91,11 @@ impl DynamoLedger {
             .collect();
         let (reasons, message) = match self.lean.transact_put_items(&self.table, &puts).await {
             Ok(()) => return Ok(None),
-            Err(TransactFailure::Other(text)) => {
-                return Err(LedgerError::Unavailable(format!(
-                    "DynamoDB TransactWriteItems on {}: {text}",
-                    self.table
-                )))
+            Err(TransactFailure::Other(fault, text)) => {
+                return Err(LedgerError::faulted(
+                    fault,
+                    format!("DynamoDB TransactWriteItems on {}: {text}", self.table),
+                ))
             }
             Err(TransactFailure::Cancelled { reasons, message }) => (reasons, message),
         };
@@ -105,14 +105,14 @@ impl DynamoLedger {
             if reason.code.as_deref() == Some("ConditionalCheckFailed") {
                 return match self.conflicting_row(key, reason.item).await? {
                     Some(existing) => Ok(Some(existing)),
-                    None => Err(LedgerError::Unavailable(format!(
+                    None => Err(LedgerError::unavailable(format!(
                         "{} changed during the write; try again",
                         key.prefix()
                     ))),
                 };
             }
         }
-        Err(LedgerError::Unavailable(format!(
+        Err(LedgerError::unavailable(format!(
             "DynamoDB TransactWriteItems on {} cancelled: {message}",
             self.table
         )))

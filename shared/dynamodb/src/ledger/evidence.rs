@@ -93,7 +93,7 @@ impl EvidenceLedger for DynamoLedger {
                 }
             }
         }
-        Err(LedgerError::Unavailable(format!(
+        Err(LedgerError::unavailable(format!(
             "{} kept changing while applying provider evidence ({EVIDENCE_ATTEMPTS} attempts)",
             ev.key.prefix()
         )))

@@ -19,16 +19,16 @@
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 
 use notice_ledger::ledger::{LedgerRow, QuarantineView, RowReader, RowState};
-use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
+use notice_ledger::{Fault, LedgerError};
 
 use crate::expr::Expr;
-use crate::hot::{HotFailure, HotWrites};
+use crate::hot::{code_fault, HotFailure, HotWrites};
 use crate::item::{attr, get_key, item_to_row, row_to_item, s, Item};
 use crate::DynamoClient;
 
@@ -108,18 +108,33 @@ impl DynamoLedger {
         (at.max(Utc::now()) + self.retention).timestamp()
     }
 
-    fn unavailable(&self, op: &str, err: impl std::error::Error) -> LedgerError {
-        LedgerError::Unavailable(format!("DynamoDB {op} on {}: {}", self.table, DisplayErrorContext(err)))
+    /// An SDK call's failure, its fault read from the SDK's typed error: the service's error code,
+    /// a timeout, or the I/O error under a dispatch failure.
+    fn unavailable<E, R>(&self, op: &str, err: SdkError<E, R>) -> LedgerError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug + 'static,
+    {
+        let fault = match &err {
+            SdkError::ServiceError(_) => match err.code().map_or(Fault::Other, code_fault) {
+                Fault::Denied { action: None } => Fault::Denied { action: Some(format!("dynamodb:{op}")) },
+                fault => fault,
+            },
+            SdkError::TimeoutError(_) => Fault::TimedOut,
+            SdkError::DispatchFailure(_) => Fault::unreachable_in(&err).unwrap_or(Fault::Other),
+            _ => Fault::Other,
+        };
+        LedgerError::faulted(fault, format!("DynamoDB {op} on {}: {}", self.table, DisplayErrorContext(err)))
     }
 
     /// A hot write's failure as the SDK path reports it.
     fn hot_failure(&self, op: &str, failure: HotFailure) -> WriteFailure {
         match failure {
             HotFailure::Condition(item) => WriteFailure::Condition(item),
-            HotFailure::Other(text) => WriteFailure::Other(LedgerError::Unavailable(format!(
-                "DynamoDB {op} on {}: {text}",
-                self.table
-            ))),
+            HotFailure::Other(fault, text) => WriteFailure::Other(LedgerError::faulted(
+                fault,
+                format!("DynamoDB {op} on {}: {text}", self.table),
+            )),
         }
     }
 
@@ -154,10 +169,10 @@ impl DynamoLedger {
 impl RowReader for DynamoLedger {
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
         let item = self.lean.get_item(&self.table, &Self::key_item(key)).await.map_err(|f| match f {
-            HotFailure::Other(text) => {
-                LedgerError::Unavailable(format!("DynamoDB GetItem on {}: {text}", self.table))
+            HotFailure::Other(fault, text) => {
+                LedgerError::faulted(fault, format!("DynamoDB GetItem on {}: {text}", self.table))
             }
-            HotFailure::Condition(_) => LedgerError::Unavailable(format!(
+            HotFailure::Condition(_) => LedgerError::unavailable(format!(
                 "DynamoDB GetItem on {}: unexpected condition failure",
                 self.table
             )),

@@ -38,7 +38,7 @@ impl DynamoLedger {
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
         }
-        Err(LedgerError::Unavailable(format!(
+        Err(LedgerError::unavailable(format!(
             "DynamoDB BatchGetItem on {}: {} keys still unprocessed after {BATCH_GET_ATTEMPTS} attempts",
             self.table,
             pending.len()
@@ -48,12 +48,12 @@ impl DynamoLedger {
     /// One `BatchGetItem` request: (items found, keys left unprocessed).
     async fn batch_get_round(&self, keys: Vec<Item>) -> Result<(Vec<Item>, Vec<Item>), LedgerError> {
         self.lean.batch_get_item(&self.table, &keys).await.map_err(|f| match f {
-            HotFailure::Condition(_) => LedgerError::Unavailable(format!(
+            HotFailure::Condition(_) => LedgerError::unavailable(format!(
                 "DynamoDB BatchGetItem on {}: unexpected condition failure",
                 self.table
             )),
-            HotFailure::Other(text) => {
-                LedgerError::Unavailable(format!("DynamoDB BatchGetItem on {}: {text}", self.table))
+            HotFailure::Other(fault, text) => {
+                LedgerError::faulted(fault, format!("DynamoDB BatchGetItem on {}: {text}", self.table))
             }
         })
     }
