@@ -320,7 +320,48 @@ pub(crate) fn plan(inputs: &Inputs) -> CapacityPlan {
     let ledger_reads_per_sec = ses_rate_needed * f64::from(NEW_NOTICE.reads);
     let ledger_writes_per_sec = ses_rate_needed * f64::from(NEW_NOTICE.writes);
 
-    let rows = vec![
+    let rows = quota_rows(
+        inputs,
+        live_schedules,
+        create_per_sec,
+        invocations_per_sec,
+        sqs_in_flight,
+        ses_rate_needed,
+    );
+    let quota_requests = quota_requests(&rows);
+
+    CapacityPlan {
+        inputs: inputs.clone(),
+        assumptions: assumptions(inputs, wait_days),
+        avg_rate_per_sec: avg_rate,
+        peak_rate_per_sec: peak_rate,
+        wait_days,
+        live_schedules,
+        create_schedule_per_sec: create_per_sec,
+        invocations_per_sec,
+        cohort_drain_secs,
+        sqs_in_flight,
+        ses_rate_needed,
+        ledger_reads_per_sec,
+        ledger_writes_per_sec,
+        ledger_paths: LEDGER_PATHS.to_vec(),
+        notes: notes(inputs, &rows, parks, cohort, ses_rate_needed),
+        rows,
+        quota_requests,
+    }
+}
+
+/// The quota rows of the plan: each need against its quota (`ses_rate` is the account's, when
+/// given).
+fn quota_rows(
+    inputs: &Inputs,
+    live_schedules: f64,
+    create_per_sec: f64,
+    invocations_per_sec: f64,
+    sqs_in_flight: f64,
+    ses_rate_needed: f64,
+) -> Vec<Row> {
+    vec![
         row(
             "live_schedules",
             "Scheduler schedules (live)",
@@ -366,9 +407,13 @@ pub(crate) fn plan(inputs: &Inputs) -> CapacityPlan {
             inputs.ses_rate,
             false,
         ),
-    ];
-    let quota_requests = rows
-        .iter()
+    ]
+}
+
+/// An increase to ask for on every row whose verdict is to raise the quota: [`HEADROOM`] times
+/// the need, rounded up sensibly, and always above the current quota.
+fn quota_requests(rows: &[Row]) -> Vec<QuotaRequest> {
+    rows.iter()
         .filter(|r| r.verdict == Verdict::Raise)
         .filter_map(|r| {
             let current = r.quota?;
@@ -378,27 +423,7 @@ pub(crate) fn plan(inputs: &Inputs) -> CapacityPlan {
             }
             Some(QuotaRequest { quota: r.quota_name, current, needed: r.needed, request })
         })
-        .collect();
-
-    CapacityPlan {
-        inputs: inputs.clone(),
-        assumptions: assumptions(inputs, wait_days),
-        avg_rate_per_sec: avg_rate,
-        peak_rate_per_sec: peak_rate,
-        wait_days,
-        live_schedules,
-        create_schedule_per_sec: create_per_sec,
-        invocations_per_sec,
-        cohort_drain_secs,
-        sqs_in_flight,
-        ses_rate_needed,
-        ledger_reads_per_sec,
-        ledger_writes_per_sec,
-        ledger_paths: LEDGER_PATHS.to_vec(),
-        notes: notes(inputs, &rows, parks, cohort, ses_rate_needed),
-        rows,
-        quota_requests,
-    }
+        .collect()
 }
 
 /// The spread the sender applies: never past [`MAX_HIDDEN_WAIT_SECS`] before the window closes.

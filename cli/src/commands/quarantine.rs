@@ -16,7 +16,7 @@ use notice_ledger::NoticeKey;
 
 use crate::exit::{Exit, SafetyStop};
 use crate::key_arg::KeyArg;
-use crate::ledger_target::LedgerArg;
+use crate::ledger_target::{LedgerArg, LedgerTarget};
 use crate::terminal::ask;
 
 #[derive(clap::Args, Debug)]
@@ -118,50 +118,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
     let ledger = target.open().await?.ledger;
     match args.command {
         QuarantineCommand::List { older_than, limit, json } => {
-            let age = match older_than {
-                Some(age) => age,
-                None => notice_setup::config::stale_after_from_env()?,
-            };
-            let now = Utc::now();
-            let cut = now - chrono::Duration::from_std(age)?;
-            let rows = ledger.open_claims(cut, limit).await?;
-            for row in &rows {
-                let age_s = row.claimed_at.map(|t| (now - t).num_seconds()).unwrap_or(0);
-                if json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"notice_key": row.key.as_str(), "subscription_id": row.subscription_id,
-                            "period_start": row.period_start, "kind": row.kind, "revision": row.revision,
-                            "claimed_at": row.claimed_at.map(|t| t.to_rfc3339()), "age_seconds": age_s})
-                    );
-                } else {
-                    println!(
-                        "{}  {:<20} {:<10} {:<22} rev {:<3} claimed {} ({})",
-                        row.key,
-                        row.subscription_id,
-                        row.period_start,
-                        row.kind,
-                        row.revision,
-                        row.claimed_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
-                        human_age(age_s)
-                    );
-                }
-            }
-            let (total, oldest) = ledger.count_open_claims(cut).await?;
-            let shown = if total > rows.len() {
-                format!(" (showing the oldest {}; raise --limit)", rows.len())
-            } else {
-                String::new()
-            };
-            let oldest = oldest
-                .map(|t| format!(", oldest {} old", human_age((now - t).num_seconds())))
-                .unwrap_or_default();
-            eprintln!(
-                "{total} quarantined claim(s) older than {}{oldest}{shown} in {}",
-                human_age(age.as_secs() as i64),
-                target.describe()
-            );
-            Ok(Exit::Ok.into())
+            list(ledger.as_ref(), &target, older_than, limit, json).await
         }
         QuarantineCommand::Resolve { key, sent: _, message_id, by } => {
             let key = open_claim(ledger.as_ref(), &key, &target.describe()).await?;
@@ -183,37 +140,9 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
             events_dlq_url,
             force,
         } => {
-            let key = open_claim(ledger.as_ref(), &key, &target.describe()).await?;
-            if reason.trim().is_empty() {
-                anyhow::bail!("--reason must say why (it is recorded on the row)");
-            }
-            let row = ledger.get(&key).await?.with_context(|| format!("{key} has no ledger row"))?;
-            if row.state != RowState::Claimed {
-                anyhow::bail!(
-                    "refusing: {key} is {}, not an open claim — only open claims can be released",
-                    row.state
-                );
-            }
-            describe(&row);
+            let key = releasable(ledger.as_ref(), &target, &key, &reason).await?;
             let queues = EventQueues { queue: events_queue_url, dlq: events_dlq_url };
-            match queues.pending(target.is_local()).await {
-                Ok(status) => println!("{status}"),
-                Err(why) if force => println!("--force: releasing although {why:#}"),
-                // Events pending: a safety stop (3). Queues not given or unreadable: 2.
-                Err(why) if why.is::<SafetyStop>() => {
-                    return Err(SafetyStop(format!(
-                        "refusing to release {key}: {why:#} — an event there may prove the notice was sent. \
-                         Let the reconciler drain the queue (and redrive or inspect the DLQ), then retry; \
-                         --force overrides"
-                    ))
-                    .into())
-                }
-                Err(why) => {
-                    return Err(why.context(format!(
-                        "refusing to release {key} (--force overrides; an event on the SES queues may prove the notice was sent)"
-                    )))
-                }
-            }
+            queues.check_drained(&key, target.is_local(), force).await?;
             if dry_run {
                 println!("dry run: would release {key}; nothing changed");
                 return Ok(Exit::Ok.into());
@@ -228,6 +157,83 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
             Ok(Exit::Ok.into())
         }
     }
+}
+
+/// `quarantine list`: the open claims older than `older_than` (default the stale-after age), the
+/// oldest `limit` of them one line (or JSON object) each, then how many there are in all.
+async fn list(
+    ledger: &dyn Ledger,
+    target: &LedgerTarget,
+    older_than: Option<Duration>,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let age = match older_than {
+        Some(age) => age,
+        None => notice_setup::config::stale_after_from_env()?,
+    };
+    let now = Utc::now();
+    let cut = now - chrono::Duration::from_std(age)?;
+    let rows = ledger.open_claims(cut, limit).await?;
+    for row in &rows {
+        let age_s = row.claimed_at.map(|t| (now - t).num_seconds()).unwrap_or(0);
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"notice_key": row.key.as_str(), "subscription_id": row.subscription_id,
+                    "period_start": row.period_start, "kind": row.kind, "revision": row.revision,
+                    "claimed_at": row.claimed_at.map(|t| t.to_rfc3339()), "age_seconds": age_s})
+            );
+        } else {
+            println!(
+                "{}  {:<20} {:<10} {:<22} rev {:<3} claimed {} ({})",
+                row.key,
+                row.subscription_id,
+                row.period_start,
+                row.kind,
+                row.revision,
+                row.claimed_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
+                human_age(age_s)
+            );
+        }
+    }
+    let (total, oldest) = ledger.count_open_claims(cut).await?;
+    let shown = if total > rows.len() {
+        format!(" (showing the oldest {}; raise --limit)", rows.len())
+    } else {
+        String::new()
+    };
+    let oldest =
+        oldest.map(|t| format!(", oldest {} old", human_age((now - t).num_seconds()))).unwrap_or_default();
+    eprintln!(
+        "{total} quarantined claim(s) older than {}{oldest}{shown} in {}",
+        human_age(age.as_secs() as i64),
+        target.describe()
+    );
+    Ok(Exit::Ok.into())
+}
+
+/// The open claim `arg` names, when a release of it may go ahead: a reason given, and the row
+/// still an open claim (described for the operator).
+async fn releasable(
+    ledger: &dyn Ledger,
+    target: &LedgerTarget,
+    arg: &KeyArg,
+    reason: &str,
+) -> anyhow::Result<NoticeKey> {
+    let key = open_claim(ledger, arg, &target.describe()).await?;
+    if reason.trim().is_empty() {
+        anyhow::bail!("--reason must say why (it is recorded on the row)");
+    }
+    let row = ledger.get(&key).await?.with_context(|| format!("{key} has no ledger row"))?;
+    if row.state != RowState::Claimed {
+        anyhow::bail!(
+            "refusing: {key} is {}, not an open claim — only open claims can be released",
+            row.state
+        );
+    }
+    describe(&row);
+    Ok(key)
 }
 
 /// The key `arg` names: given whole, as it is; a prefix, among the open claims (the only rows
@@ -249,6 +255,31 @@ struct EventQueues {
 }
 
 impl EventQueues {
+    /// Prints that nothing is waiting on the queues, or refuses the release of `key` — a safety
+    /// stop while events are pending, an error when the queues are not given or unreadable —
+    /// unless `force`.
+    async fn check_drained(&self, key: &NoticeKey, local_ledger: bool, force: bool) -> anyhow::Result<()> {
+        match self.pending(local_ledger).await {
+            Ok(status) => println!("{status}"),
+            Err(why) if force => println!("--force: releasing although {why:#}"),
+            // Events pending: a safety stop (3). Queues not given or unreadable: 2.
+            Err(why) if why.is::<SafetyStop>() => {
+                return Err(SafetyStop(format!(
+                    "refusing to release {key}: {why:#} — an event there may prove the notice was sent. \
+                     Let the reconciler drain the queue (and redrive or inspect the DLQ), then retry; \
+                     --force overrides"
+                ))
+                .into())
+            }
+            Err(why) => {
+                return Err(why.context(format!(
+                    "refusing to release {key} (--force overrides; an event on the SES queues may prove the notice was sent)"
+                )))
+            }
+        }
+        Ok(())
+    }
+
     /// `Ok(summary)` when nothing is waiting; `Err(why)` when events are queued, dead-lettered or
     /// cannot be counted. A local SQLite ledger has no event stream, so nothing to wait for there
     /// unless queues are named.

@@ -10,16 +10,17 @@ use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use notice_ledger::clock::{Clock, PinnedClock, SystemClock};
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
-use notice_ledger::DeliverContext;
-use notice_ledger::{Mode, Outcome, QueueAction, QueuePolicy, Receive};
+use notice_ledger::rate::RateLimits;
+use notice_ledger::{DeliverContext, Mode, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
 
 use crate::exit::Exit;
 use crate::input::{read_items, InputItem};
-use crate::ledger_target::LedgerArg;
+use crate::ledger_target::{LedgerArg, LedgerTarget};
 use crate::local::StateDir;
 use crate::notices_arg::ConfigArg;
 
@@ -55,6 +56,31 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     let state = StateDir::open(&state_dir)?;
     let secret = state.secret().await?;
     let target = args.ledger.target(&state.root)?;
+    let (sender, texts, limits) = local_sender(&args, &state, secret, &target).await?;
+    let now = sender.now();
+    eprintln!(
+        "noticectl: {} job(s) from {} · ledger {} · outbox {} · texts {} · mode {} · rate {}",
+        items.len(),
+        args.file.display(),
+        target.describe(),
+        state.outbox_dir().display(),
+        texts,
+        if args.mode == Mode::Shadow { "shadow" } else { "enforce" },
+        limits.as_ref().map_or("off".to_owned(), |l| l.describe())
+    );
+    let tally = deliver_all(items, &sender, now, args.concurrency).await;
+    Ok(summarize(tally))
+}
+
+/// The sender of a local run — this ledger, the file outbox, the configuration's texts and
+/// policy, the rate limits from the environment — with the name and version of its texts and
+/// those limits, for the banner.
+async fn local_sender(
+    args: &SendArgs,
+    state: &StateDir,
+    secret: KeyRing,
+    target: &LedgerTarget,
+) -> anyhow::Result<(Arc<NoticeSender>, String, Option<RateLimits>)> {
     // A local run is a sender: a ledger without a key check gets this secret's.
     let (opened, _) = target.open_checked(&secret, true).await?;
     let limits = config::rate_limits_from_env()?;
@@ -86,22 +112,21 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         None => Arc::new(SystemClock),
     };
     let sender = Arc::new(assemble(config, ports).sender.with_clock(clock));
-    let now = sender.now();
-    eprintln!(
-        "noticectl: {} job(s) from {} · ledger {} · outbox {} · texts {} · mode {} · rate {}",
-        items.len(),
-        args.file.display(),
-        target.describe(),
-        state.outbox_dir().display(),
-        texts,
-        if args.mode == Mode::Shadow { "shadow" } else { "enforce" },
-        limits.as_ref().map_or("off".to_owned(), |l| l.describe())
-    );
+    Ok((sender, texts, limits))
+}
 
+/// Every job of the file delivered, up to `concurrency` at once, each line printed in input
+/// order as its outcome is counted.
+async fn deliver_all(
+    items: Vec<InputItem>,
+    sender: &Arc<NoticeSender>,
+    now: DateTime<Utc>,
+    concurrency: u16,
+) -> Tally {
     // `buffered` keeps input order in the output while up to N jobs run at once.
     let mut results = futures::stream::iter(items)
         .map(|item| {
-            let sender = Arc::clone(&sender);
+            let sender = Arc::clone(sender);
             async move {
                 let delivery = match item.job() {
                     // An unreadable line never reaches the sender: it is reported, not lost.
@@ -113,7 +138,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
                 (item, delivery)
             }
         })
-        .buffered(usize::from(args.concurrency));
+        .buffered(usize::from(concurrency));
 
     // Results print in input order. A job held by a claim that may still be running — often this
     // run's own copy of the notice — is delivered again once every job here has finished, when the
@@ -134,6 +159,11 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
         };
         tally.report(&item, &delivery);
     }
+    tally
+}
+
+/// The end of the output: what needs attention, the summary line, and the exit code.
+fn summarize(tally: Tally) -> ExitCode {
     let Tally { counts, attention } = tally;
     let total: usize = counts.values().sum();
     let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
@@ -146,7 +176,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     }
     println!("{total} job(s): {}", if parts.is_empty() { "nothing to do".into() } else { parts.join(", ") });
     if attention.is_empty() {
-        return Ok(Exit::Ok.into());
+        return Exit::Ok.into();
     }
     eprintln!(
         "noticectl: {} job(s) need attention (invalid, missed, quarantined, too late, rate-limited, \
@@ -160,7 +190,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
              decided here; run them again after the claim lifetime (NOTICE_CLAIM_LIFETIME_SECS)"
         );
     }
-    Ok(Exit::Attention.into())
+    Exit::Attention.into()
 }
 
 /// The run's outcomes so far; each job's line is printed as it is counted, and again at the end

@@ -27,6 +27,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
+use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{LedgerRow, RowState};
 use notice_ledger::{Identity, NoticeKey, WindowPolicy};
 use serde::Serialize;
@@ -248,20 +249,7 @@ fn revisions_text(revisions: &[u64]) -> String {
 pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Result<ExitCode> {
     let (policy, policy_source) = args.policy.load()?;
     let mut versions = Versions::new(&args.configs)?;
-    let kinds: Vec<String> = if args.kinds.is_empty() {
-        let mut named: Vec<String> = policy.kinds().into_iter().map(str::to_owned).collect();
-        named.extend(versions.kinds());
-        named.sort_unstable();
-        named.dedup();
-        if named.is_empty() {
-            anyhow::bail!(
-                "evidence: give --kinds: the windows policy ({policy_source}) names no kinds to look for"
-            );
-        }
-        named
-    } else {
-        args.kinds.iter().map(|k| k.trim().to_owned()).collect()
-    };
+    let kinds = kinds_to_look_for(&args.kinds, &policy, &policy_source, &versions)?;
     let revisions = parse_revisions(&args.revisions)?;
     let wanted = kinds.len() * revisions.len();
     if wanted > MAX_KEYS {
@@ -278,18 +266,8 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
 
     let state = StateDir::open(&state_dir)?;
     let secret = state.secret().await?;
-    let mut derived: HashMap<NoticeKey, (String, u64)> = HashMap::with_capacity(wanted);
-    let mut keys = Vec::with_capacity(wanted);
-    for kind in &kinds {
-        for revision in &revisions {
-            let identity = Identity::new(&args.subscription_id, &args.period_start, kind, *revision)?;
-            // Every version held, retired ones too: a notice keyed before a rotation is still found.
-            for key in secret.all_keys(&identity) {
-                derived.insert(key.clone(), (kind.clone(), *revision));
-                keys.push(key);
-            }
-        }
-    }
+    let (keys, derived) =
+        derive_keys(&secret, &args.subscription_id, &args.period_start, &kinds, &revisions)?;
 
     let target = args.ledger.target(&state.root)?;
     let (opened, key_secret) = target.open_checked(&secret, false).await?;
@@ -301,35 +279,13 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
         Some(path) => Some(RenderInputs::read(path, &secret)?),
         None => None,
     };
-    let mut notices: Vec<NoticeEvidence> = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let Some((kind, revision)) = derived.get(&row.key) else { continue };
-        let found = match &row.rendered {
-            Some(r) => versions.find(&r.config_version).await,
-            None => Err("the row names no configuration version".to_owned()),
-        };
-        let mut notice = match (&found, &row.rendered) {
-            (Ok((config, from)), _) => notice_evidence(
-                row,
-                kind,
-                *revision,
-                config.policy(),
-                PolicyBasis::version(config, from),
-                stale_before,
-            ),
-            (Err(why), rendered) => {
-                let reason = match rendered {
-                    Some(r) => format!("its version {} was not found: {why}", escape(&r.config_version)),
-                    None => why.clone(),
-                };
-                let basis = PolicyBasis::given_now(&policy_source, reason);
-                notice_evidence(row, kind, *revision, &policy, basis, stale_before)
-            }
-        };
-        notice.render = render_inputs.as_ref().map(|inputs| inputs.check(row, &found));
-        notices.push(notice);
-    }
-    notices.sort_by(|a, b| (a.kind.as_str(), a.revision).cmp(&(b.kind.as_str(), b.revision)));
+    let judge = Judge {
+        policy: &policy,
+        policy_source: &policy_source,
+        stale_before,
+        render: render_inputs.as_ref(),
+    };
+    let notices = judge.all(&rows, &derived, &mut versions).await;
 
     if notices.is_empty() {
         eprintln!(
@@ -363,18 +319,135 @@ pub(crate) async fn run(state_dir: PathBuf, args: EvidenceArgs) -> anyhow::Resul
     } else {
         print!("{}", render_blocks(&report));
     }
-    if render_inputs.is_some() {
+    Ok(render_verdict(&report, render_inputs.is_some()))
+}
+
+/// The kinds to look for: `--kinds` as given, else every kind the windows policy and the
+/// configuration versions name.
+fn kinds_to_look_for(
+    given: &[String],
+    policy: &WindowPolicy,
+    policy_source: &str,
+    versions: &Versions,
+) -> anyhow::Result<Vec<String>> {
+    if !given.is_empty() {
+        return Ok(given.iter().map(|k| k.trim().to_owned()).collect());
+    }
+    let mut named: Vec<String> = policy.kinds().into_iter().map(str::to_owned).collect();
+    named.extend(versions.kinds());
+    named.sort_unstable();
+    named.dedup();
+    if named.is_empty() {
+        anyhow::bail!(
+            "evidence: give --kinds: the windows policy ({policy_source}) names no kinds to look for"
+        );
+    }
+    Ok(named)
+}
+
+/// The kind and revision each derived key was derived for.
+type DerivedFor = HashMap<NoticeKey, (String, u64)>;
+
+/// Every key the notices of `kinds` × `revisions` may live under, and the kind and revision each
+/// was derived for.
+fn derive_keys(
+    secret: &KeyRing,
+    subscription_id: &str,
+    period_start: &str,
+    kinds: &[String],
+    revisions: &[u64],
+) -> anyhow::Result<(Vec<NoticeKey>, DerivedFor)> {
+    let wanted = kinds.len() * revisions.len();
+    let mut derived: DerivedFor = HashMap::with_capacity(wanted);
+    let mut keys = Vec::with_capacity(wanted);
+    for kind in kinds {
+        for revision in revisions {
+            let identity = Identity::new(subscription_id, period_start, kind, *revision)?;
+            // Every version held, retired ones too: a notice keyed before a rotation is still found.
+            for key in secret.all_keys(&identity) {
+                derived.insert(key.clone(), (kind.clone(), *revision));
+                keys.push(key);
+            }
+        }
+    }
+    Ok((keys, derived))
+}
+
+/// How the rows are judged: by the policy of the configuration version each names, else the
+/// policy given now; a claim older than `stale_before` is quarantined; `--render` checks each.
+struct Judge<'a> {
+    policy: &'a WindowPolicy,
+    policy_source: &'a str,
+    stale_before: DateTime<Utc>,
+    render: Option<&'a RenderInputs>,
+}
+
+impl Judge<'_> {
+    /// The evidence of every row found under a derived key, by kind and revision.
+    async fn all(
+        &self,
+        rows: &[LedgerRow],
+        derived: &DerivedFor,
+        versions: &mut Versions,
+    ) -> Vec<NoticeEvidence> {
+        let mut notices: Vec<NoticeEvidence> = Vec::with_capacity(rows.len());
+        for row in rows {
+            let Some((kind, revision)) = derived.get(&row.key) else { continue };
+            notices.push(self.one(row, kind, *revision, versions).await);
+        }
+        notices.sort_by(|a, b| (a.kind.as_str(), a.revision).cmp(&(b.kind.as_str(), b.revision)));
+        notices
+    }
+
+    async fn one(
+        &self,
+        row: &LedgerRow,
+        kind: &str,
+        revision: u64,
+        versions: &mut Versions,
+    ) -> NoticeEvidence {
+        let found = match &row.rendered {
+            Some(r) => versions.find(&r.config_version).await,
+            None => Err("the row names no configuration version".to_owned()),
+        };
+        let mut notice = match (&found, &row.rendered) {
+            (Ok((config, from)), _) => notice_evidence(
+                row,
+                kind,
+                revision,
+                config.policy(),
+                PolicyBasis::version(config, from),
+                self.stale_before,
+            ),
+            (Err(why), rendered) => {
+                let reason = match rendered {
+                    Some(r) => format!("its version {} was not found: {why}", escape(&r.config_version)),
+                    None => why.clone(),
+                };
+                let basis = PolicyBasis::given_now(self.policy_source, reason);
+                notice_evidence(row, kind, revision, self.policy, basis, self.stale_before)
+            }
+        };
+        notice.render = self.render.map(|inputs| inputs.check(row, &found));
+        notice
+    }
+}
+
+/// The exit code of a run that found notices: with `--render` (`rendered`), 1 when none could
+/// be compared or any needs attention.
+fn render_verdict(report: &Report, rendered: bool) -> ExitCode {
+    if rendered {
         let checks: Vec<&RenderCheck> = report.notices.iter().filter_map(|n| n.render.as_ref()).collect();
         let compared = checks.iter().filter(|c| !matches!(c.verdict, "no job" | "not rendered")).count();
         if compared == 0 {
             eprintln!("noticectl evidence: --render: no notice could be compared (no job in the file for a rendered notice)");
-            return Ok(Exit::Attention.into());
+            return Exit::Attention.into();
         }
         if checks.iter().any(|c| c.needs_attention()) {
-            return Ok(Exit::Attention.into());
+            return Exit::Attention.into();
         }
     }
-    Ok(Exit::Ok.into())
+    Exit::Ok.into()
 }
 
 #[cfg(test)]

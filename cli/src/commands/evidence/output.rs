@@ -163,60 +163,58 @@ fn wrap(line: &str, width: usize) -> Vec<String> {
     out
 }
 
+/// The columns of `--wide`, one per field of [`wide_row`].
+const WIDE_COLUMNS: [&str; 17] = [
+    "kind",
+    "rev",
+    "state",
+    "claimed / recorded at",
+    "before charge",
+    "charge at",
+    "jurisdiction",
+    "window",
+    "inside",
+    "policy",
+    "message id",
+    "delivery",
+    "template",
+    "config version",
+    "rendered digest",
+    "render",
+    "detail",
+];
+
+/// One notice as a row of [`WIDE_COLUMNS`].
+fn wide_row(n: &NoticeEvidence) -> Vec<String> {
+    let dash = || "-".to_owned();
+    vec![
+        n.kind.clone(),
+        n.revision.to_string(),
+        state_text(n),
+        n.at.map_or_else(dash, |t| t.to_rfc3339()),
+        n.hours_before_charge.map_or_else(dash, |h| format!("{h:.1} h")),
+        n.charge_at.map_or_else(dash, |t| t.to_rfc3339()),
+        n.jurisdiction.as_deref().map_or_else(dash, escape),
+        n.window
+            .as_ref()
+            .map_or_else(dash, |w| format!("{} h → {} h", w.opens_hours_before, w.closes_hours_before)),
+        n.inside_window.map_or_else(dash, |inside| if inside { "yes" } else { "no" }.to_owned()),
+        n.policy.short(),
+        n.message_id.as_deref().map_or_else(dash, escape),
+        n.delivery_status.map_or_else(dash, str::to_owned),
+        n.template.as_deref().map_or_else(dash, escape),
+        n.config_version.as_deref().map_or_else(dash, escape),
+        n.rendered_digest.as_deref().map_or_else(dash, escape),
+        n.render.as_ref().map_or_else(dash, |c| c.verdict.to_owned()),
+        n.detail.as_deref().map_or_else(dash, escape),
+    ]
+}
+
 /// The report as one wide table row per notice (`--wide`).
 pub(super) fn render(r: &Report) -> String {
     let mut out = format!("{}\n\n", headline(r));
-    let dash = || "-".to_owned();
-    let rows: Vec<Vec<String>> = r
-        .notices
-        .iter()
-        .map(|n| {
-            let state = state_text(n);
-            vec![
-                n.kind.clone(),
-                n.revision.to_string(),
-                state,
-                n.at.map_or_else(dash, |t| t.to_rfc3339()),
-                n.hours_before_charge.map_or_else(dash, |h| format!("{h:.1} h")),
-                n.charge_at.map_or_else(dash, |t| t.to_rfc3339()),
-                n.jurisdiction.as_deref().map_or_else(dash, escape),
-                n.window.as_ref().map_or_else(dash, |w| {
-                    format!("{} h → {} h", w.opens_hours_before, w.closes_hours_before)
-                }),
-                n.inside_window.map_or_else(dash, |inside| if inside { "yes" } else { "no" }.to_owned()),
-                n.policy.short(),
-                n.message_id.as_deref().map_or_else(dash, escape),
-                n.delivery_status.map_or_else(dash, str::to_owned),
-                n.template.as_deref().map_or_else(dash, escape),
-                n.config_version.as_deref().map_or_else(dash, escape),
-                n.rendered_digest.as_deref().map_or_else(dash, escape),
-                n.render.as_ref().map_or_else(dash, |c| c.verdict.to_owned()),
-                n.detail.as_deref().map_or_else(dash, escape),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &[
-            "kind",
-            "rev",
-            "state",
-            "claimed / recorded at",
-            "before charge",
-            "charge at",
-            "jurisdiction",
-            "window",
-            "inside",
-            "policy",
-            "message id",
-            "delivery",
-            "template",
-            "config version",
-            "rendered digest",
-            "render",
-            "detail",
-        ],
-        &rows,
-    ));
+    let rows: Vec<Vec<String>> = r.notices.iter().map(wide_row).collect();
+    out.push_str(&table(&WIDE_COLUMNS, &rows));
     out.push_str(&format!(
         "\nclaimed / recorded at: the claim, taken right before the one send attempt (for a missed notice: when the miss was recorded)\n{}\n",
         window_note(r)
