@@ -37,9 +37,11 @@ use crate::error::ConfigError;
 use crate::job::Job;
 
 mod admit;
+pub mod obligations;
 mod parse;
 
 pub use admit::{MissingContent, OtherKinds, Refusal, Requirement, UnknownKind};
+pub use obligations::{Contract, Obligations, Occasion, Owed, Rule, Term, Unowed};
 
 /// Where a window opens and closes, counted back from the charge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,6 +179,8 @@ pub struct WindowPolicy {
     other_kinds: OtherKinds,
     /// `requires` of every entry that has one (see `admit.rs`).
     requires: BTreeMap<admit::Scope, Vec<String>>,
+    /// Which kinds a contract owes (`obligations.rs`); empty when the policy has none.
+    obligations: Obligations,
 }
 
 fn invalid(reason: String) -> ConfigError {
@@ -231,6 +235,11 @@ impl WindowPolicy {
                 }
             }
         }
+        for (scope, rule) in self.obligations.rules() {
+            if let Err(unknown) = self.check_kind(&rule.kind) {
+                return Err(invalid(format!("obligation rule `{}` ({scope}) {unknown}", rule.name)));
+            }
+        }
         let kinds = std::iter::once(None).chain(self.kinds().into_iter().map(Some));
         for kind in kinds {
             let jurisdictions = std::iter::once(None).chain(self.jurisdictions().into_iter().map(Some));
@@ -268,6 +277,11 @@ impl WindowPolicy {
     pub fn jurisdictions(&self) -> Vec<&str> {
         let named = self.jurisdictions.keys().chain(self.jurisdiction_floors_hours.keys());
         named.map(String::as_str).collect::<BTreeSet<_>>().into_iter().collect()
+    }
+
+    /// Which kinds a contract owes (`obligations`; empty when the policy has none).
+    pub fn obligations(&self) -> &Obligations {
+        &self.obligations
     }
 
     /// The policy's `description` notes, each with the path of the object it describes (`""`

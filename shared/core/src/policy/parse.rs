@@ -8,12 +8,31 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::admit::Scope;
+use super::obligations::{Obligations, Occasion, Rule};
 use super::{invalid, Bounds, JurisdictionRules, OtherKinds, Window, WindowPolicy};
 use crate::error::ConfigError;
 use crate::identity::Kind;
 
-const TOP: &[&str] =
-    &["default", "kinds", "jurisdictions", "jurisdiction_floors_hours", "other_kinds", "description"];
+const TOP: &[&str] = &[
+    "default",
+    "kinds",
+    "jurisdictions",
+    "jurisdiction_floors_hours",
+    "other_kinds",
+    "obligations",
+    "description",
+];
+const OBLIGATIONS: &[&str] = &["default", "jurisdictions", "description"];
+const RULE: &[&str] = &[
+    "rule",
+    "on",
+    "kind",
+    "term_months_at_least",
+    "term_months_below",
+    "trial_days_over",
+    "anniversary_months",
+    "description",
+];
 const WINDOW: &[&str] = &["opens_hours_before", "closes_hours_before", "requires", "description"];
 const JURISDICTION: &[&str] =
     &["opens_at_most_hours_before", "closes_at_least_hours_before", "kinds", "requires", "description"];
@@ -64,6 +83,9 @@ pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
             policy.jurisdictions.insert(j.clone(), rules);
         }
     }
+    if let Some(v) = present(top, "obligations") {
+        policy.obligations = obligations(v, &mut policy.descriptions)?;
+    }
     policy.other_kinds = match present(top, "other_kinds") {
         None if policy.kinds().is_empty() => OtherKinds::Default,
         None => OtherKinds::Refuse,
@@ -77,6 +99,114 @@ pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
         }
     };
     Ok(policy)
+}
+
+/// `obligations`: `default` and `jurisdictions.<J>`, each a list of rules (see `obligations.rs`).
+fn obligations(value: &Value, notes: &mut Vec<(String, String)>) -> Result<Obligations, ConfigError> {
+    let map = object(value, "obligations")?;
+    known(map, "obligations", OBLIGATIONS)?;
+    note(map, "obligations", notes)?;
+    let mut out = Obligations::default();
+    let mut names: Vec<String> = Vec::new();
+    if let Some(v) = present(map, "default") {
+        out.default = rules(v, "obligations.default", &mut names, notes)?;
+    }
+    if let Some(v) = present(map, "jurisdictions") {
+        for (j, list) in object(v, "obligations.jurisdictions")? {
+            let path = format!("obligations.jurisdictions.{j}");
+            code(j, &path)?;
+            out.jurisdictions.insert(j.clone(), rules(list, &path, &mut names, notes)?);
+        }
+    }
+    Ok(out)
+}
+
+fn rules(
+    value: &Value,
+    path: &str,
+    names: &mut Vec<String>,
+    notes: &mut Vec<(String, String)>,
+) -> Result<Vec<Rule>, ConfigError> {
+    let Value::Array(items) = value else {
+        return Err(invalid(format!("`{path}` must be a list of rules, not {}", kind_of(value))));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let rule = rule(item, &format!("{path}[{i}]"), notes)?;
+        if names.contains(&rule.name) {
+            return Err(invalid(format!(
+                "`{path}[{i}].rule`: {:?} names another rule already; each rule needs its own name \
+                 (it is recorded with what it decided)",
+                rule.name
+            )));
+        }
+        names.push(rule.name.clone());
+        out.push(rule);
+    }
+    Ok(out)
+}
+
+fn rule(value: &Value, path: &str, notes: &mut Vec<(String, String)>) -> Result<Rule, ConfigError> {
+    let map = object(value, path)?;
+    known(map, path, RULE)?;
+    let text = |name: &str| -> Result<String, ConfigError> {
+        match present(map, name) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+            Some(other) => {
+                Err(invalid(format!("`{path}.{name}` must be a non-empty string, not {}", kind_of(other))))
+            }
+            None => Err(invalid(format!("`{path}.{name}` is required"))),
+        }
+    };
+    let name = text("rule")?;
+    let ok_name = name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'));
+    if !ok_name {
+        return Err(invalid(format!(
+            "`{path}.rule`: {name:?} is not a rule name (lower-case letters, digits, `_` and `-`; at most 64)"
+        )));
+    }
+    let on_word = text("on")?;
+    let on = Occasion::parse(&on_word).ok_or_else(|| {
+        let words: Vec<&str> = Occasion::ALL.iter().map(Occasion::as_str).collect();
+        invalid(format!("`{path}.on`: {on_word:?} is not an occasion (one of: {})", words.join(", ")))
+    })?;
+    let kind = text("kind")?;
+    kind_name(&kind, &format!("{path}.kind"))?;
+    let count = |name: &str| present(map, name).map(|v| hours(v, &format!("{path}.{name}"))).transpose();
+    let rule = Rule {
+        name,
+        on,
+        kind,
+        term_months_at_least: count("term_months_at_least")?,
+        term_months_below: count("term_months_below")?,
+        trial_days_over: count("trial_days_over")?,
+        anniversary_months: count("anniversary_months")?,
+        description: None,
+    };
+    if let (Some(low), Some(high)) = (rule.term_months_at_least, rule.term_months_below) {
+        if low >= high {
+            return Err(invalid(format!(
+                "`{path}`: `term_months_at_least` ({low}) must be below `term_months_below` ({high}): \
+                 as written the rule holds for no contract"
+            )));
+        }
+    }
+    if rule.trial_days_over.is_some() && on != Occasion::TrialConversion {
+        return Err(invalid(format!(
+            "`{path}.trial_days_over` only applies to `\"on\": \"trial_conversion\"` (this rule is on {on_word})"
+        )));
+    }
+    if let Some(every) = rule.anniversary_months {
+        if on != Occasion::Renewal || every == 0 {
+            return Err(invalid(format!(
+                "`{path}.anniversary_months` must be at least 1 and only applies to `\"on\": \"renewal\"`"
+            )));
+        }
+    }
+    note(map, path, notes)?;
+    let description = notes.last().filter(|(p, _)| p == path).map(|(_, d)| d.clone());
+    Ok(Rule { description, ..rule })
 }
 
 fn jurisdiction(
