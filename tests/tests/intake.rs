@@ -16,7 +16,7 @@ use notice_dynamodb::{DynamoKeyCheck, DynamoLedger};
 use notice_e2e::sender_app::{self, Env, SECRET, TABLE};
 use notice_intake::aws::SecretsManagerSource;
 use notice_intake::{IntakeApp, KeyGate, SecretSource, Secrets};
-use notice_ledger::intake::IntakePlanner;
+use notice_ledger::intake::{IntakePlanner, Kinds};
 use notice_ledger::keycheck::{KeyCheck, KeyCheckStore};
 use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{RowReader, RowState};
@@ -59,7 +59,12 @@ struct Renewal {
 
 impl Renewal {
     fn new(sub: &str) -> Self {
-        let charge_at = Utc::now() + Duration::hours(48);
+        Self::in_hours(sub, 48)
+    }
+
+    /// The charge `hours` from now.
+    fn in_hours(sub: &str, hours: i64) -> Self {
+        let charge_at = Utc::now() + Duration::hours(hours);
         Self { sub: sub.into(), charge_at, period_start_at: charge_at - Duration::hours(1) }
     }
 
@@ -114,7 +119,11 @@ impl Renewal {
     }
 
     fn identity(&self, revision: u64) -> Identity {
-        Identity::new(&self.sub, &self.period_start(), KIND, revision).unwrap()
+        self.identity_of(KIND, revision)
+    }
+
+    fn identity_of(&self, kind: &str, revision: u64) -> Identity {
+        Identity::new(&self.sub, &self.period_start(), kind, revision).unwrap()
     }
 }
 
@@ -125,6 +134,19 @@ struct Stack {
 }
 
 async fn stack() -> Stack {
+    stack_with(Kinds::Stated(Kind::parse(KIND).unwrap()), None).await
+}
+
+/// The US example configuration (examples/notices-us): its obligations choose the intake's kinds,
+/// its texts and windows are the sender's.
+fn us_example() -> notice_ledger::notices::NoticeConfig {
+    let dir = notice_e2e::workspace_root().join("examples/notices-us");
+    notice_setup::notices::load_local(&notice_setup::notices::ConfigSpec::Dir(dir))
+        .expect("the US example loads")
+}
+
+/// The stack with the intake's kinds, and the sender under `config` (the built-in texts without).
+async fn stack_with(kinds: Kinds, config: Option<notice_ledger::notices::NoticeConfig>) -> Stack {
     let env = sender_app::env().await;
     let sdk = env.moto.sdk_config().await;
     // The endpoint secret lives in Secrets Manager, read as the deployed intake reads it.
@@ -145,8 +167,8 @@ async fn stack() -> Stack {
         secrets: Secrets::new(secrets, Some(Arc::new(source))),
         tolerance_secs: 300,
         mapping: Arc::new(StripeMapping),
-        planner: IntakePlanner::new(
-            Kind::parse(KIND).unwrap(),
+        planner: IntakePlanner::with_kinds(
+            kinds,
             TimeZone::parse("UTC").unwrap(),
             KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
         ),
@@ -155,7 +177,16 @@ async fn stack() -> Stack {
         queue: Arc::new(notice_sqs::Producer::new(env.moto.sqs().await, env.queue_url.clone())),
         function_name: "notice-e2e-intake".into(),
     };
-    let sender = sender_app::app_with(&env, sender_app::settings(&env, true), None).await;
+    let mut settings = sender_app::settings(&env, true);
+    if let Some(config) = config {
+        settings.send.policy = config.policy().clone();
+        let links = notice_ledger::links::ManageLinks::new(
+            "https://billing.example.com/manage",
+            NoticeSecret::new(SECRET).unwrap().derive_subkey("l"),
+        );
+        settings.send.renderer = Arc::new(notice_ledger::render::Renderer::new(Arc::new(config), links));
+    }
+    let sender = sender_app::app_with(&env, settings, None).await;
     Stack { env, intake, sender }
 }
 
@@ -439,4 +470,67 @@ async fn the_intake_starts_from_its_environment_and_refuses_a_kind_the_policy_do
     for (k, _) in &vars {
         std::env::remove_var(k);
     }
+}
+
+/// The US example's obligations through the intake and the sender on the emulator: an annual
+/// Californian is owed the 15–45-day annual notice (and gets it, once, however often Stripe
+/// delivers), a monthly one the 72 h reminder, and a contract a rule cannot place is refused with
+/// the missing fact named, nothing enqueued.
+#[tokio::test]
+async fn the_us_example_owes_each_contract_its_own_notice() {
+    let config = us_example();
+    let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
+    let stack = stack_with(kinds, Some(config)).await;
+    let in_state = |event: &mut Value, state: &str| {
+        set(event, "/data/object/customer_address/country", json!("US"));
+        set(event, "/data/object/customer_address/state", json!(state));
+    };
+
+    // Annual, charged in 30 days: inside California's 15–45 days.
+    let annual = Renewal::in_hours("sub_ca_annual", 30 * 24);
+    let mut upcoming = annual.upcoming(29900);
+    let year = annual.period_start_at.checked_add_months(chrono::Months::new(12)).unwrap();
+    set(&mut upcoming, "/data/object/lines/data/0/period/end", json!(year.timestamp()));
+    in_state(&mut upcoming, "CA");
+    for _ in 0..3 {
+        assert_eq!(revisions(&deliver_ok(&stack, &upcoming).await), [send(0)]);
+    }
+    // Monthly, charged in 48 h: the merchant's reminder.
+    let monthly = Renewal::new("sub_ca_monthly");
+    let mut monthly_upcoming = monthly.upcoming(2900);
+    in_state(&mut monthly_upcoming, "CA");
+    assert_eq!(revisions(&deliver_ok(&stack, &monthly_upcoming).await), [send(0)]);
+    drain(&stack).await;
+
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let row = |r: &Renewal, kind: &str| {
+        let key = r.identity_of(kind, 0).derive_key(&secret);
+        let env = &stack.env;
+        async move { sender_app::state(env, &key).await }
+    };
+    assert_eq!(row(&annual, "annual_renewal").await, Some(RowState::Sent));
+    assert_eq!(row(&annual, KIND).await, None, "no 72 h reminder for an annual Californian");
+    assert_eq!(row(&monthly, KIND).await, Some(RowState::Sent));
+    assert_eq!(row(&monthly, "annual_renewal").await, None);
+    let annual_mails = mails_to(&stack, &annual).await;
+    assert_eq!(annual_mails.len(), 1, "three deliveries, one notice");
+    assert!(
+        annual_mails[0].to_string().contains("renews automatically for another term"),
+        "{}",
+        annual_mails[0]
+    );
+    assert_eq!(mails_to(&stack, &monthly).await.len(), 1);
+
+    // Colorado's anniversary rule needs the subscription's start, which an upcoming invoice does
+    // not state: refused, naming it, and nothing enqueued.
+    let colorado = Renewal::new("sub_co_monthly");
+    let mut co_upcoming = colorado.upcoming(2900);
+    in_state(&mut co_upcoming, "CO");
+    let answer = deliver_ok(&stack, &co_upcoming).await;
+    assert_eq!(answer["result"], "refused", "{answer}");
+    assert_eq!(answer["field"], "obligations", "{answer}");
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(error.contains("co-anniversary") && error.contains("the subscription's start"), "{error}");
+    drain(&stack).await;
+    assert!(mails_to(&stack, &colorado).await.is_empty());
 }

@@ -2,18 +2,18 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `NOTICE_INTAKE_KIND` | required: the notice kind of every renewal notice the intake enqueues; refused unless the notice configuration in force lists it (as the sender would refuse the jobs) |
+//! | `NOTICE_INTAKE_KIND` | the notice kind of every renewal notice, for a configuration whose policy has no `obligations` (then required, and refused unless the policy lists it, as the sender would refuse the jobs); refused beside `obligations`, which choose each contract's kinds |
 //! | `NOTICE_INTAKE_BILLING_TIME_ZONE` | required: the IANA zone the billing system keeps its days in; a period's opening instant is read as a date there (`period_start`) |
 //! | `NOTICE_INTAKE_SIGNING_SECRET_ARN` | the Secrets Manager secret holding the endpoint signing secret (`whsec_…`); or `NOTICE_INTAKE_SIGNING_SECRET`, the value itself (local runs) |
 //! | `NOTICE_INTAKE_TOLERANCE_SECS` | how old a signature may be (default 300, Stripe's own; 0 checks no age) |
 //! | `NOTICE_QUEUE_URL` | required: the jobs queue |
 //! | `NOTICE_KEY_SECRET_ARN` / `NOTICE_KEY_SECRET` | the key secret (the ledger's rows are read by key), verified against the ledger's key check |
 //! | `NOTICE_LEDGER_URL` / `NOTICE_TABLE` | the ledger, as every entry point names it |
-//! | `NOTICE_CONFIG` | the notice configuration whose policy must list the kind |
+//! | `NOTICE_CONFIG` | the notice configuration: its policy's obligations (or list of kinds) decide the kinds |
 
 use std::sync::Arc;
 
-use notice_ledger::intake::IntakePlanner;
+use notice_ledger::intake::{IntakePlanner, Kinds};
 use notice_ledger::keycheck::{check_ring, KeyCheckError, KeyCheckOutcome};
 use notice_ledger::locale::TimeZone;
 use notice_ledger::notices::NoticeConfig;
@@ -28,17 +28,21 @@ use tracing::info;
 use crate::aws::SecretsManagerSource;
 use crate::{IntakeApp, KeyGate, SecretSource, Secrets};
 
-pub const KIND_VAR: &str = "NOTICE_INTAKE_KIND";
+pub const KIND_VAR: &str = notice_ledger::intake::STATED_KIND_VAR;
 pub const ZONE_VAR: &str = "NOTICE_INTAKE_BILLING_TIME_ZONE";
 pub const SIGNING_SECRET_VAR: &str = "NOTICE_INTAKE_SIGNING_SECRET";
 pub const SIGNING_SECRET_ARN_VAR: &str = "NOTICE_INTAKE_SIGNING_SECRET_ARN";
 pub const TOLERANCE_VAR: &str = "NOTICE_INTAKE_TOLERANCE_SECS";
 pub const QUEUE_VAR: &str = "NOTICE_QUEUE_URL";
 
-/// `NOTICE_INTAKE_KIND`, checked as a kind; the policy check comes with the configuration.
-pub fn kind_from_env() -> Result<Kind, ConfigError> {
-    let kind = config::required(KIND_VAR)?;
-    Kind::parse(kind.trim()).map_err(|e| ConfigError::Invalid { name: KIND_VAR, reason: e.reason })
+/// `NOTICE_INTAKE_KIND` if set, checked as a kind; whether it may or must be set comes with the
+/// configuration ([`kinds`]).
+pub fn kind_from_env() -> Result<Option<Kind>, ConfigError> {
+    config::optional(KIND_VAR)
+        .map(|kind| {
+            Kind::parse(kind.trim()).map_err(|e| ConfigError::Invalid { name: KIND_VAR, reason: e.reason })
+        })
+        .transpose()
 }
 
 /// `NOTICE_INTAKE_BILLING_TIME_ZONE`: required, never the host's zone (docs/job.md, "Time zones").
@@ -47,12 +51,10 @@ pub fn zone_from_env() -> Result<TimeZone, ConfigError> {
     TimeZone::parse(zone.trim()).map_err(|reason| ConfigError::Invalid { name: ZONE_VAR, reason })
 }
 
-/// The kind must be one the policy in force sends (strict policies list their kinds).
-pub fn check_kind(kind: &Kind, config: &NoticeConfig) -> Result<(), ConfigError> {
-    config
-        .policy()
-        .check_kind(kind.as_str())
-        .map_err(|e| ConfigError::Invalid { name: KIND_VAR, reason: e.to_string() })
+/// The kinds under the configuration in force: its policy's obligations, or the stated kind, which
+/// must be one the policy sends (strict policies list their kinds).
+pub fn kinds(stated: Option<Kind>, config: &NoticeConfig) -> Result<Kinds, ConfigError> {
+    Kinds::from_policy(config.policy(), stated)
 }
 
 /// The notice configuration `NOTICE_CONFIG` names: built-in, a directory, or published.
@@ -95,7 +97,7 @@ async fn signing_secrets(sdk: &SdkConfig) -> Result<Secrets, ConfigError> {
 
 /// The app from the environment (the Lambda's cold start).
 pub async fn from_env() -> Result<IntakeApp, ConfigError> {
-    let kind = kind_from_env()?;
+    let stated = kind_from_env()?;
     let zone = zone_from_env()?;
     let queue_url = config::required(QUEUE_VAR)?;
     let tolerance_secs = config::secs_from_env(TOLERANCE_VAR, DEFAULT_TOLERANCE_SECS)?.as_secs();
@@ -103,11 +105,11 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
     let sdk = notice_setup::aws::load_sdk_config().await;
     let keys = secret::resolve(&sdk).await?.ok_or(ConfigError::Missing(secret::EITHER_VAR))?;
     let notices = notice_config(&sdk).await?;
-    check_kind(&kind, &notices)?;
+    let kinds = kinds(stated, &notices)?;
     let secrets = signing_secrets(&sdk).await?;
     let ledger = LedgerUrl::from_env()?;
     let opened = ledger.open_with_buckets(Some(&sdk), ledger_url::retention_days_from_env()?).await?;
-    let planner = IntakePlanner::new(kind, zone, keys);
+    let planner = IntakePlanner::with_kinds(kinds, zone, keys);
     let verified = match check_ring(opened.key_checks.as_ref(), planner.keys(), false).await {
         Ok(KeyCheckOutcome::Verified(k)) => {
             info!(key_secret = %k, "key secret verified against the ledger's key check");
@@ -125,7 +127,7 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
         }
     };
     info!(
-        kind = %planner.kind(),
+        kinds = %planner.kinds().describe(),
         billing_time_zone = %planner.billing_zone(),
         config = %notices.manifest().name,
         config_version = %notices.version(),

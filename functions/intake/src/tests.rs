@@ -296,11 +296,13 @@ fn the_kind_must_be_one_the_policy_in_force_sends() {
             "annual_renewal":{"opens_hours_before":1080,"closes_hours_before":360}}}"#,
     ))
     .unwrap_or_else(|p| panic!("{p:?}"));
-    assert!(settings::check_kind(&Kind::parse("annual_renewal").unwrap(), &strict).is_ok());
+    assert!(settings::kinds(Some(Kind::parse("annual_renewal").unwrap()), &strict).is_ok());
     let e =
-        settings::check_kind(&Kind::parse("renewal_notice_t27").unwrap(), &strict).unwrap_err().to_string();
+        settings::kinds(Some(Kind::parse("renewal_notice_t27").unwrap()), &strict).unwrap_err().to_string();
     assert!(e.contains("NOTICE_INTAKE_KIND") && e.contains("renewal_notice_t72"), "{e}");
-    // The built-in default policy sends any kind.
+    // The built-in default policy sends any kind, and without obligations one must be stated.
     let default = NoticeConfig::builtin(None).unwrap_or_else(|p| panic!("{p:?}"));
-    assert!(settings::check_kind(&Kind::parse("anything_goes").unwrap(), &default).is_ok());
+    assert!(settings::kinds(Some(Kind::parse("anything_goes").unwrap()), &default).is_ok());
+    let e = settings::kinds(None, &default).unwrap_err().to_string();
+    assert!(e.contains("NOTICE_INTAKE_KIND"), "{e}");
 }

@@ -8,6 +8,10 @@
 //! | `customer.subscription.deleted` | a cancellation of the renewal at the period's end |
 //! | anything else (including a price change on `customer.subscription.updated`: its payload has no e-mail) | unhandled |
 //!
+//! The term (for the policy's obligations) is the subscription line's price `recurring` interval
+//! and count, or its `plan`'s; API 2025-03-31 and later no longer put the price on the line, and
+//! there the line's period gives it when it spans whole calendar years, months, weeks or days.
+//!
 //! Two API-version differences are read both ways: the invoice's subscription moved from
 //! `invoice.subscription` to `invoice.parent.subscription_details.subscription` (API 2025-03-31),
 //! and the subscription's `current_period_end` moved onto its items
@@ -18,8 +22,9 @@
 //! period's end is the next one's start). Proration lines are never used: their periods are
 //! fragments of the current period.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Months, Utc};
 use notice_ledger::intake::{BillingFact, BillingMapping, Cancellation, Refused, Renewal};
+use notice_ledger::policy::{Occasion, Term};
 use serde_json::Value;
 
 /// The Stripe mapping (stateless).
@@ -125,6 +130,11 @@ fn upcoming(event_type: &str, invoice: &Value) -> Result<BillingFact, Refused> {
             .map(str::to_owned)
     });
     Ok(BillingFact::Renewal(Renewal {
+        // An upcoming invoice does not say whether a trial ends with it (the subscription does).
+        occasion: Occasion::Renewal,
+        term: line.and_then(term),
+        trial_days: None,
+        started_at: None,
         subscription_id,
         period_start_at: instant(event_type, "period.start", period_start)?,
         charge_at: instant(event_type, "next_payment_attempt", charge_at)?,
@@ -208,6 +218,45 @@ fn subscription_line(invoice: &Value) -> Option<&Value> {
                 != Some(true);
         old_shape || new_shape
     })
+}
+
+/// The term the subscription line pays for: its price's `recurring` (or, before prices, its
+/// `plan`) interval and count; where the line no longer carries the price (API 2025-03-31 and
+/// later), its period, when it spans a whole number of calendar years, months, weeks or days.
+/// `None` otherwise: a rule that needs the term then refuses the event, naming it.
+fn term(line: &Value) -> Option<Term> {
+    for pointer in ["/price/recurring", "/plan"] {
+        if let Some(interval) = line.pointer(pointer).and_then(|r| r.get("interval")).and_then(Value::as_str)
+        {
+            let count = line.pointer(pointer).and_then(|r| r.get("interval_count")).and_then(Value::as_u64);
+            return Term::parse(interval, count.unwrap_or(1));
+        }
+    }
+    let start = line.pointer("/period/start").and_then(Value::as_i64)?;
+    let end = line.pointer("/period/end").and_then(Value::as_i64)?;
+    period_term(DateTime::from_timestamp(start, 0)?, DateTime::from_timestamp(end, 0)?)
+}
+
+/// The whole calendar term from `start` to `end`, in the largest unit that spans it exactly.
+fn period_term(start: DateTime<Utc>, end: DateTime<Utc>) -> Option<Term> {
+    let months = |n: u32| start.checked_add_months(Months::new(n));
+    if let Some(n) = (1..=60).find(|n| months(n * 12) == Some(end)) {
+        return Term::parse("year", u64::from(n));
+    }
+    if let Some(n) = (1..=60).find(|n| months(*n) == Some(end)) {
+        return Term::parse("month", u64::from(n));
+    }
+    let seconds = end.signed_duration_since(start).num_seconds();
+    const DAY: i64 = 86_400;
+    if seconds <= 0 || seconds % DAY != 0 {
+        return None;
+    }
+    let days = u64::try_from(seconds / DAY).ok()?;
+    if days % 7 == 0 {
+        Term::parse("week", days / 7)
+    } else {
+        Term::parse("day", days)
+    }
 }
 
 /// An id at `pointer`: a string, or an expanded object's `id`.

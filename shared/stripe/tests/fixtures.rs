@@ -214,3 +214,21 @@ async fn both_shapes_plan_the_same_job_for_the_same_subscription() {
     assert_eq!(bodies[0], bodies[1], "one key, one body, whichever API version Stripe used");
     assert_eq!(bodies[0]["period_start"], "2026-10-01");
 }
+
+#[test]
+fn the_term_comes_from_the_price_or_the_lines_period() {
+    use notice_ledger::policy::Term;
+    // API 2025-03-31: no price on the line; the fixture's period is one month (31 days from 1 Oct).
+    assert_eq!(renewal(&event("invoice.upcoming", upcoming_2025())).term, Term::parse("month", 1));
+    let mut annual = upcoming_2025();
+    let year_later = at(PERIOD_START).checked_add_months(chrono::Months::new(12)).unwrap().timestamp();
+    set(&mut annual, "/lines/data/0/period", json!({"start": PERIOD_START, "end": year_later}));
+    assert_eq!(renewal(&event("invoice.upcoming", annual)).term, Term::parse("year", 1));
+    let mut odd = upcoming_2025();
+    set(&mut odd, "/lines/data/0/period", json!({"start": PERIOD_START, "end": PERIOD_START + 1000}));
+    assert_eq!(renewal(&event("invoice.upcoming", odd)).term, None, "no whole term: not guessed");
+    // Older versions: the price's recurring interval wins over the period.
+    let mut priced = upcoming_2024();
+    set(&mut priced, "/lines/data/0/price/recurring", json!({"interval": "month", "interval_count": 3}));
+    assert_eq!(renewal(&event("invoice.upcoming", priced)).term, Term::parse("month", 3));
+}

@@ -11,9 +11,11 @@
 //! 1. **Mapping** ([`BillingMapping`], a port): the adapter of one billing system (`notice_stripe`
 //!    for Stripe) reads its own event shapes and answers one [`BillingFact`] — or a [`Refused`]
 //!    naming the field it could not read. No billing system's JSON shape is known below this line.
-//! 2. **Planning** ([`IntakePlanner::plan`]): the fact, the configured kind and the billing
-//!    system's time zone make the identity; the ledger's own rows for that identity decide the
-//!    revision ([`revision`]). The answer is a list of [`IntakeDecision`]s.
+//! 2. **Planning** ([`IntakePlanner::plan`]): the policy's obligations decide which kinds the
+//!    fact's contract owes (`policy/obligations.rs`; a deployment without obligations states one
+//!    kind); each kind, the fact and the billing system's time zone make an identity; the ledger's
+//!    own rows for that identity decide the revision ([`revision`]). The answer is a list of
+//!    [`IntakeDecision`]s.
 //! 3. **Enqueueing** ([`JobQueue`], a port): each send or withdraw goes on the jobs queue, where
 //!    the sender treats it like any producer's message. The intake never writes the ledger.
 //!
@@ -41,13 +43,14 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::job::{Job, Withdrawal};
+use crate::policy::{Occasion, Term};
 
 mod plan;
 pub mod revision;
 #[cfg(test)]
 mod tests;
 
-pub use plan::{IntakePlanner, PlanError, MAX_REVISIONS};
+pub use plan::{IntakePlanner, Kinds, PlanError, MAX_REVISIONS, STATED_KIND_VAR};
 
 /// One verified billing event, read by the adapter of its billing system.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,6 +67,8 @@ pub enum BillingFact {
 /// The terms of a coming renewal charge, as the billing system states them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Renewal {
+    /// A renewal of a term, or the first charge after a trial: the obligations tell them apart.
+    pub occasion: Occasion,
     pub subscription_id: String,
     /// The instant the billing period that the charge pays for opens; the planner reads it as a
     /// date in the billing system's own time zone (`period_start`, docs/job.md).
@@ -81,6 +86,13 @@ pub struct Renewal {
     /// (`US-CA`); left out when it is not an ISO 3166 code.
     pub jurisdiction: Option<String>,
     pub plan_name: Option<String>,
+    /// The term between two charges (Stripe: the price's `recurring.interval` and
+    /// `interval_count`), when the event states it.
+    pub term: Option<Term>,
+    /// A trial conversion's trial length in days, when the event states it.
+    pub trial_days: Option<u32>,
+    /// When the subscription began, when the event states it (anniversaries count from it).
+    pub started_at: Option<DateTime<Utc>>,
 }
 
 /// A subscription that ends with its period: the renewal that opens `period_start_at` is off.

@@ -7,12 +7,13 @@ use serde_json::{json, Map, Value};
 
 use super::revision::{self, RevisionChoice, RevisionRows, WithdrawChoice};
 use super::{BillingFact, Cancellation, IntakeDecision, Refused, Renewal};
-use crate::error::LedgerError;
+use crate::error::{ConfigError, LedgerError};
 use crate::identity::{Identity, Kind, NoticeKey};
 use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Locale, Money, TimeZone};
+use crate::policy::{Contract, Obligations, WindowPolicy};
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
 const PAGE: u64 = 8;
@@ -32,21 +33,81 @@ pub enum PlanError {
     Ledger(#[from] LedgerError),
 }
 
-/// Plans the messages for billing facts: the configured kind, the billing system's time zone,
+/// Which kinds a fact's notices are: the policy's obligations, or the one kind a deployment
+/// without obligations states (`NOTICE_INTAKE_KIND`).
+#[derive(Clone, Debug)]
+pub enum Kinds {
+    Stated(Kind),
+    Obligations(Obligations),
+}
+
+/// The variable that states the one kind of a deployment without obligations.
+pub const STATED_KIND_VAR: &str = "NOTICE_INTAKE_KIND";
+
+impl Kinds {
+    /// The kinds under `policy`: its obligations when it has any (then a stated kind is refused:
+    /// one place decides), else the stated kind, which is required.
+    pub fn from_policy(policy: &WindowPolicy, stated: Option<Kind>) -> Result<Self, ConfigError> {
+        let invalid = |reason: String| ConfigError::Invalid { name: STATED_KIND_VAR, reason };
+        match (policy.obligations().is_empty(), stated) {
+            (true, Some(kind)) => {
+                policy.check_kind(kind.as_str()).map_err(|e| invalid(e.to_string()))?;
+                Ok(Self::Stated(kind))
+            }
+            (true, None) => Err(ConfigError::Missing(
+                "NOTICE_INTAKE_KIND (the notice configuration's policy has no `obligations` to choose kinds)",
+            )),
+            (false, Some(kind)) => Err(invalid(format!(
+                "is set to {kind:?} but the notice configuration's policy has `obligations`, which choose \
+                 the kind of every notice: unset it (a kind for every contract is a `default` rule)"
+            ))),
+            (false, None) => Ok(Self::Obligations(policy.obligations().clone())),
+        }
+    }
+
+    /// For the start-up line: the stated kind, or how many rules decide.
+    pub fn describe(&self) -> String {
+        match self {
+            Kinds::Stated(kind) => format!("{kind} (stated)"),
+            Kinds::Obligations(o) => format!("{} obligation rules", o.rules().count()),
+        }
+    }
+
+    /// Every kind a notice of this deployment can have: what a cancellation withdraws.
+    fn all(&self) -> Vec<&str> {
+        match self {
+            Kinds::Stated(kind) => vec![kind.as_str()],
+            Kinds::Obligations(o) => o.kinds(),
+        }
+    }
+}
+
+/// One notice a renewal owes: its kind and the rule that owes it (`None`: the stated kind).
+struct OwedKind {
+    kind: String,
+    rule: Option<String>,
+}
+
+/// Plans the messages for billing facts: which kinds are owed, the billing system's time zone,
 /// and the key ring (to find a notice's rows under every active secret version).
 pub struct IntakePlanner {
-    kind: Kind,
+    kinds: Kinds,
     billing_zone: TimeZone,
     keys: KeyRing,
 }
 
 impl IntakePlanner {
+    /// A planner that gives every notice `kind` (a deployment without obligations).
     pub fn new(kind: Kind, billing_zone: TimeZone, keys: KeyRing) -> Self {
-        Self { kind, billing_zone, keys }
+        Self::with_kinds(Kinds::Stated(kind), billing_zone, keys)
     }
 
-    pub fn kind(&self) -> &Kind {
-        &self.kind
+    pub fn with_kinds(kinds: Kinds, billing_zone: TimeZone, keys: KeyRing) -> Self {
+        Self { kinds, billing_zone, keys }
+    }
+
+    pub fn kinds(&self) -> &Kinds {
+        &self.kinds
     }
 
     pub fn billing_zone(&self) -> &TimeZone {
@@ -67,8 +128,15 @@ impl IntakePlanner {
         Ok(tz.to_datetime(ts).date().to_string())
     }
 
-    /// The job announcing `renewal` at `revision`, validated as the sender will validate it.
-    pub fn job(&self, event_type: &str, renewal: &Renewal, revision: u64) -> Result<Job, Refused> {
+    /// The job of kind `kind` announcing `renewal` at `revision`, validated as the sender will
+    /// validate it.
+    pub fn job(
+        &self,
+        event_type: &str,
+        kind: &str,
+        renewal: &Renewal,
+        revision: u64,
+    ) -> Result<Job, Refused> {
         let refused = |field: &str, reason: String| Refused::new(event_type, field, reason);
         let period_start =
             self.period_start(renewal.period_start_at).map_err(|e| refused("period_start", e))?;
@@ -82,7 +150,7 @@ impl IntakePlanner {
         let mut body = json!({
             "subscription_id": renewal.subscription_id,
             "period_start": period_start,
-            "kind": self.kind.as_str(),
+            "kind": kind,
             "revision": revision,
             "email": renewal.email,
             "charge_at": renewal.charge_at.to_rfc3339(),
@@ -128,42 +196,93 @@ impl IntakePlanner {
         }
     }
 
+    /// The kinds `renewal` owes: the stated one, or the obligations' answer for its contract.
+    fn owed(&self, event_type: &str, renewal: &Renewal) -> Result<Vec<OwedKind>, Refused> {
+        let obligations = match &self.kinds {
+            Kinds::Stated(kind) => return Ok(vec![OwedKind { kind: kind.as_str().to_owned(), rule: None }]),
+            Kinds::Obligations(obligations) => obligations,
+        };
+        let jurisdiction =
+            renewal.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
+        let contract = Contract {
+            term: renewal.term,
+            trial_days: renewal.trial_days,
+            started_at: renewal.started_at,
+            charge_at: Some(renewal.period_start_at),
+            ..Contract::new(renewal.occasion, jurisdiction.as_deref())
+        };
+        let owed = obligations
+            .owed(&contract)
+            .map_err(|e| Refused::new(event_type, "obligations", e.to_string()))?;
+        Ok(owed
+            .into_iter()
+            .map(|o| OwedKind { kind: o.kind.to_owned(), rule: Some(format!("{}/{}", o.scope, o.rule.name)) })
+            .collect())
+    }
+
     async fn plan_renewal(
         &self,
         event_type: &str,
         renewal: &Renewal,
         ledger: &dyn RowReader,
     ) -> Result<Vec<IntakeDecision>, PlanError> {
-        let job = self.job(event_type, renewal, 0)?;
+        let owed = self.owed(event_type, renewal)?;
+        if owed.is_empty() {
+            return Ok(vec![IntakeDecision::Ignore {
+                reason: format!(
+                    "no obligation rule speaks for {} in {}: the configuration owes no notice",
+                    renewal.occasion.phrase(),
+                    renewal.jurisdiction.as_deref().unwrap_or("no jurisdiction")
+                ),
+            }]);
+        }
+        let mut out = Vec::new();
+        for OwedKind { kind, rule } in owed {
+            if let Some(rule) = &rule {
+                tracing::info!(kind, rule, "notice owed");
+            }
+            out.extend(self.plan_kind(event_type, &kind, renewal, ledger).await?);
+        }
+        Ok(out)
+    }
+
+    /// The messages for one owed kind of `renewal` (see [`revision`]).
+    async fn plan_kind(
+        &self,
+        event_type: &str,
+        kind: &str,
+        renewal: &Renewal,
+        ledger: &dyn RowReader,
+    ) -> Result<Vec<IntakeDecision>, PlanError> {
+        let job = self.job(event_type, kind, renewal, 0)?;
         let digest = job.content_digest();
         let (subscription_id, period_start) = (renewal.subscription_id.as_str(), period_of(&job));
-        let scanned = self.scan(event_type, subscription_id, &period_start, ledger).await?;
+        let at = (subscription_id, period_start.as_str(), kind);
+        let scanned = self.scan(event_type, at, ledger).await?;
         let choice = revision::choose(&scanned, &digest).ok_or_else(|| too_many(event_type))?;
         Ok(match choice {
-            RevisionChoice::Reuse(revision) => vec![IntakeDecision::Send(self.job(event_type, renewal, revision)?)],
+            RevisionChoice::Reuse(revision) => {
+                vec![IntakeDecision::Send(self.job(event_type, kind, renewal, revision)?)]
+            }
             RevisionChoice::Withdrawn(revision) => vec![IntakeDecision::Ignore {
                 reason: format!(
-                    "the notice for period {period_start} was withdrawn (revision {revision}): the subscription ends with it"
+                    "the {kind} notice for period {period_start} was withdrawn (revision {revision}): the subscription ends with it"
                 ),
             }],
             RevisionChoice::Mint { revision, superseded } => {
                 let mut out = Vec::with_capacity(superseded.len() + 1);
                 for old in superseded {
                     let reason = format!("superseded by revision {revision}: the announced terms changed");
-                    out.push(IntakeDecision::Withdraw(self.withdrawal(
-                        event_type,
-                        subscription_id,
-                        &period_start,
-                        old,
-                        &reason,
-                    )?));
+                    out.push(IntakeDecision::Withdraw(self.withdrawal(event_type, at, old, &reason)?));
                 }
-                out.push(IntakeDecision::Send(self.job(event_type, renewal, revision)?));
+                out.push(IntakeDecision::Send(self.job(event_type, kind, renewal, revision)?));
                 out
             }
         })
     }
 
+    /// A cancellation withdraws the period's notice of every kind the deployment can send: the
+    /// event does not say which ones were owed, and a tombstone where none was owed costs one row.
     async fn plan_cancellation(
         &self,
         event_type: &str,
@@ -174,32 +293,34 @@ impl IntakePlanner {
             .period_start(cancellation.period_start_at)
             .map_err(|e| Refused::new(event_type, "period_start", e))?;
         let subscription_id = cancellation.subscription_id.as_str();
-        // Validates the identity before the ledger is read (a bad id is refused, not looked up).
-        Identity::new(subscription_id, &period_start, self.kind.as_str(), 0)
-            .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
-        let scanned = self.scan(event_type, subscription_id, &period_start, ledger).await?;
-        match revision::withdraw(&scanned).ok_or_else(|| too_many(event_type))? {
-            WithdrawChoice::AlreadyWithdrawn(revision) => Ok(vec![IntakeDecision::Ignore {
-                reason: format!(
-                    "the notice for period {period_start} is already withdrawn (revision {revision})"
-                ),
-            }]),
-            WithdrawChoice::Withdraw(revisions) => revisions
-                .into_iter()
-                .map(|r| {
-                    self.withdrawal(event_type, subscription_id, &period_start, r, &cancellation.reason)
-                        .map(IntakeDecision::Withdraw)
-                        .map_err(PlanError::from)
-                })
-                .collect(),
+        let mut out = Vec::new();
+        for kind in self.kinds.all() {
+            // Validates the identity before the ledger is read (a bad id is refused, not looked up).
+            Identity::new(subscription_id, &period_start, kind, 0)
+                .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
+            let at = (subscription_id, period_start.as_str(), kind);
+            let scanned = self.scan(event_type, at, ledger).await?;
+            match revision::withdraw(&scanned).ok_or_else(|| too_many(event_type))? {
+                WithdrawChoice::AlreadyWithdrawn(revision) => out.push(IntakeDecision::Ignore {
+                    reason: format!(
+                        "the {kind} notice for period {period_start} is already withdrawn (revision {revision})"
+                    ),
+                }),
+                WithdrawChoice::Withdraw(revisions) => {
+                    for r in revisions {
+                        let w = self.withdrawal(event_type, at, r, &cancellation.reason)?;
+                        out.push(IntakeDecision::Withdraw(w));
+                    }
+                }
+            }
         }
+        Ok(out)
     }
 
     fn withdrawal(
         &self,
         event_type: &str,
-        subscription_id: &str,
-        period_start: &str,
+        (subscription_id, period_start, kind): Notice<'_>,
         revision: u64,
         reason: &str,
     ) -> Result<Withdrawal, Refused> {
@@ -209,7 +330,7 @@ impl IntakePlanner {
             "action": "withdraw",
             "subscription_id": subscription_id,
             "period_start": period_start,
-            "kind": self.kind.as_str(),
+            "kind": kind,
             "revision": revision,
             "reason": reason,
         });
@@ -221,8 +342,7 @@ impl IntakePlanner {
     async fn scan(
         &self,
         event_type: &str,
-        subscription_id: &str,
-        period_start: &str,
+        (subscription_id, period_start, kind): Notice<'_>,
         ledger: &dyn RowReader,
     ) -> Result<Vec<RevisionRows>, PlanError> {
         let mut scanned: Vec<RevisionRows> = Vec::new();
@@ -231,7 +351,7 @@ impl IntakePlanner {
             let to = (from + PAGE).min(MAX_REVISIONS);
             let mut revision_of: HashMap<NoticeKey, u64> = HashMap::new();
             for revision in from..to {
-                let identity = Identity::new(subscription_id, period_start, self.kind.as_str(), revision)
+                let identity = Identity::new(subscription_id, period_start, kind, revision)
                     .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
                 for key in self.keys.active_keys(&identity) {
                     revision_of.insert(key, revision);
@@ -258,6 +378,9 @@ impl IntakePlanner {
         Ok(scanned)
     }
 }
+
+/// A notice's identity but its revision: (subscription, period, kind).
+type Notice<'a> = (&'a str, &'a str, &'a str);
 
 fn period_of(job: &Job) -> String {
     job.identity.period_start().format("%Y-%m-%d").to_string()

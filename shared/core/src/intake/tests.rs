@@ -10,6 +10,8 @@ use crate::ledger::memory::MemoryLedger;
 use crate::ledger::{ClaimRequest, LedgerRow, Origin, RowReader, RowState, WithdrawRequest};
 use crate::locale::TimeZone;
 
+/// The stated kind of the planner these tests use.
+const K: &str = "renewal_notice_t72";
 const S1: &str = "the-first-secret-of-the-ledger";
 const S2: &str = "the-second-secret-of-the-ledger";
 
@@ -41,6 +43,10 @@ fn renewal(amount_minor: i64) -> Renewal {
         locale: Some("fr-CA".into()),
         jurisdiction: Some("US-CA".into()),
         plan_name: Some("Coffee Box".into()),
+        occasion: Occasion::Renewal,
+        term: Term::parse("month", 1),
+        trial_days: None,
+        started_at: None,
     }
 }
 
@@ -89,7 +95,7 @@ fn the_period_is_the_date_in_the_billing_zone_and_the_job_carries_the_facts() {
     let p = planner();
     assert_eq!(p.period_start(at("2026-10-01T06:30:00Z")).unwrap(), "2026-09-30");
     assert_eq!(p.period_start(at("2026-10-01T07:00:00Z")).unwrap(), "2026-10-01");
-    let job = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    let job = p.job("invoice.upcoming", K, &renewal(2900), 0).unwrap();
     let body = job.to_value();
     assert_eq!(body["period_start"], "2026-10-01");
     assert_eq!(body["kind"], "renewal_notice_t72");
@@ -99,7 +105,7 @@ fn the_period_is_the_date_in_the_billing_zone_and_the_job_carries_the_facts() {
     assert_eq!(body["template_data"]["amount"], serde_json::json!({"minor": 2900, "currency": "USD"}));
     assert_eq!(body["template_data"]["plan_name"], "Coffee Box");
     // The same facts, the same body: a redelivery is the same message.
-    assert_eq!(p.job("invoice.upcoming", &renewal(2900), 0).unwrap().to_value(), body);
+    assert_eq!(p.job("invoice.upcoming", K, &renewal(2900), 0).unwrap().to_value(), body);
 }
 
 #[test]
@@ -107,19 +113,19 @@ fn what_the_job_contract_refuses_is_refused_naming_the_field_and_odd_extras_are_
     let p = planner();
     let mut bad_email = renewal(2900);
     bad_email.email = "not-an-address".into();
-    assert_eq!(p.job("invoice.upcoming", &bad_email, 0).unwrap_err().field, "email");
+    assert_eq!(p.job("invoice.upcoming", K, &bad_email, 0).unwrap_err().field, "email");
     let mut bad_currency = renewal(2900);
     bad_currency.currency = "XYZ".into();
-    let e = p.job("invoice.upcoming", &bad_currency, 0).unwrap_err();
+    let e = p.job("invoice.upcoming", K, &bad_currency, 0).unwrap_err();
     assert_eq!(e.field, "amount");
     assert!(e.to_string().starts_with("invoice.upcoming: field `amount`"), "{e}");
     let mut pipe = renewal(2900);
     pipe.subscription_id = "sub|1".into();
-    assert_eq!(p.job("invoice.upcoming", &pipe, 0).unwrap_err().field, "subscription_id");
+    assert_eq!(p.job("invoice.upcoming", K, &pipe, 0).unwrap_err().field, "subscription_id");
     let mut odd = renewal(2900);
     odd.locale = Some("not a locale".into());
     odd.jurisdiction = Some("California".into());
-    let body = p.job("invoice.upcoming", &odd, 0).unwrap().to_value();
+    let body = p.job("invoice.upcoming", K, &odd, 0).unwrap().to_value();
     assert!(body.get("locale").is_none() && body.get("jurisdiction").is_none(), "{body}");
 }
 
@@ -178,7 +184,7 @@ async fn a_withdrawn_period_stays_withdrawn_and_a_cancellation_guards_what_may_b
     // A period whose notice went out: the cancellation guards the next revision (a corrected
     // notice that may be queued), never the sent one.
     let ledger = MemoryLedger::new();
-    let first = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    let first = p.job("invoice.upcoming", K, &renewal(2900), 0).unwrap();
     ledger.insert(sent_row(&p, &first));
     assert_eq!(withdraws(&plan(&p, &cancellation(), &ledger).await), vec![1]);
 }
@@ -187,7 +193,7 @@ async fn a_withdrawn_period_stays_withdrawn_and_a_cancellation_guards_what_may_b
 async fn a_released_older_revision_is_withdrawn_when_the_terms_change() {
     let p = planner();
     let ledger = MemoryLedger::new();
-    let first = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    let first = p.job("invoice.upcoming", K, &renewal(2900), 0).unwrap();
     ledger.insert(sent_row(&p, &first).tap_state(RowState::Released));
     let decisions = plan(&p, &BillingFact::Renewal(renewal(3900)), &ledger).await;
     assert_eq!(withdraws(&decisions), vec![0]);
@@ -204,7 +210,7 @@ async fn rows_under_an_older_secret_version_count_and_aliases_do_not() {
         .unwrap();
     let p = planner_with(ring.clone());
     let ledger = MemoryLedger::new();
-    let first = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    let first = p.job("invoice.upcoming", K, &renewal(2900), 0).unwrap();
     // Revision 0 lives under v1 (claimed before the rotation).
     let old_key = ring.older_keys(&first.identity).remove(0);
     ledger.insert(ClaimRequest::for_job(&first, old_key, Utc::now()).to_row(RowState::Sent, None));
@@ -212,7 +218,7 @@ async fn rows_under_an_older_secret_version_count_and_aliases_do_not() {
     assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(3900)), &ledger).await), vec![(1, 3900)]);
 
     // Revision 1 under v2 with an alias at its v1 key: the alias is no second notice.
-    let second = p.job("invoice.upcoming", &renewal(3900), 1).unwrap();
+    let second = p.job("invoice.upcoming", K, &renewal(3900), 1).unwrap();
     let row = sent_row(&p, &second);
     let alias_key = ring.older_keys(&second.identity).remove(0);
     ledger.insert(LedgerRow::alias_at(&alias_key, &row));
@@ -226,16 +232,18 @@ async fn the_scan_reads_past_a_page_and_stops_at_the_cap() {
     let p = planner();
     let ledger = MemoryLedger::new();
     for revision in 0..11 {
-        let job =
-            p.job("invoice.upcoming", &renewal(1000 + i64::try_from(revision).unwrap()), revision).unwrap();
+        let job = p
+            .job("invoice.upcoming", K, &renewal(1000 + i64::try_from(revision).unwrap()), revision)
+            .unwrap();
         ledger.insert(sent_row(&p, &job));
     }
     assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(1003)), &ledger).await), vec![(3, 1003)]);
     assert_eq!(sends(&plan(&p, &BillingFact::Renewal(renewal(9999)), &ledger).await), vec![(11, 9999)]);
 
     for revision in 11..MAX_REVISIONS {
-        let job =
-            p.job("invoice.upcoming", &renewal(1000 + i64::try_from(revision).unwrap()), revision).unwrap();
+        let job = p
+            .job("invoice.upcoming", K, &renewal(1000 + i64::try_from(revision).unwrap()), revision)
+            .unwrap();
         ledger.insert(sent_row(&p, &job));
     }
     let e = p.plan("invoice.upcoming", &BillingFact::Renewal(renewal(9999)), &ledger).await.unwrap_err();
@@ -270,7 +278,7 @@ async fn an_unreadable_ledger_decides_nothing() {
 #[test]
 fn the_rule_needs_the_gap_before_it_decides() {
     let row = |revision: u64, state: RowState, digest: Option<&str>| {
-        let job = planner().job("x", &renewal(1), revision).unwrap();
+        let job = planner().job("x", K, &renewal(1), revision).unwrap();
         let mut r = sent_row(&planner(), &job);
         r.state = state;
         r.content_digest = digest.map(str::to_owned);
@@ -315,10 +323,113 @@ impl TapState for LedgerRow {
 #[test]
 fn decisions_say_what_they_enqueue() {
     let p = planner();
-    let job = p.job("invoice.upcoming", &renewal(2900), 0).unwrap();
+    let job = p.job("invoice.upcoming", K, &renewal(2900), 0).unwrap();
     let send = IntakeDecision::Send(job.clone());
     assert_eq!(send.action(), "send");
     assert_eq!(send.message(), Some(job.to_value()));
     let ignore = IntakeDecision::Ignore { reason: "x".into() };
     assert_eq!((ignore.action(), ignore.message()), ("ignore", None));
+}
+
+/// California's annual-term rule and its shorter-term rule, Colorado's anniversary reminder, and a
+/// default reminder.
+const OBLIGED: &str = r#"{
+  "kinds": {
+    "renewal_notice_t72": { "opens_hours_before": 72, "closes_hours_before": 24 },
+    "annual_renewal": { "opens_hours_before": 1080, "closes_hours_before": 360 },
+    "anniversary_reminder": { "opens_hours_before": 960, "closes_hours_before": 600 }
+  },
+  "obligations": {
+    "default": [ { "rule": "reminder", "on": "renewal", "kind": "renewal_notice_t72" } ],
+    "jurisdictions": {
+      "US-CA": [
+        { "rule": "ca-annual", "on": "renewal", "term_months_at_least": 12, "kind": "annual_renewal" },
+        { "rule": "ca-shorter", "on": "renewal", "term_months_below": 12, "kind": "renewal_notice_t72" }
+      ],
+      "US-CO": [
+        { "rule": "co-reminder", "on": "renewal", "kind": "renewal_notice_t72" },
+        { "rule": "co-anniversary", "on": "renewal", "anniversary_months": 12, "kind": "anniversary_reminder" }
+      ]
+    }
+  }
+}"#;
+
+fn obliged() -> IntakePlanner {
+    let policy = crate::policy::WindowPolicy::from_json(OBLIGED).unwrap();
+    IntakePlanner::with_kinds(
+        Kinds::from_policy(&policy, None).unwrap(),
+        TimeZone::parse("America/Los_Angeles").unwrap(),
+        KeyRing::from(NoticeSecret::new(S1).unwrap()),
+    )
+}
+
+fn kinds_sent(decisions: &[IntakeDecision]) -> Vec<String> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Send(job) => Some(job.identity.kind().as_str().to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_obligations_choose_each_contracts_kind() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let annual = Renewal { term: Term::parse("year", 1), ..renewal(29900) };
+    let decisions = plan(&p, &BillingFact::Renewal(annual), &ledger).await;
+    assert_eq!(kinds_sent(&decisions), ["annual_renewal"]);
+    let monthly = renewal(2900);
+    assert_eq!(kinds_sent(&plan(&p, &BillingFact::Renewal(monthly), &ledger).await), ["renewal_notice_t72"]);
+    let texan =
+        Renewal { jurisdiction: Some("US-TX".into()), term: Term::parse("year", 1), ..renewal(29900) };
+    assert_eq!(kinds_sent(&plan(&p, &BillingFact::Renewal(texan), &ledger).await), ["renewal_notice_t72"]);
+    // Colorado, monthly, at the charge after the first anniversary: both notices.
+    let colorado = Renewal {
+        jurisdiction: Some("US-CO".into()),
+        started_at: Some(at("2025-10-01T07:00:00Z")),
+        ..renewal(2900)
+    };
+    let decisions = plan(&p, &BillingFact::Renewal(colorado), &ledger).await;
+    assert_eq!(kinds_sent(&decisions), ["renewal_notice_t72", "anniversary_reminder"]);
+}
+
+#[tokio::test]
+async fn a_contract_the_obligations_cannot_place_is_refused_with_its_facts() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let unstated = Renewal { term: None, ..renewal(2900) };
+    let err = p.plan("invoice.upcoming", &BillingFact::Renewal(unstated), &ledger).await.unwrap_err();
+    let PlanError::Refused(refused) = err else { panic!("refused expected") };
+    assert_eq!(refused.field, "obligations");
+    assert!(refused.reason.contains("rule `ca-annual` needs the term"), "{}", refused.reason);
+    assert!(refused.reason.contains("a renewal in US-CA, term not stated"), "{}", refused.reason);
+}
+
+#[tokio::test]
+async fn a_cancellation_withdraws_every_kind_the_obligations_can_owe() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let decisions = plan(&p, &cancellation(), &ledger).await;
+    let kinds: Vec<&str> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Withdraw(w) => Some(w.identity.kind().as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, ["anniversary_reminder", "annual_renewal", "renewal_notice_t72"]);
+}
+
+#[test]
+fn obligations_and_a_stated_kind_exclude_each_other() {
+    let obliged = crate::policy::WindowPolicy::from_json(OBLIGED).unwrap();
+    let stated = Some(Kind::parse(K).unwrap());
+    let err = Kinds::from_policy(&obliged, stated.clone()).unwrap_err().to_string();
+    assert!(err.contains("NOTICE_INTAKE_KIND") && err.contains("obligations"), "{err}");
+    let plain = crate::policy::WindowPolicy::default();
+    assert!(matches!(Kinds::from_policy(&plain, stated), Ok(Kinds::Stated(_))));
+    let err = Kinds::from_policy(&plain, None).unwrap_err().to_string();
+    assert!(err.contains("NOTICE_INTAKE_KIND"), "{err}");
 }

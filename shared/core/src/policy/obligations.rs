@@ -198,6 +198,7 @@ pub struct Rule {
     pub term_months_at_least: Option<u32>,
     pub term_months_below: Option<u32>,
     pub trial_days_over: Option<u32>,
+    pub trial_days_at_most: Option<u32>,
     /// A renewal that is the first charge at or after an anniversary of this many months.
     pub anniversary_months: Option<u32>,
     pub description: Option<String>,
@@ -221,11 +222,12 @@ impl Rule {
                 return Holds::No;
             }
         }
-        if let Some(over) = self.trial_days_over {
-            match c.trial_days {
-                None => return Holds::Needs("the trial's length"),
-                Some(days) if days <= over => return Holds::No,
-                Some(_) => {}
+        if self.trial_days_over.is_some() || self.trial_days_at_most.is_some() {
+            let Some(days) = c.trial_days else { return Holds::Needs("the trial's length") };
+            let too_short = self.trial_days_over.is_some_and(|over| days <= over);
+            let too_long = self.trial_days_at_most.is_some_and(|most| days > most);
+            if too_short || too_long {
+                return Holds::No;
             }
         }
         if let Some(every) = self.anniversary_months {
@@ -250,6 +252,9 @@ impl Rule {
         }
         if let Some(d) = self.trial_days_over {
             parts.push(format!("trial > {d} days"));
+        }
+        if let Some(d) = self.trial_days_at_most {
+            parts.push(format!("trial ≤ {d} days"));
         }
         if let Some(m) = self.anniversary_months {
             parts.push(format!("first charge at or after each {m}-month anniversary"));

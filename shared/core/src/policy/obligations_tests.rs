@@ -206,3 +206,29 @@ fn a_rule_keeps_its_description_and_says_its_conditions() {
     assert_eq!(rule.description.as_deref(), Some("BPC 17602"));
     assert_eq!(rule.conditions(), "term ≥ 12 months");
 }
+
+#[test]
+fn a_trial_rule_can_bound_the_length_from_both_sides() {
+    let text = POLICY.replacen(
+        r#"{ "rule": "ca-trial", "on": "trial_conversion", "trial_days_over": 31, "kind": "trial_conversion" },"#,
+        r#"{ "rule": "ca-trial", "on": "trial_conversion", "trial_days_over": 31, "kind": "trial_conversion" },
+           { "rule": "ca-short-trial", "on": "trial_conversion", "trial_days_at_most": 31, "kind": "renewal_notice_t72" },"#,
+        1,
+    );
+    let p = WindowPolicy::from_json(&text).unwrap();
+    let trial = |days| Contract {
+        trial_days: Some(days),
+        ..contract(Occasion::TrialConversion, Some("US-CA"), None)
+    };
+    assert_eq!(kinds(&p, &trial(31)).unwrap(), ["ca-short-trial:renewal_notice_t72"]);
+    assert_eq!(kinds(&p, &trial(32)).unwrap(), ["ca-trial:trial_conversion"]);
+    let bad = POLICY.replacen(
+        r#""trial_days_over": 31,"#,
+        r#""trial_days_over": 31, "trial_days_at_most": 14,"#,
+        1,
+    );
+    assert!(WindowPolicy::from_json(&bad).unwrap_err().to_string().contains("holds for no contract"));
+    let months = POLICY.replacen(r#""term_months_at_least": 12"#, r#""term_months_at_least": 1.5"#, 1);
+    let err = WindowPolicy::from_json(&months).unwrap_err().to_string();
+    assert!(err.contains("term_months_at_least` must be a whole, non-negative number"), "{err}");
+}

@@ -30,6 +30,7 @@ const RULE: &[&str] = &[
     "term_months_at_least",
     "term_months_below",
     "trial_days_over",
+    "trial_days_at_most",
     "anniversary_months",
     "description",
 ];
@@ -173,7 +174,7 @@ fn rule(value: &Value, path: &str, notes: &mut Vec<(String, String)>) -> Result<
     })?;
     let kind = text("kind")?;
     kind_name(&kind, &format!("{path}.kind"))?;
-    let count = |name: &str| present(map, name).map(|v| hours(v, &format!("{path}.{name}"))).transpose();
+    let count = |name: &str| present(map, name).map(|v| whole(v, &format!("{path}.{name}"))).transpose();
     let rule = Rule {
         name,
         on,
@@ -181,6 +182,7 @@ fn rule(value: &Value, path: &str, notes: &mut Vec<(String, String)>) -> Result<
         term_months_at_least: count("term_months_at_least")?,
         term_months_below: count("term_months_below")?,
         trial_days_over: count("trial_days_over")?,
+        trial_days_at_most: count("trial_days_at_most")?,
         anniversary_months: count("anniversary_months")?,
         description: None,
     };
@@ -192,10 +194,22 @@ fn rule(value: &Value, path: &str, notes: &mut Vec<(String, String)>) -> Result<
             )));
         }
     }
-    if rule.trial_days_over.is_some() && on != Occasion::TrialConversion {
-        return Err(invalid(format!(
-            "`{path}.trial_days_over` only applies to `\"on\": \"trial_conversion\"` (this rule is on {on_word})"
-        )));
+    for (field, set) in
+        [("trial_days_over", rule.trial_days_over), ("trial_days_at_most", rule.trial_days_at_most)]
+    {
+        if set.is_some() && on != Occasion::TrialConversion {
+            return Err(invalid(format!(
+                "`{path}.{field}` only applies to `\"on\": \"trial_conversion\"` (this rule is on {on_word})"
+            )));
+        }
+    }
+    if let (Some(over), Some(most)) = (rule.trial_days_over, rule.trial_days_at_most) {
+        if over >= most {
+            return Err(invalid(format!(
+                "`{path}`: `trial_days_over` ({over}) must be below `trial_days_at_most` ({most}): \
+                 as written the rule holds for no contract"
+            )));
+        }
     }
     if let Some(every) = rule.anniversary_months {
         if on != Occasion::Renewal || every == 0 {
@@ -272,6 +286,14 @@ fn hours(value: &Value, path: &str) -> Result<u32, ConfigError> {
         return Err(invalid(format!("`{path}` must not be negative (got {n})")));
     }
     Err(invalid(format!("`{path}` must be a whole number of hours (got {n})")))
+}
+
+/// A whole, non-negative count (months, days) that fits a `u32`.
+fn whole(value: &Value, path: &str) -> Result<u32, ConfigError> {
+    value
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| invalid(format!("`{path}` must be a whole, non-negative number, not {value}")))
 }
 
 /// An optional `description`: free text, kept for `noticectl windows`, never read by the decision.
