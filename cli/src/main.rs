@@ -83,6 +83,8 @@ enum Command {
     Config(config::ConfigArgs),
     /// Print the effective send window of every kind in every jurisdiction of a policy, and where each bound comes from: no AWS calls.
     Windows(windows::WindowsArgs),
+    /// Print what a contract owes under a configuration's obligations (`--jurisdiction US-CA --interval year`): each notice kind, its window, what it must state and the rule it came from; no AWS calls; exit 1 when the intake would refuse such a contract.
+    Obligations(commands::obligations::ObligationsArgs),
     /// Prove a deployed stack works end to end: jobs to SES's mailbox simulator (each twice), a withdraw and a replay, then every ledger row and the metrics checked; exit 1 when a check fails.
     Smoke(commands::smoke::SmokeArgs),
     /// Verify a manage link (`link verify URL`): exit 0 valid, 1 does not verify under this secret, 2 malformed.
@@ -118,6 +120,7 @@ async fn main() -> ExitCode {
         Command::Limits(args) => commands::limits::run(args),
         Command::Ledger(args) => ledger::run(args).await,
         Command::Windows(args) => windows::run(args),
+        Command::Obligations(args) => commands::obligations::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Smoke(args) => commands::smoke::run(cli.state_dir, args).await,
         Command::Link(args) => commands::link::run(cli.state_dir, args).await,

@@ -11,6 +11,7 @@ mod key_rotation;
 pub(crate) mod ledger;
 pub(crate) mod limits;
 pub(crate) mod link;
+pub(crate) mod obligations;
 pub(crate) mod outcomes;
 pub(crate) mod parked;
 pub(crate) mod quarantine;

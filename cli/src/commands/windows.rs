@@ -184,21 +184,27 @@ fn render(r: &WindowsReport) -> String {
     out
 }
 
-pub(crate) fn run(args: WindowsArgs) -> anyhow::Result<ExitCode> {
-    let (policy, source) = match (&args.policy.file, &args.config.dir) {
+/// The policy `--windows` or `--config` names (else the environment's), and where it came from:
+/// what `windows` and `obligations` review.
+pub(crate) fn policy_of(
+    policy: &PolicyArg,
+    config: &crate::notices_arg::ConfigArg,
+) -> anyhow::Result<(WindowPolicy, String)> {
+    match (&policy.file, &config.dir) {
         (Some(_), Some(_)) => anyhow::bail!(
             "--windows and --config both name a policy: a configuration directory carries its own \
              windows.json; give one of them"
         ),
         (None, Some(_)) => {
             let links = notice_ledger::NoticeSecret::new("noticectl windows: no links")?;
-            (
-                args.config.notices(&links.into())?.policy,
-                format!("the windows.json of {}", args.config.describe()?),
-            )
+            Ok((config.notices(&links.into())?.policy, format!("the windows.json of {}", config.describe()?)))
         }
-        _ => args.policy.load()?,
-    };
+        _ => policy.load(),
+    }
+}
+
+pub(crate) fn run(args: WindowsArgs) -> anyhow::Result<ExitCode> {
+    let (policy, source) = policy_of(&args.policy, &args.config)?;
     let charge_at = args
         .charge_at
         .as_deref()

@@ -41,7 +41,7 @@ pub mod obligations;
 mod parse;
 
 pub use admit::{MissingContent, OtherKinds, Refusal, Requirement, UnknownKind};
-pub use obligations::{Contract, Obligations, Occasion, Owed, Rule, Term, Unowed};
+pub use obligations::{Contract, Fact, Holds, Obligations, Occasion, Owed, Rule, RuleScope, Term, Unowed};
 
 /// Where a window opens and closes, counted back from the charge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -204,17 +204,38 @@ pub struct Rule {
     pub description: Option<String>,
 }
 
-/// Whether a rule holds for a contract, or which fact it needed.
-enum Holds {
+/// Whether a rule holds for a contract, or which fact it needs to tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holds {
     Yes,
     No,
-    Needs(&'static str),
+    Needs(Fact),
+}
+
+/// A fact a rule may need that a billing event may not state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fact {
+    Term,
+    TrialLength,
+    /// The subscription's start (with the charge and the term): anniversaries count from it.
+    Start,
+}
+
+impl Fact {
+    pub fn phrase(&self) -> &'static str {
+        match self {
+            Fact::Term => "the term (interval and count)",
+            Fact::TrialLength => "the trial's length",
+            Fact::Start => "the subscription's start, the charge and the term",
+        }
+    }
 }
 
 impl Rule {
-    fn holds(&self, c: &Contract) -> Holds {
+    /// Whether the rule holds for `c` (see [`Holds`]).
+    pub fn holds(&self, c: &Contract) -> Holds {
         if self.term_months_at_least.is_some() || self.term_months_below.is_some() {
-            let Some(term) = c.term else { return Holds::Needs("the term (interval and count)") };
+            let Some(term) = c.term else { return Holds::Needs(Fact::Term) };
             let months = term.months();
             let too_short = self.term_months_at_least.is_some_and(|m| months < f64::from(m));
             let too_long = self.term_months_below.is_some_and(|m| months >= f64::from(m));
@@ -223,7 +244,7 @@ impl Rule {
             }
         }
         if self.trial_days_over.is_some() || self.trial_days_at_most.is_some() {
-            let Some(days) = c.trial_days else { return Holds::Needs("the trial's length") };
+            let Some(days) = c.trial_days else { return Holds::Needs(Fact::TrialLength) };
             let too_short = self.trial_days_over.is_some_and(|over| days <= over);
             let too_long = self.trial_days_at_most.is_some_and(|most| days > most);
             if too_short || too_long {
@@ -232,7 +253,7 @@ impl Rule {
         }
         if let Some(every) = self.anniversary_months {
             let (Some(started), Some(charge), Some(term)) = (c.started_at, c.charge_at, c.term) else {
-                return Holds::Needs("the subscription's start, the charge and the term");
+                return Holds::Needs(Fact::Start);
             };
             if !crosses_anniversary(started, term.before(charge), charge, every) {
                 return Holds::No;
@@ -383,7 +404,8 @@ impl Obligations {
                 Holds::Yes => owed.push(Owed { kind: &rule.kind, rule, scope }),
                 Holds::No => {}
                 Holds::Needs(fact) => {
-                    return Err(Unowed::Needs { rule: rule.name.clone(), fact, facts: contract.describe() })
+                    let fact = fact.phrase();
+                    return Err(Unowed::Needs { rule: rule.name.clone(), fact, facts: contract.describe() });
                 }
             }
         }
