@@ -71,6 +71,10 @@ fn each_contract_is_shown_the_notices_it_owes_and_the_rule_of_each() {
     assert_eq!(rows[0], row("renewal", "renewal_notice_t72", 72, 24, "US-CO/co-reminder"));
     assert_eq!(rows[1], row("renewal", "anniversary_reminder", 960, 600, "US-CO/co-anniversary"));
     // Texas has no rules: the default reminder, and no price-change notice.
+    let out = noticectl(&["obligations", "--config", EXAMPLE, "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["upcoming_renewal_days"], 45, "California's annual notice opens 45 d ahead: {report}");
+    assert!(report["upcoming_renewal_because"].as_str().unwrap().contains("US-CA/ca-annual-term"));
     let (rows, _) = owed(&["--jurisdiction", "US-TX", "--interval", "month"]);
     assert_eq!(rows[0], row("renewal", "renewal_notice_t72", 72, 24, "default/reminder"));
     assert_eq!(rows[1], row("price_change", "-", 0, 0, "-"));

@@ -68,6 +68,30 @@ struct Report {
     term: Option<String>,
     trial_days: Option<u32>,
     rows: Vec<Row>,
+    /// Stripe's "upcoming renewal events" days that serve every rule (`None`: none does).
+    upcoming_renewal_days: Option<u32>,
+    /// Why: the rule whose window opens earliest, and how early.
+    upcoming_renewal_because: Option<String>,
+}
+
+/// The days Stripe's account-wide "upcoming renewal events" setting offers (Billing → Subscriptions
+/// and emails): `invoice.upcoming` comes that many days before every renewal.
+const STRIPE_UPCOMING_DAYS: [u32; 5] = [3, 7, 15, 30, 45];
+
+/// The fewest upcoming-renewal days that reach every owed window's opening (an earlier event parks
+/// the job until its window opens; a later one may find it closed and record it `missed`).
+fn upcoming_days(policy: &WindowPolicy) -> (Option<u32>, Option<String>) {
+    let Some((hours, rule)) = policy.earliest_owed_opening() else { return (None, None) };
+    let days = hours.div_ceil(24);
+    let choice = STRIPE_UPCOMING_DAYS.into_iter().find(|d| *d >= days);
+    let why = match choice {
+        Some(_) => format!("the earliest owed window opens {days} d before the charge ({rule})"),
+        None => format!(
+            "the earliest owed window opens {days} d before the charge ({rule}), earlier than any setting: \
+             such notices must be planned from an earlier event"
+        ),
+    };
+    (choice, Some(why))
 }
 
 fn rule_row(
@@ -177,6 +201,10 @@ fn render(r: &Report) -> String {
         })
         .collect();
     out.push_str(&table(&header, &cells));
+    if let Some(why) = &r.upcoming_renewal_because {
+        let choice = r.upcoming_renewal_days.map_or("no setting".to_owned(), |d| format!("{d} days"));
+        out.push_str(&format!("\nStripe upcoming renewal events, for every rule: {choice} — {why}\n"));
+    }
     let described: Vec<&Row> = r.rows.iter().filter(|row| row.description.is_some()).collect();
     if !described.is_empty() {
         out.push_str("\nrules:\n");
@@ -224,6 +252,8 @@ pub(crate) fn run(args: ObligationsArgs) -> anyhow::Result<ExitCode> {
         term: term.map(|t| t.to_string()),
         trial_days: args.trial_days,
         rows: rows(&policy, &contract),
+        upcoming_renewal_days: upcoming_days(&policy).0,
+        upcoming_renewal_because: upcoming_days(&policy).1,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

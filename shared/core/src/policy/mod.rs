@@ -279,6 +279,24 @@ impl WindowPolicy {
         named.map(String::as_str).collect::<BTreeSet<_>>().into_iter().collect()
     }
 
+    /// The earliest any owed renewal or trial notice's window opens, in hours before the charge,
+    /// with its rule (scope and name): how early a billing system's "upcoming renewal" event must
+    /// come for every owed notice to be parked in time rather than missed. `None` without
+    /// obligations for those occasions.
+    pub fn earliest_owed_opening(&self) -> Option<(u32, String)> {
+        self.obligations
+            .rules()
+            .filter(|(_, r)| r.on != Occasion::PriceChange)
+            .map(|(scope, r)| {
+                let j = match scope {
+                    obligations::RuleScope::Default => None,
+                    obligations::RuleScope::Jurisdiction(j) => Some(j),
+                };
+                (self.effective(Some(&r.kind), j).window.opens_hours_before, format!("{scope}/{}", r.name))
+            })
+            .max_by_key(|(hours, _)| *hours)
+    }
+
     /// Which kinds a contract owes (`obligations`; empty when the policy has none).
     pub fn obligations(&self) -> &Obligations {
         &self.obligations
