@@ -83,6 +83,8 @@ enum Command {
     Config(config::ConfigArgs),
     /// Print the effective send window of every kind in every jurisdiction of a policy, and where each bound comes from: no AWS calls.
     Windows(windows::WindowsArgs),
+    /// Plan billing events as the intake Lambda does (`intake stripe FILE --config DIR`): the jobs and withdraws it would enqueue, as JSON lines on stdout, against this ledger's rows; no AWS calls; exit 1 when an event is refused.
+    Intake(commands::intake::IntakeArgs),
     /// Print what a contract owes under a configuration's obligations (`--jurisdiction US-CA --interval year`): each notice kind, its window, what it must state and the rule it came from; no AWS calls; exit 1 when the intake would refuse such a contract.
     Obligations(commands::obligations::ObligationsArgs),
     /// Prove a deployed stack works end to end: jobs to SES's mailbox simulator (each twice), a withdraw and a replay, then every ledger row and the metrics checked; exit 1 when a check fails.
@@ -120,6 +122,7 @@ async fn main() -> ExitCode {
         Command::Limits(args) => commands::limits::run(args),
         Command::Ledger(args) => ledger::run(args).await,
         Command::Windows(args) => windows::run(args),
+        Command::Intake(args) => commands::intake::run(cli.state_dir, args).await,
         Command::Obligations(args) => commands::obligations::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Smoke(args) => commands::smoke::run(cli.state_dir, args).await,

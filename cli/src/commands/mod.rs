@@ -6,6 +6,7 @@ pub(crate) mod capacity;
 pub(crate) mod config;
 pub(crate) mod enqueue;
 pub(crate) mod evidence;
+pub(crate) mod intake;
 pub(crate) mod key;
 mod key_rotation;
 pub(crate) mod ledger;

@@ -1,0 +1,113 @@
+//! `noticectl intake stripe` as the local half of the whole path: Stripe's sample events
+//! (events/stripe/events.jsonl: a monthly and an annual Californian's `invoice.upcoming`, a cancellation,
+//! a deletion) planned under the US example's obligations, the messages piped into `noticectl send`
+//! — the annual customer gets the annual notice, the monthly one the 72 h reminder, each
+//! cancellation withdraws every kind the rules can owe, and planning the same events again after
+//! the send builds the same bodies, which the ledger suppresses.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/notices-us");
+const EVENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/stripe/events.jsonl");
+/// Inside both windows: the monthly 72 h → 24 h before 1 March, the annual 45 → 15 days before 1 April.
+const NOW: &str = "2027-02-27T12:00:00Z";
+const SECRET: &str = "intake-cli-test-secret-0123456789";
+
+fn noticectl(state: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_noticectl"));
+    cmd.arg("--state-dir").arg(state).args(args);
+    cmd.env("NOTICE_KEY_SECRET", SECRET).env_remove("NOTICE_CONFIG").env_remove("NOTICE_INTAKE_KIND");
+    cmd.env_remove("NOTICE_LEDGER_URL").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run noticectl");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn intake(state: &Path, file: &str) -> Output {
+    noticectl(state, &["intake", "stripe", file, "--config", EXAMPLE, "--billing-time-zone", "UTC"], None)
+}
+
+fn messages(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more() {
+    let state = tempfile::tempdir().unwrap();
+    let planned = intake(state.path(), EVENTS);
+    let stderr = String::from_utf8_lossy(&planned.stderr).into_owned();
+    assert_eq!(planned.status.code(), Some(0), "{stderr}");
+    let bodies = messages(&planned);
+    let jobs: Vec<(&str, &str)> = bodies
+        .iter()
+        .filter(|m| m.get("action").is_none())
+        .map(|m| (m["subscription_id"].as_str().unwrap(), m["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(jobs, [("sub_monthly_ca", "renewal_notice_t72"), ("sub_annual_ca", "annual_renewal")]);
+    let withdrawn: Vec<&str> = bodies
+        .iter()
+        .filter(|m| m["action"] == "withdraw" && m["subscription_id"] == "sub_annual_ny")
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        withdrawn,
+        ["anniversary_reminder", "annual_renewal", "price_change", "renewal_notice_t72", "trial_conversion"]
+    );
+    assert!(stderr.contains("events: 4 · jobs: 2 · withdraws: 10 · ignored: 0 · refused: 0"), "{stderr}");
+
+    let send = |input: &[u8]| {
+        noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", NOW], Some(input))
+    };
+    let sent = send(&planned.stdout);
+    let report = String::from_utf8_lossy(&sent.stdout).into_owned();
+    assert_eq!(sent.status.code(), Some(0), "{report}{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(report.contains("2 sent, 10 withdrawn"), "{report}");
+    let outbox: Vec<String> = std::fs::read_dir(state.path().join("outbox"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(outbox.len(), 2);
+    assert!(outbox
+        .iter()
+        .any(|m| m.contains("grace@example.com") && m.contains("renews automatically for another term")));
+
+    // Stripe delivers again: the same bodies (revision 0 reused), which the ledger suppresses; the
+    // cancellations find their tombstones and plan nothing.
+    let again = intake(state.path(), EVENTS);
+    let resent = messages(&again);
+    assert_eq!(resent.iter().filter(|m| m.get("action").is_none()).count(), 2);
+    assert_eq!(&resent[..2], &bodies[..2], "a redelivery plans the very same jobs");
+    let second = send(&again.stdout);
+    assert_eq!(resent.len(), 2, "the withdraws are already written: {resent:?}");
+    let report = String::from_utf8_lossy(&second.stdout).into_owned();
+    assert!(report.contains("2 job(s): 2 suppressed"), "{report}");
+    assert_eq!(std::fs::read_dir(state.path().join("outbox")).unwrap().count(), 2, "nothing sent twice");
+}
+
+#[test]
+fn an_event_no_rule_can_place_is_refused_naming_the_fact_and_exits_one() {
+    let state = tempfile::tempdir().unwrap();
+    let mut event: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../events/stripe/upcoming-monthly.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    event["data"]["object"]["customer_address"]["state"] = "CO".into();
+    let file = state.path().join("colorado.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&event).unwrap()).unwrap();
+    let out = intake(state.path(), file.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing to enqueue");
+    assert!(stderr.contains("co-anniversary") && stderr.contains("the subscription's start"), "{stderr}");
+}
