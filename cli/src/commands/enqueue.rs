@@ -9,9 +9,7 @@ use chrono::Utc;
 use notice_ledger::job::Withdrawal;
 use notice_ledger::keyring::KeyRing;
 use notice_ledger::park::{ParkRequest, Parked, Parker};
-use notice_ledger::{
-    Admitted, Job, NoticeSecret, Outcome, QueueAction, QueuePolicy, Receive, WindowDecision,
-};
+use notice_ledger::{Admitted, Job, NoticeSecret, Outcome, QueueAction, QueuePolicy, WindowDecision};
 use notice_scheduler::SchedulerParker;
 
 use super::scheduler::{self, SchedulerArgs};
@@ -63,9 +61,7 @@ pub(crate) async fn run(args: EnqueueArgs) -> anyhow::Result<ExitCode> {
     if let WindowDecision::Defer { until, closes_at } = admitted.window {
         let queue = QueuePolicy { parking: true, park_spread: notice_setup::config::park_spread_from_env()? };
         let deferred = Outcome::Deferred { until, closes_at };
-        if let QueueAction::Park { .. } =
-            queue.action(&deferred, &Receive { key: None, count: 1, now, jitter: 0.0 })
-        {
+        if let QueueAction::Park { .. } = queue.action_once(&deferred, now) {
             match (&args.scheduler.schedule_group, &args.scheduler_role_arn) {
                 (Some(group), Some(role)) => {
                     let wake = Wake { queue, until, closes_at };

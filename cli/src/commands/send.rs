@@ -14,7 +14,7 @@ use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::rate::RateLimits;
-use notice_ledger::{DeliverContext, Mode, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive};
+use notice_ledger::{DeliverContext, Mode, NoticeSender, Outcome, QueueAction, QueuePolicy};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
 
@@ -232,13 +232,12 @@ fn needs_attention(outcome: &Outcome) -> bool {
         | Outcome::Rejected { .. }
         | Outcome::InFlight { .. } => true,
         Outcome::Suppressed { state } => *state == notice_ledger::ledger::RowState::Claimed,
-        other => {
-            let receive = Receive { key: None, count: 1, now: chrono::Utc::now(), jitter: 0.0 };
-            matches!(
-                QueuePolicy::parking().action(other, &receive),
-                QueueAction::DeadLetter | QueueAction::Backoff(_)
-            )
-        }
+        // What the queue would do with it: dead-lettered (it cannot succeed as it is) or backing
+        // off (a failure to retry) — the core's queue policy decides, as for the sender.
+        other => matches!(
+            QueuePolicy::parking().action_once(other, chrono::Utc::now()),
+            QueueAction::DeadLetter | QueueAction::Backoff(_)
+        ),
     }
 }
 

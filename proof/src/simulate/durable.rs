@@ -1,11 +1,13 @@
-//! The durable strategies: the real core ([`NoticeSender`]) over a real ledger, with a mailer that
-//! hands each send to the simulation and parks the delivery future until the simulated answer.
+//! The durable strategies: the real core — the sender Lambda's own [`Worker`] over a
+//! [`NoticeSender`] and a real ledger — with a mailer that hands each send to the simulation and
+//! parks the worker's future until the simulated answer, a clock on simulated time, and the
+//! simulation's queue and schedules as its ports (`ports.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use chrono::{DateTime, Utc};
 
@@ -16,11 +18,12 @@ use notice_ledger::ledger::Ledger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::render::Renderer;
-use notice_ledger::DeliverContext;
-use notice_ledger::{Delivery, NoticeKey, NoticeSecret, NoticeSender, SendBudget};
+use notice_ledger::worker::{Record, Worked, Worker};
+use notice_ledger::{NoticeKey, NoticeSecret, NoticeSender, QueuePolicy, SendBudget};
 use notice_sqlite::SqliteLedger;
 
 use super::args::{Params, SimLedger};
+use super::ports::{JobPorts, SimClock};
 use super::trace::Trace;
 
 /// What the simulation and the suspended mailer call tell each other.
@@ -34,6 +37,9 @@ struct GateState {
     parked: bool,
     /// Answers of finished simulated sends, by job.
     answers: HashMap<usize, SendResult>,
+    /// The waker of each job's suspended mailer call: the worker polls a record again only when
+    /// it was woken (its stream of records polls woken ones alone).
+    wakers: HashMap<usize, Waker>,
 }
 
 fn lock(gate: &Mutex<GateState>) -> MutexGuard<'_, GateState> {
@@ -53,12 +59,13 @@ impl Mailer for SimMailer {
             g.issued = Some(g.current);
             g.current
         };
-        std::future::poll_fn(|_| {
+        std::future::poll_fn(|cx| {
             let mut g = lock(&self.gate);
             match g.answers.remove(&job) {
                 Some(answer) => Poll::Ready(answer),
                 None => {
                     g.parked = true;
+                    g.wakers.insert(job, cx.waker().clone());
                     Poll::Pending
                 }
             }
@@ -67,21 +74,22 @@ impl Mailer for SimMailer {
     }
 }
 
-pub(super) type DeliveryFuture = Pin<Box<dyn Future<Output = Delivery>>>;
+/// The worker's future over one received message: its batch's results (one).
+pub(super) type WorkFuture = Pin<Box<dyn Future<Output = Vec<Worked>>>>;
 
-/// Polls a real `deliver` future until it finishes (`Some`) or parks in the simulated mailer
+/// Polls a real worker's future until it finishes (`Some`) or parks in the simulated mailer
 /// (`None`). Real I/O (the SQLite ledger's blocking pool) is awaited as usual.
 struct UntilParked<'a> {
-    fut: &'a mut DeliveryFuture,
+    fut: &'a mut WorkFuture,
     gate: &'a Mutex<GateState>,
 }
 
 impl Future for UntilParked<'_> {
-    type Output = Option<Delivery>;
+    type Output = Option<Vec<Worked>>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         match this.fut.as_mut().poll(cx) {
-            Poll::Ready(delivery) => Poll::Ready(Some(delivery)),
+            Poll::Ready(worked) => Poll::Ready(Some(worked)),
             Poll::Pending if lock(this.gate).parked => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
@@ -94,6 +102,7 @@ pub(super) struct Durable {
     sender: Arc<NoticeSender>,
     pub(super) ledger: Arc<FaultyLedger<Arc<dyn Ledger>>>,
     gate: Arc<Mutex<GateState>>,
+    clock: SimClock,
     pub(super) keys: Vec<NoticeKey>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -112,6 +121,7 @@ impl Durable {
         let gate = Arc::new(Mutex::new(GateState::default()));
         let secret = NoticeSecret::new("simulation-key-secret").map_err(|e| e.to_string())?;
         let links = NoticeSecret::new("simulation-links").map_err(|e| e.to_string())?;
+        let clock = SimClock::new(trace.at(0));
         let sender = NoticeSender::new(
             ledger.clone(),
             Arc::new(SimMailer { gate: gate.clone() }),
@@ -124,24 +134,58 @@ impl Durable {
         .with_budget(SendBudget {
             send_timeout: std::time::Duration::from_secs(7 * 86_400),
             ..SendBudget::default()
-        });
+        })
+        .with_clock(Arc::new(clock.clone()));
         let keys = trace.notices.iter().map(|n| sender.key(&n.job)).collect();
-        Ok(Self { sender: Arc::new(sender), ledger, gate, keys, _dir: dir })
+        Ok(Self { sender: Arc::new(sender), ledger, gate, clock, keys, _dir: dir })
     }
 
-    /// The real `deliver` of one job's body at the simulated `now`, not yet polled.
-    pub(super) fn deliver(&self, body: Arc<str>, now: DateTime<Utc>) -> DeliveryFuture {
+    /// The sender Lambda's worker over one received message (a batch of one, `queue` its queue
+    /// policy), on the job's own ports — not yet polled.
+    pub(super) fn work(
+        &self,
+        queue: QueuePolicy,
+        ports: &JobPorts,
+        receive_count: u32,
+        jitter: f64,
+    ) -> WorkFuture {
         let sender = Arc::clone(&self.sender);
-        Box::pin(async move { sender.deliver(&*body, DeliverContext::at(now)).await })
+        let (message, parker) = (Arc::clone(&ports.message), Arc::clone(&ports.parker));
+        Box::pin(async move {
+            let record = Record {
+                message: &*message,
+                message_id: "",
+                receive_count,
+                jitter,
+                metrics: sender.metrics(),
+            };
+            let worker = Worker {
+                sender: &sender,
+                policy: &queue,
+                parker: Some(&*parker),
+                deadline: None,
+                concurrency: 1,
+                events: false,
+            };
+            worker.work(std::slice::from_ref(&record)).await
+        })
     }
 
     /// The simulated send of job `job` is over: its suspended mailer call returns `answer`.
     pub(super) fn answer(&self, job: usize, answer: SendResult) {
-        lock(&self.gate).answers.insert(job, answer);
+        let waker = {
+            let mut g = lock(&self.gate);
+            g.answers.insert(job, answer);
+            g.wakers.remove(&job)
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
-    /// Polls job `job`'s real delivery until it finishes or parks in the mailer.
-    pub(super) async fn poll(&self, job: usize, fut: &mut DeliveryFuture) -> Polled {
+    /// Polls job `job`'s worker at the simulated `now` until it finishes or parks in the mailer.
+    pub(super) async fn poll(&self, job: usize, fut: &mut WorkFuture, now: DateTime<Utc>) -> Polled {
+        self.clock.set(now);
         {
             let mut g = lock(&self.gate);
             g.current = job;
@@ -149,7 +193,7 @@ impl Durable {
             g.parked = false;
         }
         match (UntilParked { fut, gate: &self.gate }).await {
-            Some(delivery) => Polled::Done(delivery),
+            Some(worked) => Polled::Done(worked),
             None => Polled::Parked { issued: lock(&self.gate).issued.take() == Some(job) },
         }
     }
@@ -157,8 +201,8 @@ impl Durable {
 
 /// Where one poll of a job's real delivery stopped.
 pub(super) enum Polled {
-    /// The sender finished.
-    Done(Delivery),
+    /// The worker finished: its batch's results (one).
+    Done(Vec<Worked>),
     /// The sender waits in the mailer for a simulated answer; `issued`: it called the mailer
     /// during this poll (its claim is committed), so the send must be issued now.
     Parked { issued: bool },

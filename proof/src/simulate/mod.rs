@@ -47,11 +47,12 @@
 //!   and never delivers a message spuriously twice (FIFO-style); visibility expiry still redelivers.
 //! * `shared cache claim (TTL)` — `SET key NX EX ttl` before the send, refreshed on success and
 //!   deleted on failure; a held key means "someone has it" and the job is acked. One row per `--ttl`.
-//! * `durable ledger` — **the real core**: a [`NoticeSender`] over a `MemoryLedger` (or a SQLite
-//!   file with `--ledger sqlite`) and a mailer adapter that hands each send to this simulation.
-//!   The simulation polls the real `deliver` future with the simulated `now` and, while the
-//!   simulated send is in flight, keeps it suspended inside the mailer call; a crash drops the
-//!   future exactly where the worker stopped. Like the baselines, it waits for a window on the
+//! * `durable ledger` — **the real core**: the sender Lambda's own [`Worker`] (admission,
+//!   delivery, the queue action carried out on the simulated message) over a [`NoticeSender`]
+//!   with a `MemoryLedger` (or a SQLite file with `--ledger sqlite`), a clock on simulated time
+//!   and a mailer adapter that hands each send to this simulation. The simulation polls the
+//!   worker's future at the simulated `now` and, while the simulated send is in flight, keeps it
+//!   suspended inside the mailer call; a crash drops the future exactly where the worker stopped. Like the baselines, it waits for a window on the
 //!   queue, 12 h per hop.
 //! * `durable ledger, parking` — the same, plus the sender's parking: a job that must wait longer
 //!   than 15 minutes ([`QueuePolicy::action`] says `Park`) gets a
@@ -72,14 +73,16 @@
 //!
 //! [`WindowPolicy`]: notice_ledger::WindowPolicy
 //! [`NoticeSender`]: notice_ledger::NoticeSender
+//! [`Worker`]: notice_ledger::worker::Worker
 //! [`QueuePolicy::action`]: notice_ledger::QueuePolicy::action
 
 use std::process::ExitCode;
 
 // Layers, each file importing only from earlier ones: inputs (time, args, trace) → model
-// (strategies, durable, queue) → run → report. This file runs them.
+// (strategies, ports, durable, queue) → run → report. This file runs them.
 mod args;
 mod durable;
+mod ports;
 mod queue;
 mod report;
 mod run;

@@ -10,7 +10,8 @@ use notice_ledger::{NoticeSecret, QueuePolicy};
 use serde::Serialize;
 
 use super::args::Params;
-use super::durable::{DeliveryFuture, Durable};
+use super::durable::{Durable, WorkFuture};
+use super::ports::JobPorts;
 use super::strategies::Strategy;
 use super::time::Ms;
 use super::trace::{Fate, Trace};
@@ -63,14 +64,16 @@ pub(super) struct Instance {
     pub(super) sent: HashSet<usize>,
 }
 
-/// One receive being worked on; `future` holds the durable strategies' suspended delivery.
+/// One receive being worked on; `future` holds the durable strategies' suspended worker, `ports`
+/// its message and schedules.
 pub(super) struct JobRun {
     pub(super) msg: usize,
     pub(super) receipt: u32,
     pub(super) notice: usize,
     pub(super) instance: usize,
     pub(super) fate: Fate,
-    pub(super) future: Option<DeliveryFuture>,
+    pub(super) future: Option<WorkFuture>,
+    pub(super) ports: Option<JobPorts>,
 }
 
 /// What happened on the way, per run: the causes behind a row's outcome.

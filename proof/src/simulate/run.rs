@@ -1,22 +1,15 @@
 //! One run: one strategy over the trace, as a discrete-event loop in simulated time — the events,
-//! a receive, and a job's steps: the durable strategies' (the real sender, `durable.rs`) and the
-//! baselines' (the same window policy and queue policy, a different dedupe).
-
-use std::sync::Arc;
+//! a receive, and a job's steps: the durable strategies' (the sender Lambda's own worker,
+//! `durable.rs`) and the baselines' (the same window policy and queue policy, a different dedupe).
 
 use notice_ledger::ledger::RowState;
 use notice_ledger::mailer::{NotAccepted, SendResult};
-use std::sync::Mutex;
-use std::time::Duration;
-
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use notice_ledger::metrics::Metrics;
-use notice_ledger::park::{ParkError, ParkRequest, Parked, Parker};
-use notice_ledger::queue::{Disposition, Executor, QueueError, QueuedMessage};
-use notice_ledger::{Delivery, NoticeKey, Outcome, QueueAction, Receive, WindowDecision};
+use notice_ledger::queue::{Carried, Disposition, Executor};
+use notice_ledger::{Delivery, Outcome, QueueAction, Receive, WindowDecision};
 
-use super::durable::{DeliveryFuture, Polled};
+use super::durable::{Polled, WorkFuture};
+use super::ports::{JobPorts, SimCall};
 use super::queue::{Ev, JobRun, Ready, Run};
 use super::strategies::Strategy;
 use super::time::{ms, Ms};
@@ -139,7 +132,7 @@ impl Run<'_> {
         self.next_job += 1;
         self.instances[instance].jobs.insert(id);
         *self.in_flight.entry(msg).or_default() += 1;
-        self.jobs.insert(id, JobRun { msg, receipt, notice, instance, fate, future: None });
+        self.jobs.insert(id, JobRun { msg, receipt, notice, instance, fate, future: None, ports: None });
         if self.strategy.durable() {
             self.durable_start(id).await;
         } else {
@@ -147,35 +140,34 @@ impl Run<'_> {
         }
     }
 
-    /// The job is done with `outcome`: the core's [`Executor`] carries out the shipped queue
-    /// policy's action on the simulated message (its calls recorded), then the worker applies
-    /// them — unless it dies first: a park's schedule is made before that crash point, so a crash
-    /// before the ack leaves both the schedule and the message.
-    async fn finish(&mut self, id: usize, outcome: &Outcome, key: Option<&NoticeKey>) {
+    /// A baseline's job is done with `outcome`: the core's [`Executor`] carries out the shipped
+    /// queue policy's action on the simulated message — what the worker does after a delivery,
+    /// here after a delivery of the baseline's own dedupe.
+    async fn finish(&mut self, id: usize, outcome: &Outcome) {
         let Some(job) = self.jobs.get(&id) else { return };
         let (notice, jitter) = (job.notice, job.fate.jitter);
         let now = self.trace.at(self.now);
-        let receive = Receive { key, count: job.receipt, now, jitter };
         // Baselines derive no key; their parked job is named by the notice's own.
-        let named = key.cloned().unwrap_or_else(|| self.trace.notices[notice].job.key(&self.park_names));
-        let delivery = Delivery { key: Some(named), outcome: outcome.clone() };
+        let named = self.trace.notices[notice].job.key(&self.park_names);
+        let receive = Receive { key: Some(&named), count: job.receipt, now, jitter };
         let existing = self.schedules.get(&notice).map(|&at| self.trace.at(at));
-        let parker = SimParker {
-            existing,
-            body: Arc::clone(&self.trace.notices[notice].body),
-            parked: Mutex::default(),
-        };
-        let message = SimMessage {
-            body: Arc::clone(&self.trace.notices[notice].body),
-            received_at: now,
-            calls: Mutex::default(),
-        };
+        let ports = JobPorts::new(self.trace.notices[notice].body.clone(), now, existing);
+        let delivery = Delivery { key: Some(named.clone()), outcome: outcome.clone() };
         let metrics = Metrics::default();
-        let executor = Executor { policy: &self.queue, parker: Some(&parker), metrics: &metrics };
-        let carried = executor.carry_out(&message, &delivery, &receive).await;
-        if let Some(at) = take(&parker.parked) {
+        let executor = Executor { policy: &self.queue, parker: Some(&*ports.parker), metrics: &metrics };
+        let carried = executor.carry_out(&*ports.message, &delivery, &receive).await;
+        self.apply(id, carried, &ports);
+    }
+
+    /// What carrying out the job's queue action asked of its ports, applied to the simulated
+    /// queue and schedules — unless the worker dies first: a park's schedule is made before that
+    /// crash point, so a crash before the ack leaves both the schedule and the message.
+    fn apply(&mut self, id: usize, carried: Carried, ports: &JobPorts) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        let notice = job.notice;
+        if let Some(at) = ports.parker.take_parked() {
             self.park(notice, self.trace.ms(at));
-        } else if existing.is_some() && matches!(carried.action, QueueAction::Park { .. }) {
+        } else if ports.parker.existing().is_some() && matches!(carried.action, QueueAction::Park { .. }) {
             self.c.park_conflicts += 1;
         }
         let Some(job) = self.jobs.get(&id) else { return };
@@ -185,7 +177,7 @@ impl Run<'_> {
             return;
         }
         let Some(job) = self.remove_job(id) else { return };
-        for call in take(&message.calls) {
+        for call in ports.message.take_calls() {
             match call {
                 SimCall::Hide(wait) => self.change_visibility(job.msg, job.receipt, ms(wait)),
                 SimCall::Requeue(delay) => self.requeue(job.msg, ms(delay)),
@@ -245,13 +237,15 @@ impl Run<'_> {
         }
     }
 
-    // ── The durable strategies: the real sender, suspended in the mailer while a send runs ──
+    // ── The durable strategies: the sender Lambda's worker, suspended in the mailer while a send runs ──
 
     async fn durable_start(&mut self, id: usize) {
         let Some(d) = &self.durable else { return };
-        let Some(job) = self.jobs.get(&id) else { return };
-        let body = Arc::clone(&self.trace.notices[job.notice].body);
-        let fut = d.deliver(body, self.trace.at(self.now));
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        let now = self.trace.at(self.now);
+        let ports = JobPorts::new(self.trace.notices[job.notice].body.clone(), now, None);
+        let fut = d.work(self.queue, &ports, job.receipt, job.fate.jitter);
+        job.ports = Some(ports);
         self.drive(id, fut).await;
     }
 
@@ -262,13 +256,25 @@ impl Run<'_> {
         self.drive(id, fut).await;
     }
 
-    /// Polls the job's real delivery until it finishes or parks in the mailer.
-    async fn drive(&mut self, id: usize, mut fut: DeliveryFuture) {
+    /// Polls the job's worker until it finishes or parks in the mailer. The notice's schedule, as
+    /// it stands now, is what the worker's parker finds.
+    async fn drive(&mut self, id: usize, mut fut: WorkFuture) {
         let Some(d) = &self.durable else { return };
-        match d.poll(id, &mut fut).await {
-            Polled::Done(delivery) => {
-                *self.outcomes.entry(delivery.outcome.label().to_owned()).or_default() += 1;
-                self.finish(id, &delivery.outcome, delivery.key.as_ref()).await;
+        let Some(job) = self.jobs.get(&id) else { return };
+        let existing = self.schedules.get(&job.notice).map(|&at| self.trace.at(at));
+        if let Some(ports) = &job.ports {
+            ports.parker.set_existing(existing);
+        }
+        match d.poll(id, &mut fut, self.trace.at(self.now)).await {
+            Polled::Done(worked) => {
+                let Some(ports) = self.jobs.get_mut(&id).and_then(|j| j.ports.take()) else { return };
+                // A batch of one: one result.
+                for w in worked {
+                    if let Some(delivery) = &w.delivery {
+                        *self.outcomes.entry(delivery.outcome.label().to_owned()).or_default() += 1;
+                    }
+                    self.apply(id, w.carried, &ports);
+                }
             }
             Polled::Parked { issued } => {
                 let Some(job) = self.jobs.get_mut(&id) else { return };
@@ -294,22 +300,22 @@ impl Run<'_> {
         match self.trace.policy.decide(&self.trace.notices[notice].job, self.trace.at(self.now)) {
             WindowDecision::Send { .. } => {}
             WindowDecision::Defer { until, closes_at } => {
-                return self.finish(id, &Outcome::Deferred { until, closes_at }, None).await
+                return self.finish(id, &Outcome::Deferred { until, closes_at }).await
             }
             WindowDecision::Missed { closed_at } => {
                 self.missed[notice] = true;
-                return self.finish(id, &Outcome::Missed { closed_at }, None).await;
+                return self.finish(id, &Outcome::Missed { closed_at }).await;
             }
         }
         match self.strategy {
             Strategy::InProcessCache if self.instances[instance].sent.contains(&notice) => {
                 self.c.suppressed_by_cache += 1;
-                return self.finish(id, &CACHED, None).await;
+                return self.finish(id, &CACHED).await;
             }
             Strategy::SharedCache { ttl } => {
                 if self.shared.get(&notice).is_some_and(|&expiry| expiry > self.now) {
                     self.c.suppressed_by_cache += 1;
-                    return self.finish(id, &CACHED, None).await;
+                    return self.finish(id, &CACHED).await;
                 }
                 self.shared.insert(notice, self.now + ttl);
             }
@@ -336,90 +342,17 @@ impl Run<'_> {
                 }
                 _ => {}
             }
-            self.finish(id, &Outcome::Sent { message_id: format!("sim-{id}") }, None).await;
+            self.finish(id, &Outcome::Sent { message_id: format!("sim-{id}") }).await;
         } else {
             if let Strategy::SharedCache { .. } = self.strategy {
                 self.shared.remove(&notice); // release the claim so a retry may send
             }
             // A baseline cannot tell "not accepted" from "unknown": it releases and retries.
             let released = Outcome::Released { class: NotAccepted::Throttled, reason: format!("{answer:?}") };
-            self.finish(id, &released, None).await;
+            self.finish(id, &released).await;
         }
     }
 }
 
 /// A cache's "already sent": acked like the ledger's suppression.
 const CACHED: Outcome = Outcome::Suppressed { state: RowState::Sent };
-
-/// What the executor asked of a simulated message, applied by the worker afterwards.
-enum SimCall {
-    Hide(Duration),
-    Requeue(Duration),
-    DeadLetter,
-}
-
-/// A received message of the simulated queue, as the core's [`QueuedMessage`] port: its calls
-/// are recorded (the simulation's queue calls never fail) and applied by [`Run::finish`].
-struct SimMessage {
-    body: Arc<str>,
-    received_at: DateTime<Utc>,
-    calls: Mutex<Vec<SimCall>>,
-}
-
-#[async_trait]
-impl QueuedMessage for SimMessage {
-    fn body(&self) -> &str {
-        &self.body
-    }
-    fn queue_arn(&self) -> Option<&str> {
-        Some("arn:aws:sqs:us-east-1:123456789012:simulated-reminders")
-    }
-    fn replay_batch(&self) -> Option<&str> {
-        None
-    }
-    fn received_at(&self) -> DateTime<Utc> {
-        self.received_at
-    }
-    async fn hide(&self, wait: Duration) -> Result<(), QueueError> {
-        lock(&self.calls).push(SimCall::Hide(wait));
-        Ok(())
-    }
-    async fn requeue(&self, delay: Duration) -> Result<(), QueueError> {
-        lock(&self.calls).push(SimCall::Requeue(delay));
-        Ok(())
-    }
-    async fn dead_letter(&self, _reason: &str) -> Result<(), QueueError> {
-        lock(&self.calls).push(SimCall::DeadLetter);
-        Ok(())
-    }
-}
-
-/// The simulation's schedules as the core's [`Parker`]: one per notice, never refused; a park
-/// of a parked notice finds it (with its body and fire time).
-struct SimParker {
-    existing: Option<DateTime<Utc>>,
-    body: Arc<str>,
-    parked: Mutex<Option<DateTime<Utc>>>,
-}
-
-#[async_trait]
-impl Parker for SimParker {
-    async fn park(&self, req: &ParkRequest<'_>) -> Result<Parked, ParkError> {
-        if let Some(at) = self.existing {
-            return Ok(Parked::AlreadyParked { body: Some(self.body.to_string()), at: Some(at) });
-        }
-        *lock(&self.parked) = Some(req.at);
-        Ok(Parked::Scheduled)
-    }
-    async fn unpark(&self, _key: &NoticeKey) -> Result<bool, ParkError> {
-        Ok(false)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn take<T: Default>(m: &Mutex<T>) -> T {
-    std::mem::take(&mut *lock(m))
-}

@@ -1,6 +1,8 @@
-//! The sender's ports under the model: a ledger, a rate gate and a mailer that answer each call
+//! The worker's ports under the model: a ledger, a rate gate and a mailer that answer each call
 //! from a script (the answers a worker's port calls got so far), and record the first call nobody
-//! has answered yet — the worker's next step.
+//! has answered yet — the worker's next step; a clock the model sets to a job's phase; and a
+//! queue message and a parker that answer at once — what the queue then does with the message is
+//! the model's own move (`model/moves/finish.rs`), taken by the action the worker carried out.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -10,6 +12,8 @@ use notice_ledger::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowReader, RowState, WithdrawRequest,
 };
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
+use notice_ledger::park::{ParkError, ParkRequest, Parked, Parker};
+use notice_ledger::queue::{QueueError, QueuedMessage};
 use notice_ledger::rate::{Admission, RateGate, RateScope, TokenRequest};
 use notice_ledger::{LedgerError, NoticeKey};
 
@@ -321,5 +325,68 @@ impl Mailer for ScriptedMailer {
             Some(Answer::Unknown) => SendResult::Unknown { reason: "500 after the request was sent".into() },
             Some(other) => unexpected(&self.script, format!("send answered {other:?}")).await,
         }
+    }
+}
+
+/// The senders' clock: the phase of the job being run, set by the model before each run, so the
+/// worker admits, delivers and picks the queue action at the job's `now`.
+#[derive(Clone, Default)]
+pub(super) struct PhaseClock(Arc<Mutex<Option<DateTime<Utc>>>>);
+
+impl PhaseClock {
+    pub(super) fn set(&self, phase: Phase) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(phase.at());
+    }
+}
+
+impl notice_ledger::clock::Clock for PhaseClock {
+    fn now(&self) -> DateTime<Utc> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(epoch)
+    }
+}
+
+/// A received message as the worker's queue port sees it: every call answered at once (the
+/// model's queue moves are its own, by the queue action the worker reports).
+pub(super) struct ModelMessage {
+    pub(super) body: String,
+    pub(super) received_at: DateTime<Utc>,
+}
+
+#[async_trait]
+impl QueuedMessage for ModelMessage {
+    fn body(&self) -> &str {
+        &self.body
+    }
+    fn queue_arn(&self) -> Option<&str> {
+        Some("arn:aws:sqs:us-east-1:123456789012:verify-reminders")
+    }
+    fn replay_batch(&self) -> Option<&str> {
+        None
+    }
+    fn received_at(&self) -> DateTime<Utc> {
+        self.received_at
+    }
+    async fn hide(&self, _: std::time::Duration) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn requeue(&self, _: std::time::Duration) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn dead_letter(&self, _: &str) -> Result<(), QueueError> {
+        Ok(())
+    }
+}
+
+/// The parker, answering at once: every park schedules (whether the key's schedule already
+/// exists is the model's `park` move), every unpark finds none.
+pub(super) struct ModelParker;
+
+#[async_trait]
+impl Parker for ModelParker {
+    async fn park(&self, _: &ParkRequest<'_>) -> Result<Parked, ParkError> {
+        Ok(Parked::Scheduled)
+    }
+    async fn unpark(&self, _: &NoticeKey) -> Result<bool, ParkError> {
+        Ok(false)
     }
 }

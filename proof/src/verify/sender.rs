@@ -1,41 +1,48 @@
-//! The real core under the model: the project's own [`NoticeSender::deliver`], run one port call at
-//! a time.
+//! The real core under the model: the sender Lambda's own worker ([`Worker`]) over the project's
+//! [`NoticeSender`], run one port call at a time.
 //!
 //! A worker's state in the model is its job plus the answers its port calls got so far. To take
-//! the next step the model runs the real `deliver` future with scripted ports that hand back those
-//! answers, until it makes a call nobody has answered yet: that call is the worker's next step (or
-//! the future finishes, and its [`Outcome`] and the queue action `QueuePolicy::action` gives it are
-//! the job's end). The
-//! sender is deterministic given its answers, so each distinct history is run once and remembered.
-//! Nothing of the algorithm is re-stated here: window, render, claim, send, commit, release and
-//! the outcome mapping are the sender's own code.
+//! the next step the model runs the real worker with scripted ports that hand back those answers,
+//! until it makes a call nobody has answered yet: that call is the worker's next step (or the
+//! record is done, and its [`Outcome`](notice_ledger::Outcome) and the queue action the worker carried out are the job's
+//! end). The worker is deterministic given its answers, so each distinct history is run once and
+//! remembered. Nothing of the algorithm is re-stated here: admission, window, render, claim, send,
+//! commit, release, the outcome mapping and the queue action are the worker's own code.
 //!
-//! A record of a batch (`--batch 2`) runs as the sender Lambda runs it: the real
-//! [`NoticeSender::prefetch`] over the bodies of the whole batch first — its one ledger read and
-//! its one token take, each a step of the worker — then `deliver` of the record with the
-//! [`Prefetched`] it returned, which answers the record's dedupe read and token from the batch.
+//! Each record runs as the worker's stages run it ([`Worker::admit`], [`Worker::prefetch`],
+//! [`Worker::record`]), a record of a batch (`--batch 2`) as a process of its own: the batch's
+//! prefetch over the bodies of the whole batch first — its one ledger read and its one token
+//! take, each a step of the worker — then the record with the [`Prefetched`] it returned, which
+//! answers the record's dedupe read and token from the batch. The model explores the records in
+//! either order, with a crash between any two steps — what `Worker::work` runs with concurrency 1;
+//! one `work` future over the whole batch could not be stepped record by record (it hands back a
+//! record's end only once every record is done, and the model keeps of a finished record nothing
+//! but its end). Outside the batch path (`--batch 1`) a record runs with no prefetch, as a record
+//! of a batch whose read failed (or of a sender without a rate gate) does.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use chrono::{DateTime, Utc};
 use notice_ledger::job::Withdrawal;
 use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{ClaimLedger, ClaimRequest, LedgerRow, Origin, RowState, WithdrawRequest};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::RateGate;
 use notice_ledger::render::Renderer;
-use notice_ledger::DeliverContext;
+use notice_ledger::worker::{Record, Worker};
 use notice_ledger::{
-    Job, NoticeKey, NoticeSecret, NoticeSender, Outcome, Prefetched, QueuePolicy, Receive, SendBudget,
-    WindowDecision, WindowPolicy,
+    Job, NoticeKey, NoticeSecret, NoticeSender, Prefetched, QueuePolicy, SendBudget, WindowDecision,
+    WindowPolicy,
 };
 
 use super::error::VerifyError;
 use super::fast_hash::FastMap;
-use super::ports::{lock, Call, Facts, Script, ScriptedGate, ScriptedLedger, ScriptedMailer, Shared};
+use super::ports::{
+    lock, Call, Facts, ModelMessage, ModelParker, PhaseClock, Script, ScriptedGate, ScriptedLedger,
+    ScriptedMailer, Shared,
+};
 use super::world::{parse_message_id, token, Answers, Phase, QueueAction, Step, MAX_BATCH, MAX_KEYS};
 use super::wrappers::{AdmitAll, WiredLedger, Wiring};
 
@@ -83,6 +90,8 @@ pub(super) struct Core {
     /// delivery `i` uses sender `i`.
     senders: Vec<Arc<NoticeSender>>,
     script: Shared,
+    /// The senders' clock, set to a job's phase before it runs.
+    clock: PhaseClock,
     keys: Vec<NoticeKey>,
     key_ids: HashMap<NoticeKey, u8>,
     memo: FastMap<MemoKey, Step>,
@@ -116,6 +125,7 @@ struct Ports {
     ledger: Arc<dyn ClaimLedger>,
     gate: Arc<dyn RateGate>,
     script: Shared,
+    clock: PhaseClock,
 }
 
 /// One real sender on the scripted ports, holding `keys`: with a rate gate if `gate` (as
@@ -144,7 +154,8 @@ fn scripted_sender(
                 send_timeout: std::time::Duration::from_secs(7 * 86_400),
                 ..SendBudget::default()
             })
-            .with_rate_gate(rate_gate),
+            .with_rate_gate(rate_gate)
+            .with_clock(Arc::new(ports.clock)),
     )
 }
 
@@ -169,6 +180,7 @@ impl Core {
         let links = NoticeSecret::new("verify-links-secret").map_err(|e| setup(&e))?;
         let list = world_notices(notices)?;
         let script: Shared = Arc::default();
+        let clock = PhaseClock::default();
         let facts = Facts { digests: Arc::new(list.iter().map(|n| n.digest.clone()).collect()) };
         let policy = WindowPolicy::default();
         let renderer =
@@ -186,7 +198,12 @@ impl Core {
                 };
                 let ledger: Arc<dyn ClaimLedger> =
                     Arc::new(ScriptedLedger { script: script.clone(), facts: facts.clone() });
-                let ports = Ports { ledger, gate: scripted_gate.clone(), script: script.clone() };
+                let ports = Ports {
+                    ledger,
+                    gate: scripted_gate.clone(),
+                    script: script.clone(),
+                    clock: clock.clone(),
+                };
                 scripted_sender(ports, (gate, wiring), renderer.clone(), policy.clone(), keys)
             })
             .collect();
@@ -197,6 +214,7 @@ impl Core {
             policy,
             senders,
             script,
+            clock,
             keys: Vec::new(),
             key_ids: HashMap::new(),
             memo: FastMap::default(),
@@ -220,6 +238,12 @@ impl Core {
 
     pub(super) fn notice(&self, n: u8) -> Result<&Notice, VerifyError> {
         self.notices.get(usize::from(n)).ok_or_else(|| VerifyError::Corrupt(format!("no notice number {n}")))
+    }
+
+    /// The message body `body` names, as the queue carries it.
+    fn body(&self, (notice, withdraw): Body) -> Result<String, VerifyError> {
+        let n = self.notice(notice)?;
+        Ok(if withdraw { n.withdraw_body.clone() } else { n.body.clone() })
     }
 
     fn sender(&self, variant: u8) -> Result<&Arc<NoticeSender>, VerifyError> {
@@ -267,8 +291,8 @@ impl Core {
         Ok(step)
     }
 
-    /// Runs the real `deliver` with `answers` scripted, up to its first unanswered call (in a
-    /// batch, the real `prefetch` before it, with the batch's answers).
+    /// Runs the real worker's record stage with `answers` scripted, up to its first unanswered
+    /// call (in a batch, the worker's prefetch before it, with the batch's answers).
     fn run(
         &mut self,
         variant: u8,
@@ -291,16 +315,22 @@ impl Core {
             },
         };
         let sender = Arc::clone(self.sender(variant)?);
-        let job = self.notice(notice)?.job.clone();
-        let job_key = sender.key(&job);
+        let job_key = sender.key(&self.notice(notice)?.job);
+        let message = ModelMessage { body: self.body((notice, withdraw))?, received_at: now.at() };
+        self.clock.set(now);
         *lock(&self.script) = Script { answers: answers.to_vec(), ..Script::default() };
         let mut delivery = Box::pin(async move {
-            if withdraw {
-                sender.withdraw(&Withdrawal { identity: job.identity.clone(), reason: None }, now.at()).await
-            } else {
-                let ctx = DeliverContext::at(now.at()).with_prefetched(prefetched.as_deref());
-                sender.deliver(&job, ctx).await
-            }
+            let record = Record {
+                message: &message,
+                message_id: "",
+                receive_count: 1,
+                jitter: 0.0,
+                metrics: sender.metrics(),
+            };
+            let worker = model_worker(&sender);
+            let admitted = worker.admit(std::slice::from_ref(&record));
+            let judged = admitted.judged.first().and_then(Option::as_ref);
+            worker.record(&record, judged, prefetched.as_deref()).await
         });
         let polled = {
             // The sender's send timeout needs a timer to register with; it never fires.
@@ -320,14 +350,17 @@ impl Core {
             )));
         }
         match (polled, script.call) {
-            (Poll::Ready(delivery), None) => {
-                let queue = queue_action(&delivery.outcome, delivery.key.as_ref(), now.at());
+            (Poll::Ready(worked), None) => {
+                let delivery = worked.delivery.ok_or_else(|| {
+                    VerifyError::Unexpected("the worker found a record without a body".into())
+                })?;
+                let queue = coarse(worked.carried.action);
                 let key = delivery.key.map(|k| self.intern(k)).transpose()?;
                 Ok(Step::Done { outcome: delivery.outcome.label(), queue, key })
             }
             (Poll::Pending, Some(call)) => self.step_for(call, job_key),
             (Poll::Ready(_), Some(call)) => {
-                Err(VerifyError::Unexpected(format!("the sender finished while waiting on {call:?}")))
+                Err(VerifyError::Unexpected(format!("the worker finished while waiting on {call:?}")))
             }
             (Poll::Pending, None) => {
                 Err(VerifyError::Unexpected("the sender waited on something other than its ports".into()))
@@ -335,8 +368,9 @@ impl Core {
         }
     }
 
-    /// The batch's prefetch (`NoticeSender::prefetch` over the bodies of every record of the
-    /// batch) run with its answers so far: what it returned (remembered), or the step it waits on.
+    /// The batch's prefetch (the worker's admission and prefetch over the bodies of every record
+    /// of the batch) run with its answers so far: what it returned (remembered), or the step it
+    /// waits on.
     #[allow(clippy::type_complexity)]
     fn prefetch(
         &mut self,
@@ -352,15 +386,20 @@ impl Core {
             return Ok(Ok(done.clone()));
         }
         let sender = Arc::clone(self.sender(variant)?);
-        let mut texts = Vec::with_capacity(MAX_BATCH);
-        for &(notice, withdraw) in bodies.iter().flatten() {
-            let n = self.notice(notice)?;
-            texts.push(if withdraw { n.withdraw_body.clone() } else { n.body.clone() });
+        let mut messages = Vec::with_capacity(MAX_BATCH);
+        for &body in bodies.iter().flatten() {
+            messages.push(ModelMessage { body: self.body(body)?, received_at: now.at() });
         }
+        self.clock.set(now);
         *lock(&self.script) = Script { answers: batch.answers.to_vec(), ..Script::default() };
         let mut prefetch = Box::pin(async move {
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            sender.prefetch(&refs, now.at()).await
+            let metrics = sender.metrics();
+            let records: Vec<Record<'_>> = messages
+                .iter()
+                .map(|message| Record { message, message_id: "", receive_count: 1, jitter: 0.0, metrics })
+                .collect();
+            let worker = model_worker(&sender);
+            worker.prefetch(&worker.admit(&records)).await
         });
         let polled = {
             let _runtime = self.runtime.enter();
@@ -499,12 +538,26 @@ impl Core {
     }
 }
 
-/// The shipped queue policy's action ([`notice_ledger::queue`]) with parking configured, coarsened
-/// to what the model tells apart: the message stays (hidden or backing off — it comes back), parks
-/// (the model decides, by `--parking`, whether that is its own action), or goes.
-fn queue_action(outcome: &Outcome, key: Option<&NoticeKey>, now: DateTime<Utc>) -> QueueAction {
-    let receive = Receive { key, count: 1, now, jitter: 0.0 };
-    match QueuePolicy::parking().action(outcome, &receive) {
+/// The worker the model runs: the deployed queue policy with parking configured, a parker that
+/// answers at once, one record at a time (the model interleaves the records itself), no outcome
+/// events (they change nothing the model checks).
+fn model_worker(sender: &NoticeSender) -> Worker<'_> {
+    const PARKING: QueuePolicy = QueuePolicy { parking: true, park_spread: std::time::Duration::ZERO };
+    Worker {
+        sender,
+        policy: &PARKING,
+        parker: Some(&ModelParker),
+        deadline: None,
+        concurrency: 1,
+        events: false,
+    }
+}
+
+/// The queue action the worker carried out ([`notice_ledger::queue`]), coarsened to what the model
+/// tells apart: the message stays (hidden or backing off — it comes back), parks (the model
+/// decides, by `--parking`, whether that is its own action), or goes.
+fn coarse(action: notice_ledger::QueueAction) -> QueueAction {
+    match action {
         notice_ledger::QueueAction::Delete => QueueAction::Ack,
         // Never a requeue here (the first receive); one would come back too, as a new message.
         notice_ledger::QueueAction::Hide(_)

@@ -148,6 +148,14 @@ impl QueuePolicy {
         requeue_late(self.wait_action(outcome, receive), receive)
     }
 
+    /// The queue action for `outcome` of a job worked once at `now` outside the queue's
+    /// receives — what `noticectl send` and `enqueue` ask of a job they run or judge themselves:
+    /// the action of its first receive, unspread (it is never carried out, only read: whether the
+    /// job would wait, park, back off or be dead-lettered).
+    pub fn action_once(&self, outcome: &Outcome, now: DateTime<Utc>) -> QueueAction {
+        self.action(outcome, &Receive { key: None, count: 1, now, jitter: 0.0 })
+    }
+
     /// [`QueuePolicy::action`] before [`REQUEUE_AFTER_RECEIVES`] applies.
     fn wait_action(&self, outcome: &Outcome, receive: &Receive<'_>) -> QueueAction {
         match outcome {

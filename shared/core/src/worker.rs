@@ -13,6 +13,13 @@
 //! outcome event is built after both, so an event never announces what the ledger does not hold.
 //! A record without a body cannot be judged: it is dead-lettered. A batch read that fails leaves
 //! each record to read its own row.
+//!
+//! [`Worker::work`] is its three stages in order — [`Worker::admit`], [`Worker::prefetch`], then
+//! [`Worker::record`] for each record — and they are public for the one host that must step them
+//! apart: the model check runs each record of a batch as a process of its own (so it explores
+//! every order of their port calls, with a crash between any two) and keeps of a finished record
+//! nothing but its end, which one `work` future over the whole batch would hand back only once
+//! every record is done.
 
 use std::time::Instant;
 
@@ -63,27 +70,44 @@ pub struct Worked {
     pub event: Option<OutcomeEvent>,
 }
 
+/// A batch's records admitted at one instant: what its prefetch and each record's delivery judge.
+pub struct Admissions {
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// Each record's judgement, in the records' order (`None`: the record had no body).
+    pub judged: Vec<Option<Judgement>>,
+}
+
 impl Worker<'_> {
     /// Works a batch: every record's result, in the records' order.
     pub async fn work(&self, records: &[Record<'_>]) -> Vec<Worked> {
-        let admitted_at = self.sender.now();
-        let judged: Vec<Option<Judgement>> = records
-            .iter()
-            .map(|r| {
-                Some(r.message.body()).filter(|b| !b.is_empty()).map(|b| self.sender.admit(b, admitted_at))
-            })
-            .collect();
-        // One dedupe read and one token take for the whole batch instead of one per record.
-        let prefetched = self.sender.prefetch_admitted(judged.iter().flatten(), admitted_at).await;
-        futures::stream::iter(records.iter().zip(&judged))
+        let admissions = self.admit(records);
+        let prefetched = self.prefetch(&admissions).await;
+        futures::stream::iter(records.iter().zip(&admissions.judged))
             .map(|(record, judged)| self.record(record, judged.as_ref(), prefetched.as_ref()))
             .buffered(self.concurrency.max(1))
             .collect()
             .await
     }
 
-    /// One record, in a span of its own: deliver, carry out the queue action, the outcome event.
-    async fn record(
+    /// The first stage: each body admitted once, all at one instant (the core's one admission).
+    pub fn admit(&self, records: &[Record<'_>]) -> Admissions {
+        let at = self.sender.now();
+        let judged = records
+            .iter()
+            .map(|r| Some(r.message.body()).filter(|b| !b.is_empty()).map(|b| self.sender.admit(b, at)))
+            .collect();
+        Admissions { at, judged }
+    }
+
+    /// The second stage: one dedupe read and one token take for the whole batch instead of one
+    /// per record (`None`: no read to share, or it failed — each record then reads its own row).
+    pub async fn prefetch(&self, admissions: &Admissions) -> Option<crate::Prefetched> {
+        self.sender.prefetch_admitted(admissions.judged.iter().flatten(), admissions.at).await
+    }
+
+    /// The third stage, one record in a span of its own: deliver, carry out the queue action, the
+    /// outcome event. `judged`: its admission (`None`: it had no body); `prefetched`: its batch's.
+    pub async fn record(
         &self,
         record: &Record<'_>,
         judged: Option<&Judgement>,

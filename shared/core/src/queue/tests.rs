@@ -213,3 +213,24 @@ fn the_spread_is_stable_for_one_key_spreads_many_and_stays_inside_the_window() {
     };
     assert_eq!(wake, policy.park_time(opens, Some(closes), Some(&k)));
 }
+
+/// A job worked once outside the queue (`noticectl send`, `enqueue`) is answered what its first
+/// receive would be, unspread: the policy's one decision, not a second table.
+#[test]
+fn a_job_worked_once_gets_its_first_receives_action() {
+    let now = at(NOW);
+    for policy in [QueuePolicy::default(), QueuePolicy::parking()] {
+        for wait in WAITS {
+            for outcome in outcomes(now, wait) {
+                let first = Receive { key: None, count: 1, now, jitter: 0.0 };
+                assert_eq!(policy.action_once(&outcome, now), policy.action(&outcome, &first), "{outcome:?}");
+            }
+        }
+    }
+    let invalid = Outcome::Invalid(InvalidJob::new("email", "missing"));
+    assert_eq!(QueuePolicy::parking().action_once(&invalid, now), QueueAction::DeadLetter);
+    let released = Outcome::Released { class: NotAccepted::Throttled, reason: "429".into() };
+    assert!(matches!(QueuePolicy::parking().action_once(&released, now), QueueAction::Backoff(_)));
+    let far = Outcome::Deferred { until: now + TimeDelta::days(30), closes_at: now + TimeDelta::days(32) };
+    assert!(matches!(QueuePolicy::parking().action_once(&far, now), QueueAction::Park { .. }));
+}
