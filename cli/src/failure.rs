@@ -3,16 +3,25 @@
 //! AWS_ENDPOINT_URL / the network; nothing was written"), exit code 2. The SDK's debug form is
 //! printed only with `-v`.
 //!
-//! A ledger error carries its cause as a kind ([`Fault`]), which the adapter read from the
-//! driver's or SDK's typed error; that kind decides. Errors that carry no kind yet (SQS,
-//! EventBridge Scheduler, Secrets Manager, and a ledger error whose fault is `Other`) are still
-//! recognised by the words the SDK, the lean AWS client, hyper and tokio-postgres use.
+//! Every port error of the project carries its cause as a kind ([`Fault`]) and names its service
+//! (DynamoDB, PostgreSQL, SQLite, SQS, EventBridge Scheduler, Secrets Manager): the adapter read
+//! both from the driver's or SDK's typed error. Those decide here, never the message text; an
+//! error that carries no kind (or one this line has no wording for) is printed as its chain.
 
+use std::error::Error as StdError;
 use std::fmt;
 
-use notice_ledger::{Fault, LedgerError};
+use notice_ledger::intake::EnqueueError;
+use notice_ledger::keycheck::KeyCheckError;
+use notice_ledger::park::ParkError;
+use notice_ledger::queue::QueueError;
+use notice_ledger::{ConfigError, DependencyError, Fault, LedgerError};
 
 use crate::exit::{Exit, SafetyStop};
+
+/// The service `noticectl smoke` reads the stack from, as an operator knows it (the one AWS call
+/// of the tool outside the project's adapters).
+pub(crate) const CLOUDFORMATION: &str = "CloudFormation";
 
 /// What was done before a dependency failure stopped a command that writes; attached as the
 /// outermost context of the error (`err.context(Done(…))`). Without it the line says
@@ -33,7 +42,7 @@ pub(crate) enum Cause {
     ExpiredToken,
     /// Credentials the service does not know (bad key id or signature).
     BadCredentials,
-    /// With the action (`dynamodb:BatchGetItem`) when the message names it.
+    /// With the IAM action (`dynamodb:BatchGetItem`) when the adapter knows it.
     AccessDenied(Option<String>),
     /// Connection refused, DNS, timed out, no route: the reason in a few words.
     Unreachable(&'static str),
@@ -48,150 +57,70 @@ pub(crate) struct Failure {
     pub(crate) at: Option<String>,
 }
 
-/// The dependency failure `err`'s chain describes, if it is one.
+/// The dependency failure `err`'s chain describes, if it is one: the first typed port error in
+/// the chain whose fault has a wording of its own.
 pub(crate) fn classify(err: &anyhow::Error) -> Option<Failure> {
-    let text = format!("{err:#}");
-    let typed = err.chain().find_map(|e| e.downcast_ref::<LedgerError>()).and_then(LedgerError::fault);
-    match typed.and_then(|fault| cause_of(fault, &text)) {
-        Some(cause) => {
-            let service = service(&text.to_lowercase());
-            Some(Failure { service, cause, at: location(service, &text) })
-        }
-        None => classify_text(&text),
-    }
+    let (service, fault) = err.chain().find_map(typed)?;
+    let cause = cause_of(&fault)?;
+    Some(Failure { service, cause, at: location(service, &format!("{err:#}")) })
 }
 
-/// The cause a ledger's typed fault names; `None` for the kinds this line has no wording of its
-/// own for (a timeout, a busy file, anything else), which go by the text as before.
-fn cause_of(fault: &Fault, text: &str) -> Option<Cause> {
+/// The service and fault a typed port error names, if `e` is one.
+fn typed(e: &(dyn StdError + 'static)) -> Option<(&'static str, Fault)> {
+    if let Some(e) = e.downcast_ref::<LedgerError>() {
+        return e.service().zip(e.fault().cloned());
+    }
+    if let Some(KeyCheckError::Ledger(e)) = e.downcast_ref::<KeyCheckError>() {
+        return e.service().zip(e.fault().cloned());
+    }
+    if let Some(e) = e.downcast_ref::<ConfigError>() {
+        return e.dependency().map(|(service, fault)| (service, fault.clone()));
+    }
+    if let Some(e) = e.downcast_ref::<QueueError>() {
+        return Some((e.service, e.fault.clone()));
+    }
+    if let Some(e) = e.downcast_ref::<EnqueueError>() {
+        return Some((e.service, e.fault.clone()));
+    }
+    if let Some(e) = e.downcast_ref::<notice_sqs::SendError>() {
+        return Some((e.service(), e.fault()));
+    }
+    if let Some(e) = e.downcast_ref::<ParkError>() {
+        return Some((e.service, e.fault.clone()));
+    }
+    e.downcast_ref::<DependencyError>().map(|e| (e.service, e.fault.clone()))
+}
+
+/// The cause a typed fault names; `None` for the kinds this line has no wording of its own for (a
+/// timeout after connecting, a busy file, anything else), which are printed as their chain.
+fn cause_of(fault: &Fault) -> Option<Cause> {
     Some(match fault {
         Fault::Unreachable(why) => Cause::Unreachable(why),
         Fault::Throttled => Cause::Throttled,
         Fault::NoCredentials => Cause::NoCredentials,
         Fault::ExpiredCredentials => Cause::ExpiredToken,
         Fault::BadCredentials => Cause::BadCredentials,
-        Fault::Denied { action: named } => Cause::AccessDenied(named.clone().or_else(|| action(text))),
+        Fault::Denied { action } => Cause::AccessDenied(action.clone()),
         Fault::TimedOut | Fault::Busy | Fault::Other => return None,
     })
 }
 
-fn classify_text(text: &str) -> Option<Failure> {
-    let lower = text.to_lowercase();
-    let has = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
-    let service = service(&lower);
-    let cause = if has(&["expiredtoken", "token included in the request is expired", "token has expired"])
-        || (lower.contains("token") && lower.contains("expired"))
-    {
-        Cause::ExpiredToken
-    } else if has(&[
-        "no aws credentials",
-        "credentialsnotloaded",
-        "credentials not loaded",
-        "no credentials",
-        "error occurred while loading credentials",
-        "failed to load credentials",
-        "unable to locate credentials",
-        "no providers in chain provided credentials",
-    ]) {
-        Cause::NoCredentials
-    } else if has(&[
-        "invalidclienttokenid",
-        "unrecognizedclient",
-        "security token included in the request is invalid",
-        "signaturedoesnotmatch",
-    ]) {
-        Cause::BadCredentials
-    } else if has(&[
-        "accessdenied",
-        "access denied",
-        "not authorized to perform",
-        "unauthorizedoperation",
-        "password authentication failed",
-        "no pg_hba.conf entry",
-    ]) {
-        Cause::AccessDenied(action(text))
-    } else if has(&[
-        "throttl",
-        "provisionedthroughputexceeded",
-        "requestlimitexceeded",
-        "too many requests",
-        "slowdown",
-        "rate exceeded",
-    ]) {
-        Cause::Throttled
-    } else if has(&["connection refused"]) {
-        Cause::Unreachable("connection refused")
-    } else if has(&[
-        "dns error",
-        "failed to lookup address",
-        "name or service not known",
-        "no such host",
-        "nodename nor servname",
-        "temporary failure in name resolution",
-    ]) {
-        Cause::Unreachable("DNS: host not found")
-    } else if has(&["network is unreachable", "no route to host", "host is unreachable"]) {
-        Cause::Unreachable("no route to host")
-    } else if has(&["connection reset"]) {
-        Cause::Unreachable("connection reset")
-    } else if (lower.contains("connect") || lower.contains("dispatch failure"))
-        && has(&["timed out", "timeout"])
-    {
-        Cause::Unreachable("timed out connecting")
-    } else if has(&[
-        "could not connect",
-        "tcp connect error",
-        "error connecting to server",
-        "cannot get a connection",
-        "dispatch failure",
-    ]) {
-        Cause::Unreachable("cannot connect")
-    } else {
-        return None;
-    };
-    Some(Failure { service, cause, at: location(service, text) })
-}
-
-/// Where `service` was called: the PostgreSQL URL the message names, or the endpoint the SDK was
-/// pointed at.
+/// Where `service` was called: the (redacted) PostgreSQL URL the message names, or the endpoint
+/// the SDK was pointed at. Only the place is read from the text; the cause never is.
 fn location(service: &str, text: &str) -> Option<String> {
-    match service {
-        "PostgreSQL" => postgres_url(text),
-        "DynamoDB" => aws_endpoint("DYNAMODB"),
-        "SQS" => aws_endpoint("SQS"),
-        "EventBridge Scheduler" => aws_endpoint("SCHEDULER"),
-        "Secrets Manager" => aws_endpoint("SECRETS_MANAGER"),
-        _ => aws_endpoint(""),
-    }
-}
-
-fn service(lower: &str) -> &'static str {
-    if lower.contains("postgres") {
-        "PostgreSQL"
-    } else if lower.contains("dynamodb") {
-        "DynamoDB"
-    } else if lower.contains("secretsmanager")
-        || lower.contains("secrets manager")
-        || lower.contains("secret_arn")
-    {
-        "Secrets Manager"
-    } else if lower.contains("scheduler") || lower.contains("schedule") {
-        "EventBridge Scheduler"
-    } else if lower.contains("sqs") || lower.contains("queue") || lower.contains("enqueue") {
-        "SQS"
+    let endpoint_var = [
+        (notice_dynamodb::SERVICE, "DYNAMODB"),
+        (notice_sqs::SERVICE, "SQS"),
+        (notice_scheduler::SERVICE, "SCHEDULER"),
+        (notice_setup::secret::SECRETS_MANAGER, "SECRETS_MANAGER"),
+        (CLOUDFORMATION, "CLOUDFORMATION"),
+    ];
+    if service == notice_postgres::SERVICE {
+        postgres_url(text)
     } else {
-        "AWS"
+        // A file (SQLite) or an unnamed store has no endpoint.
+        endpoint_var.iter().find(|(name, _)| *name == service).and_then(|(_, var)| aws_endpoint(var))
     }
-}
-
-/// `dynamodb:BatchGetItem` from "… is not authorized to perform: dynamodb:BatchGetItem on …".
-fn action(text: &str) -> Option<String> {
-    let at = text.find("perform: ")? + "perform: ".len();
-    let word: String = text[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_'))
-        .collect();
-    (word.contains(':')).then_some(word)
 }
 
 /// The (already redacted) PostgreSQL URL the message names.
@@ -204,16 +133,14 @@ fn postgres_url(text: &str) -> Option<String> {
 /// The endpoint the SDK was pointed at: `AWS_ENDPOINT_URL_<SERVICE>`, else `AWS_ENDPOINT_URL`.
 fn aws_endpoint(service_var: &str) -> Option<String> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let specific =
-        if service_var.is_empty() { None } else { var(&format!("AWS_ENDPOINT_URL_{service_var}")) };
-    specific.or_else(|| var("AWS_ENDPOINT_URL"))
+    var(&format!("AWS_ENDPOINT_URL_{service_var}")).or_else(|| var("AWS_ENDPOINT_URL"))
 }
 
 impl Failure {
     /// One line: the cause, then the next step, then `done` (what the command did before it).
     pub(crate) fn line(&self, done: &str) -> String {
         let service = self.service;
-        let postgres = service == "PostgreSQL";
+        let postgres = service == notice_postgres::SERVICE;
         let at = self.at.as_deref().map(|a| format!(" at {a}")).unwrap_or_default();
         let (what, next) = match &self.cause {
             Cause::NoCredentials => (
@@ -296,46 +223,94 @@ pub(crate) fn debug_chain(err: &anyhow::Error) -> String {
 mod tests {
     use super::*;
 
-    fn cause(text: &str) -> Option<Cause> {
-        classify_text(text).map(|f| f.cause)
+    fn cause(err: impl StdError + Send + Sync + 'static) -> Option<(&'static str, Cause)> {
+        classify(&anyhow::Error::new(err).context("the command")).map(|f| (f.service, f.cause))
     }
 
     #[test]
-    fn the_usual_aws_failures_are_recognised() {
-        let refused =
-            "ledger lookup failed: ledger unavailable: DynamoDB BatchGetItem on T: could not connect: \
-                       client error (Connect): tcp connect error: Connection refused (os error 111)";
-        let f = classify_text(refused).unwrap();
-        assert_eq!((f.service, f.cause), ("DynamoDB", Cause::Unreachable("connection refused")));
+    fn a_typed_ledger_fault_decides_whatever_the_words() {
+        // The text alone would say "connection refused"; the adapter's kind wins.
+        let err = anyhow::Error::new(LedgerError::faulted(
+            notice_dynamodb::SERVICE,
+            Fault::Throttled,
+            "DynamoDB GetItem on T: Connection refused",
+        ))
+        .context("ledger lookup failed");
+        let f = classify(&err).unwrap();
+        assert_eq!((f.service, f.cause), ("DynamoDB", Cause::Throttled));
+        let denied = LedgerError::faulted(
+            notice_dynamodb::SERVICE,
+            Fault::Denied { action: Some("dynamodb:PutItem".into()) },
+            "DynamoDB PutItem on T: HTTP 400 AccessDeniedException: no",
+        );
+        assert_eq!(cause(denied), Some(("DynamoDB", Cause::AccessDenied(Some("dynamodb:PutItem".into())))));
+        // A kind without a wording of its own is printed as its chain, whatever the words say.
+        let other = LedgerError::unavailable(
+            "DynamoDB GetItem on T: could not connect: tcp connect error: Connection refused",
+        );
+        assert_eq!(cause(other), None);
+        let busy = LedgerError::faulted(notice_sqlite::SERVICE, Fault::Busy, "sqlite: database is locked");
+        assert_eq!(cause(busy), None);
+    }
+
+    #[test]
+    fn words_alone_classify_nothing() {
+        for text in [
+            "SQS SendMessageBatch: dispatch failure: io error: Connection refused (os error 111)",
+            "DynamoDB: ThrottlingException: Rate exceeded",
+            "no AWS credentials: an error occurred while loading credentials",
+        ] {
+            assert_eq!(classify(&anyhow::anyhow!("{text}")), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_port_error_names_its_service_and_kind() {
+        let refused = Fault::Unreachable("connection refused");
         assert_eq!(
-            cause(
-                "DynamoDB BatchGetItem on T: no AWS credentials: an error occurred while loading credentials"
+            cause(QueueError::new(notice_sqs::SERVICE, refused.clone(), "ChangeMessageVisibility: …")),
+            Some(("SQS", Cause::Unreachable("connection refused")))
+        );
+        assert_eq!(
+            cause(EnqueueError::new(notice_sqs::SERVICE, Fault::Throttled, "SendMessage: …")),
+            Some(("SQS", Cause::Throttled))
+        );
+        let park = ParkError::unavailable("EventBridge Scheduler CreateSchedule: …").in_service(
+            notice_scheduler::SERVICE,
+            Fault::Denied { action: Some("scheduler:CreateSchedule".into()) },
+        );
+        assert_eq!(
+            cause(park),
+            Some(("EventBridge Scheduler", Cause::AccessDenied(Some("scheduler:CreateSchedule".into()))))
+        );
+        let secret = ConfigError::Dependency {
+            name: "NOTICE_KEY_SECRET_ARN",
+            error: DependencyError::new(
+                notice_setup::secret::SECRETS_MANAGER,
+                Fault::ExpiredCredentials,
+                "cannot read s: …",
             ),
-            Some(Cause::NoCredentials)
-        );
-        assert_eq!(
-            cause("SQS: ExpiredTokenException: The security token included in the request is expired"),
-            Some(Cause::ExpiredToken)
-        );
-        assert_eq!(
-            cause("DynamoDB: AccessDeniedException: User: arn:aws:iam::1:user/x is not authorized to perform: dynamodb:BatchGetItem on resource: T"),
-            Some(Cause::AccessDenied(Some("dynamodb:BatchGetItem".into())))
-        );
-        assert_eq!(cause("DynamoDB: ThrottlingException: Rate exceeded"), Some(Cause::Throttled));
-        assert_eq!(
-            cause("SQS SendMessageBatch: dispatch failure: io error: dns error: failed to lookup address information"),
-            Some(Cause::Unreachable("DNS: host not found"))
-        );
-        assert_eq!(cause("field `period_start` is not a real calendar date"), None);
-        assert_eq!(cause("refusing without confirmation: stdin is not a terminal (pass --yes)"), None);
+        };
+        assert_eq!(cause(secret), Some(("Secrets Manager", Cause::ExpiredToken)));
+        let key_check = KeyCheckError::Ledger(LedgerError::faulted(
+            notice_postgres::SERVICE,
+            Fault::BadCredentials,
+            "PostgreSQL …",
+        ));
+        assert_eq!(cause(key_check), Some(("PostgreSQL", Cause::BadCredentials)));
     }
 
     #[test]
     fn an_unreachable_postgres_is_never_an_invalid_setting() {
-        let text =
-            "invalid setting NOTICE_LEDGER_URL: ledger unavailable: PostgreSQL postgres://u@127.0.0.1:1/db: \
-                    cannot get a connection: error connecting to server: Connection refused (os error 111)";
-        let f = classify_text(text).unwrap();
+        let err = anyhow::Error::new(ConfigError::Ledger {
+            name: "NOTICE_LEDGER_URL",
+            error: LedgerError::faulted(
+                notice_postgres::SERVICE,
+                Fault::Unreachable("connection refused"),
+                "PostgreSQL postgres://u@127.0.0.1:1/db: cannot get a connection: error connecting to server",
+            ),
+        });
+        let f = classify(&err).unwrap();
         assert_eq!(f.service, "PostgreSQL");
         assert_eq!(f.at.as_deref(), Some("postgres://u@127.0.0.1:1/db"));
         let line = f.line("nothing was written");
@@ -347,39 +322,22 @@ mod tests {
     }
 
     #[test]
-    fn a_typed_ledger_fault_decides_whatever_the_words() {
-        // The text alone would say "connection refused"; the adapter's kind wins.
-        let err = anyhow::Error::new(LedgerError::faulted(
-            Fault::Throttled,
-            "DynamoDB GetItem on T: Connection refused",
-        ))
-        .context("ledger lookup failed");
-        let f = classify(&err).unwrap();
-        assert_eq!((f.service, f.cause), ("DynamoDB", Cause::Throttled));
-        let denied = anyhow::Error::new(LedgerError::faulted(
-            Fault::Denied { action: Some("dynamodb:PutItem".into()) },
-            "DynamoDB PutItem on T: HTTP 400 AccessDeniedException: no",
-        ));
-        assert_eq!(classify(&denied).unwrap().cause, Cause::AccessDenied(Some("dynamodb:PutItem".into())));
-        // A kind without a wording of its own goes by the text, as before.
-        let other = anyhow::Error::new(LedgerError::unavailable(
-            "DynamoDB GetItem on T: could not connect: tcp connect error: Connection refused",
-        ));
-        assert_eq!(classify(&other).unwrap().cause, Cause::Unreachable("connection refused"));
-        let busy = anyhow::Error::new(LedgerError::faulted(Fault::Busy, "sqlite: database is locked"));
-        assert_eq!(classify(&busy), None);
-    }
-
-    #[test]
     fn a_safety_stop_exits_3_and_progress_is_named() {
         let stop = anyhow::Error::new(SafetyStop("refusing without confirmation".into())).context("withdraw");
         assert_eq!(report(&stop).1, Exit::SafetyStop);
-        let failed = anyhow::anyhow!("SQS SendMessageBatch: dispatch failure: Connection refused")
+        let refused = QueueError::new(
+            notice_sqs::SERVICE,
+            Fault::Unreachable("connection refused"),
+            "SendMessageBatch: dispatch failure",
+        );
+        let failed = anyhow::Error::new(refused)
+            .context("SQS SendMessageBatch to q")
             .context(Done("3 of 40 message(s) enqueued before it".into()));
         let (line, code) = report(&failed);
         assert_eq!(code, Exit::Unusable);
         assert!(
             line.starts_with("noticectl: SQS unreachable")
+                && line.contains("(connection refused)")
                 && line.ends_with("3 of 40 message(s) enqueued before it"),
             "{line}"
         );

@@ -126,7 +126,10 @@ async fn park(
         .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| anyhow::Error::new(e).context("cannot read the queue's ARN (SQS GetQueueAttributes)"))?
+        .map_err(|e| {
+            anyhow::Error::new(notice_sqs::queue_error("GetQueueAttributes", &e))
+                .context("cannot read the queue's ARN (SQS GetQueueAttributes)")
+        })?
         .attributes()
         .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn).cloned())
         .context("the queue did not report its ARN")?;

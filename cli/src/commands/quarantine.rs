@@ -345,7 +345,10 @@ async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<Dep
         .attribute_names(A::ApproximateNumberOfMessagesDelayed)
         .send()
         .await
-        .map_err(|e| anyhow::Error::new(e).context(format!("cannot read {url} (SQS GetQueueAttributes)")))?;
+        .map_err(|e| {
+            anyhow::Error::new(notice_sqs::queue_error("GetQueueAttributes", &e))
+                .context(format!("cannot read {url} (SQS GetQueueAttributes)"))
+        })?;
     let attrs = out.attributes();
     let count = |name: A| -> anyhow::Result<u64> {
         match attrs.and_then(|a| a.get(&name)) {

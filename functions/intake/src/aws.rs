@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use notice_stripe::SigningSecrets;
 
-use crate::SecretSource;
+use crate::{SecretError, SecretSource};
 
 /// The endpoint signing secret in Secrets Manager (`NOTICE_INTAKE_SIGNING_SECRET_ARN`): its
 /// `SecretString` holds one `whsec_…` value, or two separated by a space or a newline while a
@@ -22,15 +22,9 @@ impl SecretsManagerSource {
 
 #[async_trait]
 impl SecretSource for SecretsManagerSource {
-    async fn read(&self) -> Result<SigningSecrets, String> {
-        let out = self.client.get_secret_value().secret_id(&self.secret_id).send().await.map_err(|e| {
-            format!(
-                "cannot read {}: {}",
-                self.secret_id,
-                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-            )
-        })?;
+    async fn read(&self) -> Result<SigningSecrets, SecretError> {
+        let out = notice_setup::secret::get_value(&self.client, &self.secret_id).await?;
         let text = out.secret_string().unwrap_or_default();
-        SigningSecrets::parse(text).map_err(|e| format!("{}: {e}", self.secret_id))
+        SigningSecrets::parse(text).map_err(|e| SecretError::Invalid(format!("{}: {e}", self.secret_id)))
     }
 }

@@ -28,6 +28,7 @@ use notice_ledger::intake::{
 };
 use notice_ledger::keycheck::{check_ring, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
 use notice_ledger::ledger::RowReader;
+use notice_ledger::{ConfigError, DependencyError};
 use notice_stripe::{SignatureError, SigningSecrets};
 use serde_json::{json, Value};
 use tokio::sync::RwLock;
@@ -51,10 +52,31 @@ pub const MAX_BODY_BYTES: usize = 256 * 1024;
 /// minute, not one each.
 pub const SECRET_REFRESH_AFTER: Duration = Duration::from_secs(60);
 
+/// Why the endpoint signing secret could not be read: its store failed (which one and why, as the
+/// adapter read it from the typed error), or it holds no usable value.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error(transparent)]
+    Unreadable(#[from] DependencyError),
+    /// The value is not one or two signing secrets; the text names the secret, never its value.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SecretError {
+    /// This failure as the setting `name`'s start-up error.
+    pub fn for_setting(self, name: &'static str) -> ConfigError {
+        match self {
+            Self::Unreadable(error) => ConfigError::Dependency { name, error },
+            Self::Invalid(reason) => ConfigError::Invalid { name, reason },
+        }
+    }
+}
+
 /// Where the endpoint signing secret is read from again after a rotation (Secrets Manager).
 #[async_trait::async_trait]
 pub trait SecretSource: Send + Sync {
-    async fn read(&self) -> Result<SigningSecrets, String>;
+    async fn read(&self) -> Result<SigningSecrets, SecretError>;
 }
 
 /// The signing secrets in force, and how to read them again.
@@ -137,19 +159,18 @@ impl KeyGate {
     }
 
     /// Ok when the ledger's check matches the ring, or the ledger holds none yet (no sender has
-    /// opened it: it has no rows to misread either).
-    pub async fn ensure(&self, planner: &IntakePlanner) -> Result<(), String> {
+    /// opened it: it has no rows to misread either). The error tells a secret that is not the
+    /// ledger's ([`KeyCheckError::Mismatch`]) from a ledger that could not be read, with its fault.
+    pub async fn ensure(&self, planner: &IntakePlanner) -> Result<(), KeyCheckError> {
         if self.verified.load(Ordering::Relaxed) {
             return Ok(());
         }
-        match check_ring(self.store.as_ref(), planner.keys(), false).await {
-            Ok(KeyCheckOutcome::Verified(_)) => {
+        match check_ring(self.store.as_ref(), planner.keys(), false).await? {
+            KeyCheckOutcome::Verified(_) => {
                 self.verified.store(true, Ordering::Relaxed);
                 Ok(())
             }
-            Ok(_) => Ok(()),
-            Err(e @ KeyCheckError::Mismatch { .. }) => Err(e.to_string()),
-            Err(KeyCheckError::Ledger(e)) => Err(format!("the ledger's key check: {e}")),
+            _ => Ok(()),
         }
     }
 }

@@ -86,7 +86,7 @@ async fn signing_secrets(sdk: &SdkConfig) -> Result<Secrets, ConfigError> {
         }
         (None, Some(arn)) => {
             let source = SecretsManagerSource::new(aws_sdk_secretsmanager::Client::new(sdk), arn);
-            let secrets = source.read().await.map_err(|e| invalid(SIGNING_SECRET_ARN_VAR, e))?;
+            let secrets = source.read().await.map_err(|e| e.for_setting(SIGNING_SECRET_ARN_VAR))?;
             Ok(Secrets::new(secrets, Some(Arc::new(source))))
         }
         (None, None) => {

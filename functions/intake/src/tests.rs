@@ -12,7 +12,7 @@ use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::{LedgerRow, RowReader};
 use notice_ledger::locale::TimeZone;
-use notice_ledger::{Kind, LedgerError, NoticeKey, NoticeSecret};
+use notice_ledger::{Fault, Kind, LedgerError, NoticeKey, NoticeSecret};
 use notice_stripe::{sign, SigningSecrets, StripeMapping};
 use serde_json::{json, Value};
 
@@ -32,7 +32,7 @@ struct MemQueue {
 impl JobQueue for MemQueue {
     async fn enqueue(&self, body: &Value) -> Result<(), EnqueueError> {
         if self.fail {
-            return Err(EnqueueError("AWS.SimpleQueueService.NonExistentQueue".into()));
+            return Err(EnqueueError::new("SQS", Fault::Other, "AWS.SimpleQueueService.NonExistentQueue"));
         }
         self.bodies.lock().unwrap().push(body.clone());
         Ok(())
@@ -213,7 +213,7 @@ struct Rolled(Mutex<u32>);
 
 #[async_trait]
 impl SecretSource for Rolled {
-    async fn read(&self) -> Result<SigningSecrets, String> {
+    async fn read(&self) -> Result<SigningSecrets, SecretError> {
         *self.0.lock().unwrap() += 1;
         Ok(SigningSecrets::parse(SECRET).unwrap())
     }
@@ -305,4 +305,25 @@ fn the_kind_must_be_one_the_policy_in_force_sends() {
     assert!(settings::kinds(Some(Kind::parse("anything_goes").unwrap()), &default).is_ok());
     let e = settings::kinds(None, &default).unwrap_err().to_string();
     assert!(e.contains("NOTICE_INTAKE_KIND"), "{e}");
+}
+
+/// The signing secret's store unreachable: the read fails with the store's name and the kind the
+/// SDK's typed error gave, and the start-up error keeps it whole.
+#[tokio::test]
+async fn an_unreachable_secret_store_is_a_typed_failure() {
+    use aws_sdk_secretsmanager::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_secretsmanager::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("t", "t", None, None, "t"))
+        .endpoint_url("http://127.0.0.1:1")
+        .retry_config(aws_sdk_secretsmanager::config::retry::RetryConfig::disabled())
+        .build();
+    let source = aws::SecretsManagerSource::new(aws_sdk_secretsmanager::Client::from_conf(config), "signing");
+    let err = source.read().await.unwrap_err();
+    let SecretError::Unreadable(ref unreadable) = err else { panic!("{err:?}") };
+    assert_eq!(unreadable.service, "Secrets Manager");
+    assert_eq!(unreadable.fault, Fault::Unreachable("connection refused"), "{err}");
+    let config_error = err.for_setting(settings::SIGNING_SECRET_ARN_VAR);
+    assert!(config_error.dependency().is_some(), "{config_error}");
 }

@@ -482,7 +482,7 @@ impl Parker for Scheduler {
             let refuse = |s: &mut SchedulerState, reason, what: &'static str| {
                 s.refused += 1;
                 s.first_refusal.get_or_insert((now, what));
-                Err(ParkError { reason, detail: what.to_owned() })
+                Err(ParkError::refused(reason, what))
             };
             if !s.create.try_take(1.0, now) {
                 refuse(&mut s, ParkRefusal::Throttled, "Scheduler CreateSchedule/s")

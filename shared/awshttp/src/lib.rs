@@ -27,6 +27,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 
 mod client;
+pub mod fault;
 mod signing;
 mod sigv4;
 

@@ -72,14 +72,17 @@ impl Fault {
     }
 }
 
+/// The service an untyped ledger failure is put down to: the ledger, whichever store it is.
+pub const UNNAMED_LEDGER: &str = "ledger";
+
 /// A ledger that could not be reached or answered something unexpected. Nothing about the claim
 /// may be assumed from it: the caller must neither send nor ack.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// The ledger could not be used: `fault` is why, as the adapter's typed error said; `detail`
-    /// is the message for people.
+    /// The ledger could not be used: `service` is the store (`DynamoDB`, `PostgreSQL`, `SQLite`),
+    /// `fault` is why, as the adapter's typed error said; `detail` is the message for people.
     #[error("ledger unavailable: {detail}")]
-    Unavailable { fault: Fault, detail: String },
+    Unavailable { service: &'static str, fault: Fault, detail: String },
     /// A conditional write found the row in a state this caller did not expect (for example a
     /// commit whose claim token no longer matches).
     #[error("ledger condition failed: {0}")]
@@ -89,20 +92,29 @@ pub enum LedgerError {
 }
 
 impl LedgerError {
-    /// An unavailable ledger whose cause is not typed ([`Fault::Other`]).
+    /// An unavailable ledger whose cause is not typed ([`Fault::Other`]) in a store it does not
+    /// name ([`UNNAMED_LEDGER`]).
     pub fn unavailable(err: impl fmt::Display) -> Self {
-        Self::Unavailable { fault: Fault::Other, detail: err.to_string() }
+        Self::Unavailable { service: UNNAMED_LEDGER, fault: Fault::Other, detail: err.to_string() }
     }
 
-    /// An unavailable ledger for the typed reason `fault`.
-    pub fn faulted(fault: Fault, err: impl fmt::Display) -> Self {
-        Self::Unavailable { fault, detail: err.to_string() }
+    /// An unavailable ledger in `service` for the typed reason `fault`.
+    pub fn faulted(service: &'static str, fault: Fault, err: impl fmt::Display) -> Self {
+        Self::Unavailable { service, fault, detail: err.to_string() }
     }
 
     /// Why the ledger was unavailable; `None` for a conflict or a corrupt row.
     pub fn fault(&self) -> Option<&Fault> {
         match self {
             Self::Unavailable { fault, .. } => Some(fault),
+            Self::Conflict(_) | Self::Corrupt(_) => None,
+        }
+    }
+
+    /// The store that was unavailable; `None` for a conflict or a corrupt row.
+    pub fn service(&self) -> Option<&'static str> {
+        match self {
+            Self::Unavailable { service, .. } => Some(service),
             Self::Conflict(_) | Self::Corrupt(_) => None,
         }
     }
@@ -119,6 +131,23 @@ impl LedgerError {
     }
 }
 
+/// A dependency other than the ledger that could not be used (a secret store): which service,
+/// why — the kind its adapter read from the typed error — and the message for people.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct DependencyError {
+    /// The service, as an operator knows it (`Secrets Manager`).
+    pub service: &'static str,
+    pub fault: Fault,
+    pub detail: String,
+}
+
+impl DependencyError {
+    pub fn new(service: &'static str, fault: Fault, detail: impl Into<String>) -> Self {
+        Self { service, fault, detail: detail.into() }
+    }
+}
+
 /// Configuration the process cannot run with. Raised at start-up, never per message.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -130,4 +159,22 @@ pub enum ConfigError {
     /// wrong setting, and retried by the next start.
     #[error("{what} unavailable at start-up: {reason}")]
     Unavailable { what: &'static str, reason: String },
+    /// The ledger a setting names could not be opened: worded as that setting's error, with the
+    /// ledger's error kept whole so a caller can tell an unreachable store by its kind.
+    #[error("invalid setting {name}: {error}")]
+    Ledger { name: &'static str, error: LedgerError },
+    /// The secret store a setting names could not be read or written, its error kept whole.
+    #[error("invalid setting {name}: {error}")]
+    Dependency { name: &'static str, error: DependencyError },
+}
+
+impl ConfigError {
+    /// The service that failed and why, when a typed dependency error is inside.
+    pub fn dependency(&self) -> Option<(&'static str, &Fault)> {
+        match self {
+            Self::Ledger { error, .. } => error.service().zip(error.fault()),
+            Self::Dependency { error, .. } => Some((error.service, &error.fault)),
+            Self::Missing(_) | Self::Invalid { .. } | Self::Unavailable { .. } => None,
+        }
+    }
 }

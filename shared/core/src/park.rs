@@ -11,6 +11,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::error::Fault;
 use crate::identity::NoticeKey;
 use crate::job::Job;
 
@@ -63,17 +64,38 @@ impl ParkRefusal {
     }
 }
 
-/// A park that may not have happened: the message must stay on the queue.
+/// A park that may not have happened: the message must stay on the queue. `reason` is what the
+/// queue policy and the `ParkingRefused` metric go by; `service` and `fault` say which parker and
+/// why, as its adapter read them from the typed error (an operator's tool words its line by them).
 #[derive(Debug, thiserror::Error)]
 #[error("parking refused ({}): {detail}", reason.as_str())]
 pub struct ParkError {
     pub reason: ParkRefusal,
+    pub service: &'static str,
+    pub fault: Fault,
     pub detail: String,
 }
 
+/// The service a park failure is put down to when the parker does not name one.
+pub const UNNAMED_PARKER: &str = "parker";
+
 impl ParkError {
+    /// A refusal for `reason`, with the fault it implies (throttled, or not typed further).
+    pub fn refused(reason: ParkRefusal, detail: impl Into<String>) -> Self {
+        let fault = if reason == ParkRefusal::Throttled { Fault::Throttled } else { Fault::Other };
+        Self { reason, service: UNNAMED_PARKER, fault, detail: detail.into() }
+    }
+
+    /// A parker that could not be used, for no reason typed further.
     pub fn unavailable(detail: impl Into<String>) -> Self {
-        Self { reason: ParkRefusal::Unavailable, detail: detail.into() }
+        Self::refused(ParkRefusal::Unavailable, detail)
+    }
+
+    /// The same failure put down to `service` for the typed reason `fault`.
+    pub fn in_service(mut self, service: &'static str, fault: Fault) -> Self {
+        self.service = service;
+        self.fault = fault;
+        self
     }
 }
 

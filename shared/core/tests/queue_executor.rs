@@ -14,7 +14,7 @@ use notice_ledger::queue::{
     hide_limit, Disposition, Executor, QueueError, QueuedMessage, MAX_VISIBILITY, RECEIPT_MARGIN,
 };
 use notice_ledger::{
-    Delivery, InvalidJob, Job, NoticeKey, NoticeSecret, Outcome, QueueAction, QueuePolicy, Receive,
+    Delivery, Fault, InvalidJob, Job, NoticeKey, NoticeSecret, Outcome, QueueAction, QueuePolicy, Receive,
 };
 
 const BODY: &str = r#"{"subscription_id":"s","period_start":"2026-10-01","kind":"k",
@@ -47,7 +47,11 @@ impl Message {
     fn call(&self, c: String, fail: bool) -> Result<(), QueueError> {
         self.calls.lock().unwrap().push(c);
         if fail {
-            Err(QueueError("scripted failure".into()))
+            Err(QueueError::new(
+                "scripted queue",
+                Fault::Unreachable("connection refused"),
+                "scripted failure",
+            ))
         } else {
             Ok(())
         }
@@ -215,7 +219,7 @@ async fn a_park_acks_only_when_a_schedule_holds_the_job() {
 
 #[tokio::test]
 async fn a_refused_park_requeues_reports_its_reason_and_keeps_the_message_when_that_fails() {
-    let parker = Scripted::new(|| Err(ParkError { reason: ParkRefusal::Quota, detail: "full".into() }));
+    let parker = Scripted::new(|| Err(ParkError::refused(ParkRefusal::Quota, "full")));
     let m = Message::default();
     let (c, metrics) = carry(&m, Some(&parker), deferred(5), 1).await;
     assert_eq!((c.disposition, c.refused), (Disposition::Ack, Some(ParkRefusal::Quota)));

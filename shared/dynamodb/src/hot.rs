@@ -21,6 +21,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
 use futures::FutureExt;
 use http::header::HeaderName;
+use notice_awshttp::fault::{call_fault, code_fault};
 use notice_awshttp::{error_code, AwsHttp, CallError, EndpointError, Response, Target};
 use rand::Rng;
 use serde::Serialize;
@@ -367,39 +368,9 @@ impl HotFailure {
     }
 }
 
-/// A call without an answer, and why by its kind: never signed for want of credentials, a
-/// connection the I/O error kind explains, or no complete answer in time.
+/// A call without an answer, and why by its kind (the one reading every AWS adapter shares).
 fn transport(e: &CallError) -> Option<HotFailure> {
-    let fault = match e {
-        CallError::Credentials(_) => Fault::NoCredentials,
-        CallError::Timeout(_) => Fault::TimedOut,
-        CallError::Connect(failure) => failure.kind.and_then(Fault::unreachable).unwrap_or(Fault::Other),
-        CallError::Build(_) | CallError::Transport(_) => Fault::Other,
-    };
-    Some(HotFailure::Other(fault, e.to_string()))
-}
-
-/// The fault an AWS error code names: throttling, credentials DynamoDB does not accept, an IAM
-/// denial; anything else is [`Fault::Other`]. Codes are the service's typed answer, so they are
-/// matched exactly.
-pub(crate) fn code_fault(code: &str) -> Fault {
-    match code {
-        "ThrottlingException"
-        | "Throttling"
-        | "ThrottledException"
-        | "RequestThrottledException"
-        | "RequestThrottled"
-        | "ProvisionedThroughputExceededException"
-        | "RequestLimitExceeded"
-        | "SlowDown"
-        | "EC2ThrottledException" => Fault::Throttled,
-        "ExpiredTokenException" | "ExpiredToken" => Fault::ExpiredCredentials,
-        "UnrecognizedClientException" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => {
-            Fault::BadCredentials
-        }
-        "AccessDeniedException" | "AccessDenied" => Fault::Denied { action: None },
-        _ => Fault::Other,
-    }
+    Some(HotFailure::Other(call_fault(e), e.to_string()))
 }
 
 /// The endpoint the SDK client would call, from the SDK's own endpoint rules.

@@ -47,7 +47,11 @@ impl DynamoKeyCheck {
     }
 
     fn unavailable(&self, fault: Fault, op: &str, text: &str) -> LedgerError {
-        LedgerError::faulted(fault, format!("DynamoDB key check {op} on {}: {text}", self.table))
+        LedgerError::faulted(
+            crate::SERVICE,
+            fault,
+            format!("DynamoDB key check {op} on {}: {text}", self.table),
+        )
     }
 
     fn key(version: u32) -> HashMap<String, AttributeValue> {

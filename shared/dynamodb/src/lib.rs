@@ -1,6 +1,9 @@
 //! The DynamoDB adapters: the production ledger ([`ledger`]), the shared per-domain send rate
 //! buckets ([`rate`]) and the key check ([`keycheck`]), all kept in the ledger table.
 
+/// The service this adapter is, as an operator knows it: named in every typed failure.
+pub const SERVICE: &str = "DynamoDB";
+
 mod expr;
 pub mod hot;
 mod item;

@@ -56,7 +56,7 @@ impl DynamoBuckets {
     fn unavailable(op: &str, failure: HotFailure) -> LedgerError {
         match failure {
             HotFailure::Other(fault, text) => {
-                LedgerError::faulted(fault, format!("rate bucket {op}: {text}"))
+                LedgerError::faulted(crate::SERVICE, fault, format!("rate bucket {op}: {text}"))
             }
             HotFailure::Condition(_) => {
                 LedgerError::unavailable(format!("rate bucket {op}: unexpected condition failure"))

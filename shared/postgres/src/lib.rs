@@ -19,6 +19,9 @@
 //! Connections come from a small pool; TLS (rustls, always verifying the server certificate) is
 //! used when the URL asks for it with `sslmode=require` (or `verify-ca`/`verify-full`).
 
+/// The service this adapter is, as an operator knows it: named in every typed failure.
+pub const SERVICE: &str = "PostgreSQL";
+
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -171,6 +174,7 @@ impl PostgresLedger {
                 other => (Fault::Other, other.to_string()),
             };
             LedgerError::faulted(
+                crate::SERVICE,
                 fault,
                 format!("PostgreSQL {}: cannot get a connection: {detail}", self.target),
             )
@@ -195,6 +199,7 @@ impl PostgresLedger {
                 ));
             }
             return LedgerError::faulted(
+                crate::SERVICE,
                 fault_of(&e),
                 format!(
                     "PostgreSQL {op} on {}: {} (SQLSTATE {})",
@@ -204,7 +209,11 @@ impl PostgresLedger {
                 ),
             );
         }
-        LedgerError::faulted(fault_of(&e), format!("PostgreSQL {op} on {}: {}", self.target, error_chain(&e)))
+        LedgerError::faulted(
+            crate::SERVICE,
+            fault_of(&e),
+            format!("PostgreSQL {op} on {}: {}", self.target, error_chain(&e)),
+        )
     }
 }
 

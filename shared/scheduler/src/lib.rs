@@ -12,7 +12,7 @@
 //! queue configured, an event it still cannot deliver lands there instead of vanishing.
 
 use async_trait::async_trait;
-use aws_sdk_scheduler::error::DisplayErrorContext;
+use aws_sdk_scheduler::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_scheduler::operation::create_schedule::CreateScheduleError;
 use aws_sdk_scheduler::types::{
     ActionAfterCompletion, DeadLetterConfig, FlexibleTimeWindow, FlexibleTimeWindowMode, RetryPolicy, Target,
@@ -20,8 +20,12 @@ use aws_sdk_scheduler::types::{
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use notice_awshttp::fault::sdk_fault;
 use notice_ledger::park::{ParkError, ParkRefusal, ParkRequest, Parked, Parker};
-use notice_ledger::NoticeKey;
+use notice_ledger::{Fault, NoticeKey};
+
+/// The service this adapter is, as an operator knows it: named in every typed failure.
+pub const SERVICE: &str = "EventBridge Scheduler";
 
 /// Longest Scheduler keeps retrying a delivery (its maximum): a window is at least a day wide.
 pub const MAX_EVENT_AGE_SECS: i32 = 86_400;
@@ -73,9 +77,8 @@ impl SchedulerParker {
         let (arn, input) = match req.replay_batch {
             None => (req.queue_arn.to_owned(), req.body.to_owned()),
             Some(batch) => {
-                let queue_url = queue_url_from_arn(req.queue_arn).ok_or_else(|| {
-                    ParkError::unavailable(format!("{} is not an SQS queue ARN", req.queue_arn))
-                })?;
+                let queue_url = queue_url_from_arn(req.queue_arn)
+                    .ok_or_else(|| not_built(format!("{} is not an SQS queue ARN", req.queue_arn)))?;
                 let input = json!({
                     "QueueUrl": queue_url,
                     "MessageBody": req.body,
@@ -97,7 +100,7 @@ impl SchedulerParker {
             .retry_policy(retry)
             .set_dead_letter_config(dead_letter)
             .build()
-            .map_err(|e| ParkError::unavailable(e.to_string()))
+            .map_err(|e| not_built(e.to_string()))
     }
 
     /// The parked body and wake-up of an existing schedule (`None`s when they cannot be read).
@@ -176,7 +179,7 @@ impl Parker for SchedulerParker {
         let window = FlexibleTimeWindow::builder()
             .mode(FlexibleTimeWindowMode::Off)
             .build()
-            .map_err(|e| ParkError::unavailable(e.to_string()))?;
+            .map_err(|e| not_built(e.to_string()))?;
         let created = self
             .client
             .create_schedule()
@@ -200,7 +203,8 @@ impl Parker for SchedulerParker {
                     Some(CreateScheduleError::ThrottlingException(_)) => ParkRefusal::Throttled,
                     _ => ParkRefusal::Unavailable,
                 };
-                Err(ParkError { reason, detail: describe("CreateSchedule", e) })
+                let fault = sdk_fault(&e, "scheduler:CreateSchedule");
+                Err(ParkError::refused(reason, describe("CreateSchedule", e)).in_service(SERVICE, fault))
             }
         }
     }
@@ -210,8 +214,19 @@ impl Parker for SchedulerParker {
     }
 }
 
-fn unavailable(op: &str, err: impl std::error::Error) -> ParkError {
-    ParkError::unavailable(describe(op, err))
+/// A Scheduler call's failure, its fault read from the SDK's typed error.
+fn unavailable<E, R>(op: &str, err: SdkError<E, R>) -> ParkError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    let fault = sdk_fault(&err, &format!("scheduler:{op}"));
+    ParkError::unavailable(describe(op, err)).in_service(SERVICE, fault)
+}
+
+/// A park this parker could not even ask for (a request it cannot build): nothing was sent.
+fn not_built(detail: impl Into<String>) -> ParkError {
+    ParkError::unavailable(detail).in_service(SERVICE, Fault::Other)
 }
 
 fn describe(op: &str, err: impl std::error::Error) -> String {
@@ -247,6 +262,43 @@ mod tests {
         assert_eq!(at_expression(at), "at(2026-10-31T09:00:00)");
         assert_eq!(parse_at_expression(&at_expression(at)), Some(at));
         assert_eq!(parse_at_expression("rate(5 minutes)"), None);
+    }
+
+    /// A park against a closed port is refused as unavailable, and says why by its kind: the
+    /// operator's line comes from that kind, never from the SDK's words.
+    #[tokio::test]
+    async fn a_closed_port_is_an_unreachable_scheduler() {
+        use aws_sdk_scheduler::config::{BehaviorVersion, Credentials, Region};
+        let config = aws_sdk_scheduler::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+            .endpoint_url("http://127.0.0.1:1")
+            .retry_config(aws_sdk_scheduler::config::retry::RetryConfig::disabled())
+            .build();
+        let parker =
+            SchedulerParker::new(aws_sdk_scheduler::Client::from_conf(config), "g", "arn:aws:iam::1:role/r");
+        let key = NoticeKey::parse(&"ab".repeat(32)).unwrap();
+        let at = DateTime::parse_from_rfc3339("2026-10-31T09:00:00Z").unwrap().with_timezone(&Utc);
+        let request = ParkRequest {
+            key: &key,
+            at,
+            body: "{}",
+            queue_arn: "arn:aws:sqs:us-east-1:1:q",
+            replay_batch: None,
+        };
+        let refused = Fault::Unreachable("connection refused");
+        let err = parker.park(&request).await.unwrap_err();
+        assert_eq!(
+            (err.reason, err.service, &err.fault),
+            (ParkRefusal::Unavailable, SERVICE, &refused),
+            "{err}"
+        );
+        let err = parker.list().await.unwrap_err();
+        assert_eq!((err.service, &err.fault), (SERVICE, &refused), "{err}");
+        // A request it cannot build never reached the service: no kind is claimed for it.
+        let bad = ParkRequest { replay_batch: Some("b"), queue_arn: "not-an-arn", ..request };
+        assert_eq!(parker.park(&bad).await.unwrap_err().fault, Fault::Other);
     }
 
     #[test]

@@ -212,7 +212,7 @@ async fn postgres_from_url(url: &str) -> Result<Opened, ConfigError> {
     use notice_postgres::PostgresLedger;
     let ledger = PostgresLedger::connect(url)
         .await
-        .map_err(|e| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() })?;
+        .map_err(|error| ConfigError::Ledger { name: LEDGER_URL_VAR, error })?;
     tracing::info!(target = ledger.target(), "ledger: PostgreSQL");
     Ok(Opened {
         buckets: Arc::new(ledger.buckets()),
@@ -245,8 +245,7 @@ fn sqlite_at(path: &std::path::Path) -> Result<Opened, ConfigError> {
             reason: format!("{}: {e}", parent.display()),
         })?;
     }
-    let invalid =
-        |e: notice_ledger::LedgerError| ConfigError::Invalid { name: LEDGER_URL_VAR, reason: e.to_string() };
+    let invalid = |error| ConfigError::Ledger { name: LEDGER_URL_VAR, error };
     let ledger = notice_sqlite::SqliteLedger::open(path).map_err(invalid)?;
     let buckets = ledger.buckets();
     Ok(Opened {

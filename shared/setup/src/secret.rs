@@ -12,6 +12,8 @@
 //! ones, as `noticectl key rotate` writes it.
 
 use notice_ledger::keyring::KeyRing;
+#[cfg(feature = "secretsmanager")]
+use notice_ledger::DependencyError;
 use notice_ledger::{ConfigError, NoticeSecret};
 
 /// The secret's value.
@@ -92,19 +94,52 @@ pub async fn resolve(sdk: &aws_config::SdkConfig) -> Result<Option<KeyRing>, Con
     }
 }
 
+/// The service the secret store is, as an operator knows it: named in every typed failure.
+pub const SECRETS_MANAGER: &str = "Secrets Manager";
+
+/// A Secrets Manager call's failure, its fault read from the SDK's typed error; `what` says what
+/// was being done for people (`cannot read ARN`), never a value.
+#[cfg(feature = "secretsmanager")]
+pub fn secrets_manager_error<E, R>(
+    op: &str,
+    what: &str,
+    err: &aws_sdk_secretsmanager::error::SdkError<E, R>,
+) -> DependencyError
+where
+    E: aws_sdk_secretsmanager::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    let fault = notice_awshttp::fault::sdk_fault(err, &format!("secretsmanager:{op}"));
+    DependencyError::new(
+        SECRETS_MANAGER,
+        fault,
+        format!("{what}: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(err)),
+    )
+}
+
+/// One `GetSecretValue` of `secret_id`: the one read of a secret every entry point shares (the key
+/// secret here, the intake's signing secret).
+#[cfg(feature = "secretsmanager")]
+pub async fn get_value(
+    client: &aws_sdk_secretsmanager::Client,
+    secret_id: &str,
+) -> Result<aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueOutput, DependencyError> {
+    client
+        .get_secret_value()
+        .secret_id(secret_id)
+        .send()
+        .await
+        .map_err(|e| secrets_manager_error("GetSecretValue", &format!("cannot read {secret_id}"), &e))
+}
+
 /// Reads the secret's current value once. The error names the variable and the AWS error, never
 /// the value.
 #[cfg(feature = "secretsmanager")]
 pub async fn fetch(sdk: &aws_config::SdkConfig, secret_id: &str) -> Result<KeyRing, ConfigError> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
-    let out =
-        client.get_secret_value().secret_id(secret_id).send().await.map_err(|e| ConfigError::Invalid {
-            name: SECRET_ARN_VAR,
-            reason: format!(
-                "cannot read {secret_id}: {}",
-                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-            ),
-        })?;
+    let out = get_value(&client, secret_id)
+        .await
+        .map_err(|error| ConfigError::Dependency { name: SECRET_ARN_VAR, error })?;
     let text = match (out.secret_string(), out.secret_binary()) {
         (Some(text), _) => text.to_owned(),
         (None, Some(blob)) => {
@@ -125,12 +160,9 @@ pub async fn fetch(sdk: &aws_config::SdkConfig, secret_id: &str) -> Result<KeyRi
 pub async fn store(sdk: &aws_config::SdkConfig, secret_id: &str, ring: &KeyRing) -> Result<(), ConfigError> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
     client.put_secret_value().secret_id(secret_id).secret_string(ring.to_stored()).send().await.map_err(
-        |e| ConfigError::Invalid {
+        |e| ConfigError::Dependency {
             name: SECRET_ARN_VAR,
-            reason: format!(
-                "cannot write {secret_id}: {}",
-                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-            ),
+            error: secrets_manager_error("PutSecretValue", &format!("cannot write {secret_id}"), &e),
         },
     )?;
     Ok(())
@@ -139,6 +171,29 @@ pub async fn store(sdk: &aws_config::SdkConfig, secret_id: &str, ring: &KeyRing)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Secrets Manager that cannot be reached fails the read with its kind and service, kept
+    /// whole inside the setting's error (what `noticectl` words its line from).
+    #[cfg(feature = "secretsmanager")]
+    #[tokio::test]
+    async fn an_unreachable_secret_store_is_typed() {
+        use aws_sdk_secretsmanager::config::{Credentials, Region, SharedCredentialsProvider};
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::new("t", "t", None, None, "t")))
+            .endpoint_url("http://127.0.0.1:1")
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .build();
+        match fetch(&sdk, "arn:aws:secretsmanager:us-east-1:1:secret:s").await {
+            Err(ConfigError::Dependency { name, error }) => {
+                assert_eq!(name, SECRET_ARN_VAR);
+                assert_eq!(error.service, SECRETS_MANAGER);
+                assert_eq!(error.fault, notice_ledger::Fault::Unreachable("connection refused"), "{error}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn configured_values_are_checked() {

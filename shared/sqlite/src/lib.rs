@@ -5,6 +5,9 @@
 //! someone holds the key. WAL mode plus a busy timeout lets two processes share one file; every
 //! write runs in `BEGIN IMMEDIATE`, so SQLite serialises writers and a claim is durable on commit.
 
+/// The service this adapter is, as an operator knows it: named in every typed failure.
+pub const SERVICE: &str = "SQLite";
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -73,7 +76,7 @@ fn sql(e: rusqlite::Error) -> LedgerError {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Fault::Busy,
         _ => Fault::Other,
     };
-    LedgerError::faulted(fault, format!("sqlite: {e}"))
+    LedgerError::faulted(crate::SERVICE, fault, format!("sqlite: {e}"))
 }
 
 #[cfg(test)]

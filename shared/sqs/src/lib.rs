@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use chrono::{DateTime, Utc};
+use notice_awshttp::fault::sdk_fault;
 use notice_ledger::queue::{QueueError, QueuedMessage, MAX_HIDE, MAX_VISIBILITY};
+use notice_ledger::Fault;
 
 mod send;
 
@@ -17,6 +19,28 @@ pub use send::{
     Message, Producer, SendError, MAX_BATCH, NOTICE_ERROR_ATTRIBUTE, REPLAY_BATCH_ATTRIBUTE,
     SOURCE_MESSAGE_ID_ATTRIBUTE,
 };
+
+/// The service this adapter is, as an operator knows it: named in every typed failure.
+pub const SERVICE: &str = "SQS";
+
+/// An SQS call's failure as the core's [`QueueError`], its fault read from the SDK's typed error
+/// (for a caller of the SDK outside this crate too, such as an operator's queue-depth read).
+pub fn queue_error<E, R>(op: &str, err: &SdkError<E, R>) -> QueueError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    QueueError::new(
+        SERVICE,
+        sdk_fault(err, &format!("sqs:{op}")),
+        format!("{op}: {}", DisplayErrorContext(err)),
+    )
+}
+
+/// A queue call this message cannot make at all (no URL, no receipt): nothing was sent.
+fn not_callable(detail: &str) -> QueueError {
+    QueueError::new(SERVICE, Fault::Other, detail)
+}
 
 /// `arn:PARTITION:sqs:REGION:ACCOUNT:NAME` → the queue's URL.
 pub fn queue_url_from_arn(arn: &str) -> Option<String> {
@@ -90,7 +114,7 @@ impl QueuedMessage for ReceivedMessage {
 
     async fn hide(&self, wait: Duration) -> Result<(), QueueError> {
         let (Some(queue_url), Some(receipt)) = (self.queue_url(), self.receipt_handle.as_deref()) else {
-            return Err(QueueError("no queue URL or receipt handle".into()));
+            return Err(not_callable("no queue URL or receipt handle"));
         };
         let secs = i32::try_from(wait.min(MAX_VISIBILITY).as_secs()).unwrap_or(i32::MAX);
         self.sqs
@@ -101,11 +125,11 @@ impl QueuedMessage for ReceivedMessage {
             .send()
             .await
             .map(drop)
-            .map_err(|e| QueueError(format!("ChangeMessageVisibility: {}", DisplayErrorContext(&e))))
+            .map_err(|e| queue_error("ChangeMessageVisibility", &e))
     }
 
     async fn requeue(&self, delay: Duration) -> Result<(), QueueError> {
-        let Some(queue_url) = self.queue_url() else { return Err(QueueError("no queue URL".into())) };
+        let Some(queue_url) = self.queue_url() else { return Err(not_callable("no queue URL")) };
         let secs = i32::try_from(delay.min(MAX_HIDE).as_secs()).unwrap_or(900);
         let attributes: Vec<(&str, &str, &str)> = self
             .attributes
@@ -118,16 +142,12 @@ impl QueuedMessage for ReceivedMessage {
             delay_seconds: Some(secs),
             ..Message::default()
         };
-        self.producer(queue_url)
-            .send(message)
-            .await
-            .map(drop)
-            .map_err(|e| QueueError(format!("SendMessage: {}", DisplayErrorContext(&e))))
+        self.producer(queue_url).send(message).await.map(drop).map_err(|e| e.queue_error("SendMessage"))
     }
 
     async fn dead_letter(&self, reason: &str) -> Result<(), QueueError> {
         let Some(dlq) = self.dead_letter_queue_url.as_deref() else {
-            return Err(QueueError("no dead-letter queue URL configured".into()));
+            return Err(not_callable("no dead-letter queue URL configured"));
         };
         let attributes = [
             (NOTICE_ERROR_ATTRIBUTE, "String", reason),
@@ -137,14 +157,15 @@ impl QueuedMessage for ReceivedMessage {
             .send(Message { body: &self.body, attributes: &attributes, ..Message::default() })
             .await
             .map(drop)
-            .map_err(|e| {
-                QueueError(format!("SendMessage to the dead-letter queue: {}", DisplayErrorContext(&e)))
-            })
+            .map_err(|e| e.queue_error("SendMessage to the dead-letter queue"))
     }
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod arn_tests {
     use super::*;
 
     #[test]

@@ -5,11 +5,14 @@
 
 use async_trait::async_trait;
 use aws_sdk_sqs::config::http::HttpResponse;
-use aws_sdk_sqs::error::{BuildError, SdkError};
+use aws_sdk_sqs::error::{BuildError, DisplayErrorContext, SdkError};
 use aws_sdk_sqs::operation::send_message::SendMessageError;
 use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use notice_awshttp::fault::sdk_fault;
 use notice_ledger::intake::{EnqueueError, JobQueue};
+use notice_ledger::queue::QueueError;
+use notice_ledger::Fault;
 use serde_json::Value;
 
 /// The message attribute an operator replay carries (`noticectl replay`): logged and counted on
@@ -33,6 +36,29 @@ pub enum SendError {
     Batch(#[from] SdkError<SendMessageBatchError, HttpResponse>),
     #[error("message attribute: {0}")]
     Attribute(#[from] BuildError),
+}
+
+impl SendError {
+    /// Why the send failed, read from the SDK's typed error (an attribute that could not be built
+    /// never left this process: [`Fault::Other`]).
+    pub fn fault(&self) -> Fault {
+        match self {
+            Self::Send(e) => sdk_fault(e, "sqs:SendMessage"),
+            // SendMessageBatch is authorised as sqs:SendMessage.
+            Self::Batch(e) => sdk_fault(e, "sqs:SendMessage"),
+            Self::Attribute(_) => Fault::Other,
+        }
+    }
+
+    /// The queue service, as an operator knows it.
+    pub fn service(&self) -> &'static str {
+        crate::SERVICE
+    }
+
+    /// This failure as the core's queue error; `what` names the call for people.
+    pub fn queue_error(&self, what: &str) -> QueueError {
+        QueueError::new(crate::SERVICE, self.fault(), format!("{what}: {}", DisplayErrorContext(self)))
+    }
 }
 
 /// One string message attribute.
@@ -136,6 +162,6 @@ impl JobQueue for Producer {
         self.send(Message::body(&body.to_string()))
             .await
             .map(drop)
-            .map_err(|e| EnqueueError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))
+            .map_err(|e| EnqueueError::new(crate::SERVICE, e.fault(), DisplayErrorContext(&e).to_string()))
     }
 }

@@ -368,7 +368,8 @@ impl<'a> Run<'a> {
             .send()
             .await
             .map_err(|e| {
-                anyhow::Error::new(e).context("cannot read the queue's depth (SQS GetQueueAttributes)")
+                anyhow::Error::new(notice_sqs::queue_error("GetQueueAttributes", &e))
+                    .context("cannot read the queue's depth (SQS GetQueueAttributes)")
             })?;
         let attributes = out.attributes();
         Ok(names

@@ -56,7 +56,10 @@ impl StackOutputs {
 pub(crate) async fn outputs(sdk: &aws_config::SdkConfig, stack: &str) -> anyhow::Result<StackOutputs> {
     let cfn = aws_sdk_cloudformation::Client::new(sdk);
     let described = cfn.describe_stacks().stack_name(stack).send().await.map_err(|e| {
-        anyhow::Error::new(e).context(format!("cannot read stack {stack} (CloudFormation DescribeStacks)"))
+        let fault = notice_awshttp::fault::sdk_fault(&e, "cloudformation:DescribeStacks");
+        let detail = aws_sdk_cloudformation::error::DisplayErrorContext(&e).to_string();
+        anyhow::Error::new(notice_ledger::DependencyError::new(crate::failure::CLOUDFORMATION, fault, detail))
+            .context(format!("cannot read stack {stack} (CloudFormation DescribeStacks)"))
     })?;
     let found = described.stacks().first().with_context(|| format!("no stack named {stack}"))?;
     let outputs: BTreeMap<String, String> = found

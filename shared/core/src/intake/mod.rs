@@ -42,6 +42,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::error::Fault;
 use crate::job::{Job, Withdrawal};
 use crate::policy::{Occasion, Term};
 
@@ -167,10 +168,21 @@ impl IntakeDecision {
     }
 }
 
-/// Why a message could not be enqueued (the queue's own words).
+/// Why a message could not be enqueued: the queue service (`SQS`), why — the kind its adapter
+/// read from the typed error — and the queue's own words for people.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("could not enqueue: {0}")]
-pub struct EnqueueError(pub String);
+#[error("could not enqueue: {detail}")]
+pub struct EnqueueError {
+    pub service: &'static str,
+    pub fault: Fault,
+    pub detail: String,
+}
+
+impl EnqueueError {
+    pub fn new(service: &'static str, fault: Fault, detail: impl Into<String>) -> Self {
+        Self { service, fault, detail: detail.into() }
+    }
+}
 
 /// The jobs queue, as the intake writes to it: one message body at a time. The SQS adapter lives
 /// with the intake Lambda; tests use an in-memory one.

@@ -32,6 +32,7 @@ use tracing::{error, info, warn};
 use super::settle::{settle, Settled};
 use super::{QueueAction, QueuePolicy, Receive, MAX_VISIBILITY};
 use crate::deliver::{Delivery, Outcome};
+use crate::error::Fault;
 use crate::metrics::Metrics;
 use crate::park::{ParkRefusal, ParkRequest, Parker};
 
@@ -39,10 +40,21 @@ use crate::park::{ParkRefusal, ParkRequest, Parker};
 /// a batching window (at most 5 minutes) before the adapter saw the message.
 pub const RECEIPT_MARGIN: Duration = Duration::from_secs(5 * 60);
 
-/// A queue call that did not happen (or may not have).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct QueueError(pub String);
+/// A queue call that did not happen (or may not have): the queue service (`SQS`), why — the kind
+/// its adapter read from the typed error, never from the words — and the message for people.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct QueueError {
+    pub service: &'static str,
+    pub fault: Fault,
+    pub detail: String,
+}
+
+impl QueueError {
+    pub fn new(service: &'static str, fault: Fault, detail: impl Into<String>) -> Self {
+        Self { service, fault, detail: detail.into() }
+    }
+}
 
 /// One received message, as its queue adapter can act on it.
 #[async_trait]

@@ -127,8 +127,8 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_of_any_kind_requeues_within_sqs_delay_limit_however_many_receives() {
         let refusals: [fn() -> Result<Parked, ParkError>; 3] = [
-            || Err(ParkError { reason: ParkRefusal::Quota, detail: "live schedules".into() }),
-            || Err(ParkError { reason: ParkRefusal::Throttled, detail: "CreateSchedule/s".into() }),
+            || Err(ParkError::refused(ParkRefusal::Quota, "live schedules")),
+            || Err(ParkError::refused(ParkRefusal::Throttled, "CreateSchedule/s")),
             || Err(ParkError::unavailable("down")),
         ];
         for refusal in refusals {

@@ -93,6 +93,7 @@ impl DynamoLedger {
             Ok(()) => return Ok(None),
             Err(TransactFailure::Other(fault, text)) => {
                 return Err(LedgerError::faulted(
+                    crate::SERVICE,
                     fault,
                     format!("DynamoDB TransactWriteItems on {}: {text}", self.table),
                 ))

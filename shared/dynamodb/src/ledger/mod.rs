@@ -23,12 +23,13 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 
+use notice_awshttp::fault::sdk_fault;
 use notice_ledger::ledger::{LedgerRow, QuarantineView, RowReader, RowState};
+use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
-use notice_ledger::{Fault, LedgerError};
 
 use crate::expr::Expr;
-use crate::hot::{code_fault, HotFailure, HotWrites};
+use crate::hot::{HotFailure, HotWrites};
 use crate::item::{attr, get_key, item_to_row, row_to_item, s, Item};
 use crate::DynamoClient;
 
@@ -109,22 +110,18 @@ impl DynamoLedger {
     }
 
     /// An SDK call's failure, its fault read from the SDK's typed error: the service's error code,
-    /// a timeout, or the I/O error under a dispatch failure.
+    /// a timeout, missing credentials, or the I/O error under a dispatch failure.
     fn unavailable<E, R>(&self, op: &str, err: SdkError<E, R>) -> LedgerError
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
         R: std::fmt::Debug + 'static,
     {
-        let fault = match &err {
-            SdkError::ServiceError(_) => match err.code().map_or(Fault::Other, code_fault) {
-                Fault::Denied { action: None } => Fault::Denied { action: Some(format!("dynamodb:{op}")) },
-                fault => fault,
-            },
-            SdkError::TimeoutError(_) => Fault::TimedOut,
-            SdkError::DispatchFailure(_) => Fault::unreachable_in(&err).unwrap_or(Fault::Other),
-            _ => Fault::Other,
-        };
-        LedgerError::faulted(fault, format!("DynamoDB {op} on {}: {}", self.table, DisplayErrorContext(err)))
+        let fault = sdk_fault(&err, &format!("dynamodb:{op}"));
+        LedgerError::faulted(
+            crate::SERVICE,
+            fault,
+            format!("DynamoDB {op} on {}: {}", self.table, DisplayErrorContext(err)),
+        )
     }
 
     /// A hot write's failure as the SDK path reports it.
@@ -132,6 +129,7 @@ impl DynamoLedger {
         match failure {
             HotFailure::Condition(item) => WriteFailure::Condition(item),
             HotFailure::Other(fault, text) => WriteFailure::Other(LedgerError::faulted(
+                crate::SERVICE,
                 fault,
                 format!("DynamoDB {op} on {}: {text}", self.table),
             )),
@@ -169,9 +167,11 @@ impl DynamoLedger {
 impl RowReader for DynamoLedger {
     async fn get(&self, key: &NoticeKey) -> Result<Option<LedgerRow>, LedgerError> {
         let item = self.lean.get_item(&self.table, &Self::key_item(key)).await.map_err(|f| match f {
-            HotFailure::Other(fault, text) => {
-                LedgerError::faulted(fault, format!("DynamoDB GetItem on {}: {text}", self.table))
-            }
+            HotFailure::Other(fault, text) => LedgerError::faulted(
+                crate::SERVICE,
+                fault,
+                format!("DynamoDB GetItem on {}: {text}", self.table),
+            ),
             HotFailure::Condition(_) => LedgerError::unavailable(format!(
                 "DynamoDB GetItem on {}: unexpected condition failure",
                 self.table

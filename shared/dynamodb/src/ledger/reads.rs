@@ -52,9 +52,11 @@ impl DynamoLedger {
                 "DynamoDB BatchGetItem on {}: unexpected condition failure",
                 self.table
             )),
-            HotFailure::Other(fault, text) => {
-                LedgerError::faulted(fault, format!("DynamoDB BatchGetItem on {}: {text}", self.table))
-            }
+            HotFailure::Other(fault, text) => LedgerError::faulted(
+                crate::SERVICE,
+                fault,
+                format!("DynamoDB BatchGetItem on {}: {text}", self.table),
+            ),
         })
     }
 
