@@ -526,7 +526,17 @@ async fn lambda_ledger_selection_prefers_a_postgres_url_over_the_table() {
         .unwrap_or_else(|e| panic!("port: {e}"))
         .port();
     let unreachable = format!("postgres://ada:hunter2@127.0.0.1:{closed}/x?connect_timeout=2");
-    refuses(ledger_for(&sdk, Some(&unreachable), None, 400).await, "NOTICE_LEDGER_URL");
+    // A store that cannot be reached is the setting's error with the ledger's typed one inside,
+    // so a caller tells it by its kind; the password is never in it.
+    match ledger_for(&sdk, Some(&unreachable), None, 400).await {
+        Ok(_) => panic!("expected an unreachable PostgreSQL to be refused"),
+        Err(ConfigError::Ledger { name, error }) => {
+            assert_eq!(name, "NOTICE_LEDGER_URL");
+            assert!(matches!(error.fault(), Some(notice_ledger::Fault::Unreachable(_))), "{error}");
+            assert!(!error.to_string().contains("hunter2"), "{error}");
+        }
+        Err(e) => panic!("expected Ledger(NOTICE_LEDGER_URL), got {e}"),
+    }
     refuses(ledger_for(&sdk, None, Some("notices"), 7).await, "NOTICE_RETENTION_DAYS");
 
     assert!(matches!(ledger_for(&sdk, None, None, 400).await, Err(ConfigError::Missing("NOTICE_TABLE"))));

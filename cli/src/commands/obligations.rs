@@ -246,14 +246,15 @@ pub(crate) fn run(args: ObligationsArgs) -> anyhow::Result<ExitCode> {
         trial_days: args.trial_days,
         ..Contract::new(Occasion::Renewal, jurisdiction.as_deref())
     };
+    let (upcoming_renewal_days, upcoming_renewal_because) = upcoming_days(&policy);
     let report = Report {
         source,
         jurisdiction,
         term: term.map(|t| t.to_string()),
         trial_days: args.trial_days,
         rows: rows(&policy, &contract),
-        upcoming_renewal_days: upcoming_days(&policy).0,
-        upcoming_renewal_because: upcoming_days(&policy).1,
+        upcoming_renewal_days,
+        upcoming_renewal_because,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
