@@ -21,6 +21,61 @@ fn read(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The instant the samples were written for: their records' `SentTimestamp`s fall in the seconds
+/// after it, and the README's first command pins `--now` to it.
+const SAMPLES_SENT_AT: &str = "2026-12-02T12:00:00Z";
+
+/// How far today is from [`SAMPLES_SENT_AT`], in whole seconds, fixed once per run: every file is
+/// moved by the same amount, so a job repeated across files (a duplicate, a replay) stays
+/// byte-identical and is suppressed, never a payload conflict.
+fn since_the_samples() -> chrono::Duration {
+    static SHIFT: std::sync::OnceLock<chrono::Duration> = std::sync::OnceLock::new();
+    *SHIFT.get_or_init(|| {
+        let sent = chrono::DateTime::parse_from_rfc3339(SAMPLES_SENT_AT).expect("a constant instant");
+        chrono::Duration::seconds((chrono::Utc::now() - sent.with_timezone(&chrono::Utc)).num_seconds())
+    })
+}
+
+/// The samples carry fixed dates (a job's `charge_at`), so the sender's real clock would make
+/// every one of them `missed` once those dates pass. Each job's `charge_at` is moved by
+/// [`since_the_samples`], which keeps what the sample means — inside its window, early, late — on
+/// any day the suite runs. Bodies that are not a job (SES envelopes, broken JSON) pass untouched.
+fn as_if_sent_now(text: &str) -> String {
+    let Ok(mut event) = serde_json::from_str::<Value>(text) else { return text.to_owned() };
+    let Some(records) = event.get_mut("Records").and_then(Value::as_array_mut) else {
+        return text.to_owned();
+    };
+    for record in records {
+        let Some(body) = record.get("body").and_then(Value::as_str) else { continue };
+        let Ok(mut job) = serde_json::from_str::<Value>(body) else { continue };
+        let charge_at = job.get("charge_at").and_then(Value::as_str);
+        let Some(charge_at) = charge_at.and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok()) else {
+            continue;
+        };
+        let moved = charge_at.with_timezone(&chrono::Utc) + since_the_samples();
+        job["charge_at"] = Value::String(moved.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        record["body"] = Value::String(job.to_string());
+    }
+    event.to_string()
+}
+
+#[test]
+fn a_sample_replayed_today_keeps_its_place_in_the_window() {
+    let valid = as_if_sent_now(&read("sender-valid.json"));
+    let event: Value = serde_json::from_str(&valid).expect("still JSON");
+    for record in event["Records"].as_array().expect("records") {
+        let job: Value = serde_json::from_str(record["body"].as_str().expect("body")).expect("a job");
+        let charge_at = chrono::DateTime::parse_from_rfc3339(job["charge_at"].as_str().expect("charge_at"))
+            .expect("RFC 3339");
+        let ahead = charge_at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+        // Sent 45–58 h before their charges: inside the default 72–24 h window.
+        assert!(ahead > chrono::Duration::hours(24) && ahead < chrono::Duration::hours(72), "{job}");
+    }
+    // Broken JSON bodies pass through as they are.
+    let invalid = as_if_sent_now(&read("sender-invalid.json"));
+    assert!(invalid.contains("2026-13-01"));
+}
+
 fn sqs(name: &str) -> SqsEvent {
     serde_json::from_str(&read(name)).unwrap_or_else(|e| panic!("{name} is not an SQS event: {e}"))
 }
@@ -390,7 +445,7 @@ impl Function {
         self.invocations += 1;
         let id = format!("sample-{}-{}", self.name, self.invocations);
         let from = self.output.lock().expect("output lock").len();
-        self.api.invocations.send((id.clone(), read(file))).expect("runtime API is serving");
+        self.api.invocations.send((id.clone(), as_if_sent_now(&read(file)))).expect("runtime API is serving");
         let completion = tokio::select! {
             c = self.api.completions.recv() => c,
             status = self.child.wait() => panic!(
