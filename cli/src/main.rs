@@ -8,6 +8,9 @@ use clap::{Parser, Subcommand};
 
 mod clock;
 mod commands;
+/// The README's and docs/'s `noticectl` commands, parsed with [`Cli`] (issue 50).
+#[cfg(test)]
+mod docs_check;
 mod exit;
 mod failure;
 mod input;

@@ -19,6 +19,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod capacity;
+/// The README's and docs/'s `notice-proof` commands, parsed with [`Cli`] (issue 50).
+#[cfg(test)]
+mod docs_check;
 mod simulate;
 mod verify;
 
