@@ -29,6 +29,19 @@ impl ConfigArg {
             Some(dir) => ConfigSpec::Dir(dir.clone()),
             None => ConfigSpec::from_env()?,
         };
+        // The refusal speaks of what the user typed: `--config DIR` when the flag was given, the
+        // variable only when the environment named the configuration.
+        if let Some(dir) = &self.dir {
+            for var in ["NOTICE_WINDOWS", "NOTICE_WINDOWS_FILE"] {
+                if notice_setup::config::optional(var).is_some() {
+                    anyhow::bail!(
+                        "{var} is set beside --config {}: the policy in force is the configuration's \
+                         windows.json; unset {var}",
+                        dir.display()
+                    );
+                }
+            }
+        }
         spec.refuse_replaced_settings()?;
         Ok(spec)
     }

@@ -300,5 +300,98 @@ fn send_refuses_the_settings_the_configuration_replaced() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
     assert!(stderr.contains("NOTICE_WINDOWS_FILE") && stderr.contains("windows.json"), "{stderr}");
+    // In the words the user typed: the flag, not the variable it stands in for.
+    assert!(stderr.contains("beside --config") && !stderr.contains("NOTICE_CONFIG"), "{stderr}");
     assert!(outbox_is_empty(dir.path()));
+    assert!(!dir.path().join("state").exists(), "a refused send leaves no state directory");
+}
+
+/// A writer's first draft with four unrelated mistakes: every one is reported in the one run,
+/// sorted by file and line, and none drags in a misleading second message (a template that does
+/// not compile is still there: its set is not "missing" it).
+#[test]
+fn every_problem_is_reported_in_one_run_with_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = broken_copy(dir.path());
+    // A syntax error on line 2 of one part.
+    let html = copy.join("templates/price_change.en.body.html");
+    let original = std::fs::read_to_string(&html).unwrap();
+    let mut lines: Vec<&str> = original.lines().collect();
+    lines.insert(1, "{% if amount %}never closed");
+    std::fs::write(&html, lines.join("\n")).unwrap();
+    // An unknown variable in a second template (the broken copy has one in de.body.txt:9).
+    let subject = copy.join("templates/en.subject.txt");
+    std::fs::write(&subject, "Your {{ plan_nme }} renews soon\n").unwrap();
+    // A locale the manifest cannot read.
+    let manifest = copy.join("manifest.json");
+    let declared = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, declared.replace(r#""de-CH", "en""#, r#""de-CH", "en", "not a locale!""#))
+        .unwrap();
+
+    let out = noticectl(dir.path(), &["config", "check", copy.to_str().unwrap()], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let problems: Vec<&str> = stdout.lines().collect();
+    let expect = [
+        ("manifest.json: ", "not a locale!"),
+        ("templates/de.body.txt:9: ", "`kundenname`"),
+        ("templates/en.subject.txt:1: ", "`plan_nme`"),
+        ("templates/price_change.en.body.html:", "syntax"),
+    ];
+    for (start, says) in expect {
+        assert!(
+            problems.iter().any(|l| l.starts_with(start) && l.contains(says)),
+            "{start} … {says}:\n{stdout}"
+        );
+    }
+    let mut sorted = problems.clone();
+    sorted.sort();
+    assert_eq!(problems, sorted, "sorted by file and line");
+    assert!(!stdout.contains("its set has no"), "a broken part is not a missing one:\n{stdout}");
+    assert_eq!(problems.len(), expect.len(), "nothing but the four mistakes:\n{stdout}");
+    assert!(stderr.contains("4 problem(s)"), "{stderr}");
+}
+
+#[test]
+fn a_directory_that_cannot_be_read_exits_2_not_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = noticectl(dir.path(), &["config", "check", "no-such-dir"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "an unreadable file is exit 2 in the table:\n{stdout}\n{stderr}");
+    assert!(stderr.contains("no-such-dir"), "{stderr}");
+}
+
+/// The sample charge is 2026-12-31 09:00 UTC: a customer in Honolulu reads the 30th, and the
+/// preview shows what they read, not what UTC reads.
+#[test]
+fn preview_in_the_customers_time_zone_shows_their_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = example();
+    let preview = |zone: &str, out: &str| {
+        let args = [
+            "config",
+            "preview",
+            &example,
+            "--kind",
+            "price_change",
+            "--locale",
+            "de",
+            "--out",
+            out,
+            "--time-zone",
+            zone,
+        ];
+        noticectl(dir.path(), &args, &[])
+    };
+    let out = preview("Pacific/Honolulu", "hawaii");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let txt = std::fs::read_to_string(dir.path().join("hawaii/notice.txt")).unwrap();
+    assert!(txt.contains("30. Dezember 2026") && !txt.contains("31. Dezember 2026"), "{txt}");
+
+    let out = preview("Mars/Olympus_Mons", "mars");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("--time-zone") && stderr.contains("Mars/Olympus_Mons"), "{stderr}");
+    assert!(!dir.path().join("mars").exists(), "a refused preview writes nothing");
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 use notice_ledger::config_check::sample_job;
 use notice_ledger::links::ManageLinks;
-use notice_ledger::locale::Locale;
+use notice_ledger::locale::{Locale, TimeZone};
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, SendResult};
 use notice_ledger::notices::{Bundle, NoticeConfig, Problem};
@@ -45,6 +45,10 @@ enum ConfigCommand {
         /// The customer's jurisdiction (ISO 3166 code): checks the policy's required content too.
         #[arg(long)]
         jurisdiction: Option<String>,
+        /// The customer's time zone (IANA, e.g. America/Los_Angeles): the charge date as they
+        /// will read it. Without it, UTC, as for a job that names none.
+        #[arg(long, value_name = "ZONE")]
+        time_zone: Option<String>,
         /// Where the files go (created if missing).
         #[arg(long, default_value = "preview")]
         out: PathBuf,
@@ -67,13 +71,33 @@ enum ConfigCommand {
 pub(crate) async fn run(args: ConfigArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         ConfigCommand::Check { dir, json } => check(&dir, json),
-        ConfigCommand::Preview { dir, kind, locale, jurisdiction, out } => {
-            preview(&dir, &kind, &locale, jurisdiction.as_deref(), &out).await
+        ConfigCommand::Preview { dir, kind, locale, jurisdiction, time_zone, out } => {
+            let customer = Customer {
+                locale: &locale,
+                jurisdiction: jurisdiction.as_deref(),
+                time_zone: time_zone.as_deref(),
+            };
+            preview(&dir, &kind, customer, &out).await
         }
         ConfigCommand::Publish { dir, bucket, parameter, dry_run } => {
             publish(&dir, &bucket, parameter.as_deref(), dry_run).await
         }
     }
+}
+
+/// Who the preview is for: the flags that place a customer.
+struct Customer<'a> {
+    locale: &'a str,
+    jurisdiction: Option<&'a str>,
+    time_zone: Option<&'a str>,
+}
+
+/// A directory that cannot be read at all is exit 2 in the table (an unreadable file), not a
+/// configuration with problems (exit 1): nothing was checked.
+fn readable(dir: &Path) -> anyhow::Result<()> {
+    std::fs::read_dir(dir)
+        .map(drop)
+        .with_context(|| format!("cannot read the configuration {}", dir.display()))
 }
 
 /// Reads and checks `dir`: the configuration, or every problem found.
@@ -83,6 +107,7 @@ fn load(dir: &Path) -> Result<NoticeConfig, Vec<Problem>> {
 }
 
 fn check(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    readable(dir)?;
     let result = load(dir);
     if json {
         let doc = match &result {
@@ -128,13 +153,9 @@ fn check(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if result.is_ok() { Exit::Ok } else { Exit::Attention }.into())
 }
 
-async fn preview(
-    dir: &Path,
-    kind: &str,
-    locale: &str,
-    jurisdiction: Option<&str>,
-    out: &Path,
-) -> anyhow::Result<ExitCode> {
+async fn preview(dir: &Path, kind: &str, customer: Customer<'_>, out: &Path) -> anyhow::Result<ExitCode> {
+    let Customer { locale, jurisdiction, time_zone } = customer;
+    readable(dir)?;
     let config = match load(dir) {
         Ok(c) => c,
         Err(problems) => {
@@ -147,7 +168,10 @@ async fn preview(
         }
     };
     let locale = Locale::parse(locale).map_err(|e| anyhow!("--locale: {e}"))?;
-    let job = sample_job(&config, kind, &locale, jurisdiction).map_err(|e| anyhow!("{e}"))?;
+    let mut job = sample_job(&config, kind, &locale, jurisdiction).map_err(|e| anyhow!("{e}"))?;
+    if let Some(zone) = time_zone {
+        job.time_zone = Some(TimeZone::parse(zone).map_err(|e| anyhow!("--time-zone: {e}"))?);
+    }
     let secret = NoticeSecret::new("noticectl config preview")?;
     let links = ManageLinks::new("https://manage.example.com/preview", secret.clone());
     let renderer = Renderer::new(Arc::new(config), links);
@@ -185,6 +209,7 @@ async fn publish(
     parameter: Option<&str>,
     dry_run: bool,
 ) -> anyhow::Result<ExitCode> {
+    readable(dir)?;
     let config = match load(dir) {
         Ok(c) => c,
         Err(problems) => {

@@ -23,8 +23,7 @@ impl NoticeConfig {
     /// Loads and checks `bundle` as a whole: a configuration with any problem is not loaded, so a
     /// sender never starts on texts or a policy nobody could have checked.
     pub fn load(bundle: Bundle) -> Result<Self, Vec<Problem>> {
-        let config = Self::compile(bundle, false)?;
-        checked(config)
+        checked(Self::compile(bundle, false))
     }
 
     /// The built-in configuration: the English texts and `windows` as its policy (the policy a
@@ -35,7 +34,7 @@ impl NoticeConfig {
         files.push((bundle::MANIFEST, BUILTIN_MANIFEST));
         files.push((bundle::WINDOWS, windows.unwrap_or("{}")));
         let bundle = Bundle::from_files(files).map_err(|e| vec![Problem::from(e)])?;
-        checked(Self::compile(bundle, true)?)
+        checked(Self::compile(bundle, true))
     }
 }
 
@@ -50,28 +49,33 @@ impl Renderer {
     }
 }
 
-fn checked(config: NoticeConfig) -> Result<NoticeConfig, Vec<Problem>> {
-    let problems = deep(&config);
-    if problems.is_empty() {
-        Ok(config)
-    } else {
-        Err(problems)
+/// The whole check, every problem in one answer: what the shallow half found (syntax, names,
+/// manifest, policy), then the names and coverage of whatever compiled, and the render check
+/// only once nothing else is wrong — a render of a half-broken configuration would only repeat
+/// the problems above in other words.
+fn checked(
+    (config, mut problems): (Option<NoticeConfig>, Vec<Problem>),
+) -> Result<NoticeConfig, Vec<Problem>> {
+    if let Some(config) = &config {
+        deep(config, &mut problems);
+    }
+    problems.sort_by(|a, b| (&a.file, a.line, &a.message).cmp(&(&b.file, b.line, &b.message)));
+    problems.dedup();
+    match config {
+        Some(config) if problems.is_empty() => Ok(config),
+        _ => Err(problems),
     }
 }
 
 /// The checks that need a compiled configuration.
-fn deep(config: &NoticeConfig) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    names(config, &mut problems);
+fn deep(config: &NoticeConfig, problems: &mut Vec<Problem>) {
+    let clean = problems.is_empty();
+    names(config, problems);
     let policy_kinds: Vec<String> = config.policy().kinds().into_iter().map(str::to_owned).collect();
-    coverage(config, &policy_kinds, &mut problems);
-    if !problems.is_empty() {
-        return problems;
+    coverage(config, &policy_kinds, problems);
+    if clean && problems.is_empty() {
+        renders(config, policy_kinds, problems);
     }
-    renders(config, policy_kinds, &mut problems);
-    problems.sort_by(|a, b| (&a.file, a.line, &a.message).cmp(&(&b.file, b.line, &b.message)));
-    problems.dedup();
-    problems
 }
 
 /// Names: every template's kind and locale are ones the manifest declares, and it uses only

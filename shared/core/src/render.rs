@@ -143,7 +143,7 @@ fn draft(config: &NoticeConfig, links: &ManageLinks, job: &Job) -> Result<Draft,
                     .collect();
                 missing.sort();
                 format!(
-                    "prints {} , which the job does not supply (line {})",
+                    "prints {} , which the job does not supply (template line {})",
                     if missing.is_empty() { "an undefined value".to_owned() } else { missing.join(", ") },
                     e.line().map_or_else(|| "?".to_owned(), |l| l.to_string())
                 )
@@ -280,6 +280,26 @@ mod tests {
         assert_eq!(r.record.template, "*/en");
         assert_eq!(r.record.config_version, renderer().config().version().to_string());
         assert_eq!(r.record.rendered_digest, rendered_digest(&r.mail.subject, &r.mail.text, &r.mail.html));
+    }
+
+    /// A job that lacks a variable its texts print is refused naming the variable and the line of
+    /// the template — said as such, so it never reads as a line of the job's file.
+    #[test]
+    fn a_missing_variable_names_the_template_line() {
+        let bundle = crate::notices::Bundle::from_files([
+            ("manifest.json", r#"{"name":"t","default_locale":"en","variables":{"plan_name":"Box"}}"#),
+            ("windows.json", "{}"),
+            ("templates/en.subject.txt", "Renewal"),
+            ("templates/en.body.txt", "Hello,\nyour {{ plan_name }} renews.\n"),
+            ("templates/en.body.html", "<p>{{ plan_name }}</p>"),
+        ])
+        .unwrap();
+        let config = NoticeConfig::load(bundle).unwrap();
+        let links = ManageLinks::new("https://billing.example.com/manage", NoticeSecret::new("l").unwrap());
+        let j = job(serde_json::json!({}));
+        let e = super::render(&config, &links, &j, &j.key(&NoticeSecret::new("s").unwrap())).unwrap_err();
+        assert_eq!(e.template, "templates/en.body.txt");
+        assert!(e.reason.contains("plan_name") && e.reason.ends_with("(template line 2)"), "{}", e.reason);
     }
 
     #[test]

@@ -84,12 +84,22 @@ impl std::fmt::Debug for NoticeConfig {
 
 impl NoticeConfig {
     /// Parses the manifest and policy and compiles every template; the shallow half of the check.
-    pub(crate) fn compile(bundle: Bundle, builtin: bool) -> Result<Self, Vec<Problem>> {
+    /// Answers the configuration whenever its manifest and policy parse — even beside broken
+    /// templates — so that the deep half can still report every other problem in the same run
+    /// (a template's syntax error must not hide a misspelled variable in the next file). A
+    /// configuration answered beside problems is only ever checked, never loaded.
+    pub(crate) fn compile(bundle: Bundle, builtin: bool) -> (Option<Self>, Vec<Problem>) {
         let mut problems = Vec::new();
-        let manifest = bundle
-            .get(bundle::MANIFEST)
-            .ok_or_else(|| BundleError::new(Some(bundle::MANIFEST), "is missing"))
-            .and_then(Manifest::parse);
+        let manifest = match bundle.get(bundle::MANIFEST) {
+            None => Err(vec![BundleError::new(Some(bundle::MANIFEST), "is missing")]),
+            Some(text) => match Manifest::parse(text) {
+                (Some(manifest), mistakes) => {
+                    problems.extend(mistakes.into_iter().map(Problem::from));
+                    Ok(manifest)
+                }
+                (None, mistakes) => Err(mistakes),
+            },
+        };
         let policy = match bundle.get(bundle::WINDOWS) {
             None => Err(Problem::file(bundle::WINDOWS, None, "is missing")),
             Some(text) => {
@@ -99,7 +109,10 @@ impl NoticeConfig {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
         env.set_formatter(html_formatter);
-        let mut sets: BTreeMap<TemplateSet, Vec<&str>> = BTreeMap::new();
+        // Every set's parts as the bundle has them; a part that does not compile is still there
+        // (its syntax error is its own problem, never "the set has no …"), but its set is not
+        // complete, so nothing renders with it.
+        let mut sets: BTreeMap<TemplateSet, (Vec<&str>, bool)> = BTreeMap::new();
         for (name, source) in bundle.templates() {
             let path = format!("{}{name}", bundle::TEMPLATES);
             let Some((set, part)) = parse_template_name(name) else {
@@ -111,16 +124,21 @@ impl NoticeConfig {
                 ));
                 continue;
             };
-            if let Err(e) = env.add_template_owned(name.to_owned(), source.to_owned()) {
-                problems.push(Problem::file(&path, e.line(), template_error(&e)));
-                continue;
-            }
-            sets.entry(set).or_default().push(part);
+            let compiled = match env.add_template_owned(name.to_owned(), source.to_owned()) {
+                Ok(()) => true,
+                Err(e) => {
+                    problems.push(Problem::file(&path, e.line(), template_error(&e)));
+                    false
+                }
+            };
+            let entry = sets.entry(set).or_insert_with(|| (Vec::new(), true));
+            entry.0.push(part);
+            entry.1 &= compiled;
         }
         let manifest = match manifest {
             Ok(m) => Some(m),
-            Err(e) => {
-                problems.push(e.into());
+            Err(mistakes) => {
+                problems.extend(mistakes.into_iter().map(Problem::from));
                 None
             }
         };
@@ -132,10 +150,12 @@ impl NoticeConfig {
             }
         };
         let mut complete = BTreeMap::new();
-        for (set, parts) in sets {
+        for (set, (parts, compiled)) in sets {
             let missing: Vec<&str> = PARTS.iter().copied().filter(|p| !parts.contains(p)).collect();
             if missing.is_empty() {
-                complete.insert(set, ());
+                if compiled {
+                    complete.insert(set, ());
+                }
             } else {
                 problems.push(Problem::file(
                     &format!("{}{}", bundle::TEMPLATES, set.file(parts[0])),
@@ -147,12 +167,19 @@ impl NoticeConfig {
                 ));
             }
         }
-        match (manifest, policy) {
-            (Some(manifest), Some(policy)) if problems.is_empty() => {
-                Ok(Self { version: bundle.version(), bundle, manifest, policy, env, sets: complete, builtin })
-            }
-            _ => Err(problems),
-        }
+        let config = match (manifest, policy) {
+            (Some(manifest), Some(policy)) => Some(Self {
+                version: bundle.version(),
+                bundle,
+                manifest,
+                policy,
+                env,
+                sets: complete,
+                builtin,
+            }),
+            _ => None,
+        };
+        (config, problems)
     }
 
     pub fn version(&self) -> &ConfigVersion {

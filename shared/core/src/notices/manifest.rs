@@ -53,44 +53,65 @@ pub const DERIVED_VARIABLES: [&str; 9] = [
 ];
 
 impl Manifest {
-    pub fn parse(text: &str) -> Result<Self, BundleError> {
-        let raw: Raw = serde_json::from_str(text)
-            .map_err(|e| BundleError::new(Some(MANIFEST), format!("line {}: {e}", e.line())))?;
+    /// The manifest and every mistake in it. A mistake in one entry (a bad locale, a kind's
+    /// spelling) is reported and that entry left out, so the rest of the configuration is still
+    /// checked in the same run; only JSON that does not parse, or a bad `name` or
+    /// `default_locale`, leaves no manifest to check against.
+    pub fn parse(text: &str) -> (Option<Self>, Vec<BundleError>) {
         let err = |reason: String| BundleError::new(Some(MANIFEST), reason);
+        let raw: Raw = match serde_json::from_str(text) {
+            Ok(raw) => raw,
+            Err(e) => return (None, vec![err(format!("line {}: {e}", e.line()))]),
+        };
+        let mut problems = Vec::new();
         if raw.name.trim().is_empty() {
-            return Err(err("`name` is empty".into()));
+            problems.push(err("`name` is empty".into()));
         }
-        let default_locale =
-            Locale::parse(&raw.default_locale).map_err(|e| err(format!("`default_locale`: {e}")))?;
+        let default_locale = match Locale::parse(&raw.default_locale) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                problems.push(err(format!("`default_locale`: {e}")));
+                None
+            }
+        };
         let mut locales = Vec::new();
         for l in &raw.locales {
-            let locale = Locale::parse(l).map_err(|e| err(format!("`locales`: {e}")))?;
-            if locales.contains(&locale) {
-                return Err(err(format!("`locales` names {l:?} twice")));
+            match Locale::parse(l) {
+                Ok(locale) if locales.contains(&locale) => {
+                    problems.push(err(format!("`locales` names {l:?} twice")));
+                }
+                Ok(locale) => locales.push(locale),
+                Err(e) => problems.push(err(format!("`locales`: {e}"))),
             }
-            locales.push(locale);
-        }
-        if !locales.contains(&default_locale) {
-            locales.insert(0, default_locale.clone());
         }
         for k in &raw.kinds {
-            Kind::parse(k).map_err(|e| err(format!("`kinds`: {k:?} {}", e.reason)))?;
+            if let Err(e) = Kind::parse(k) {
+                problems.push(err(format!("`kinds`: {k:?} {}", e.reason)));
+            }
         }
         for name in raw.variables.keys() {
             if DERIVED_VARIABLES.contains(&name.as_str()) {
-                return Err(err(format!(
+                problems.push(err(format!(
                     "`variables` names {name:?}, which every notice has already (it is derived from the job)"
                 )));
             }
         }
-        Ok(Self {
+        let Some(default_locale) = default_locale.filter(|_| !raw.name.trim().is_empty()) else {
+            return (None, problems);
+        };
+        if !locales.contains(&default_locale) {
+            locales.insert(0, default_locale.clone());
+        }
+        let kinds = raw.kinds.into_iter().filter(|k| Kind::parse(k).is_ok()).collect();
+        let manifest = Self {
             name: raw.name,
             description: raw.description,
             default_locale,
             locales,
-            kinds: raw.kinds,
+            kinds,
             variables: raw.variables,
-        })
+        };
+        (Some(manifest), problems)
     }
 
     /// Whether a template may use `name`.
@@ -113,18 +134,35 @@ mod tests {
 
     #[test]
     fn parse_names_the_mistake() {
-        let m = Manifest::parse(
-            r#"{"name":"a","default_locale":"de","locales":["de-AT"],"kinds":["annual_renewal"]}"#,
-        )
-        .unwrap();
+        let parse = |text: &str| match Manifest::parse(text) {
+            (Some(m), problems) if problems.is_empty() => Ok(m),
+            (_, problems) => Err(problems.into_iter().map(|p| p.reason).collect::<Vec<_>>().join("; ")),
+        };
+        let m = parse(r#"{"name":"a","default_locale":"de","locales":["de-AT"],"kinds":["annual_renewal"]}"#)
+            .unwrap();
         assert_eq!(m.locales.iter().map(Locale::as_str).collect::<Vec<_>>(), ["de", "de-AT"]);
-        let e = Manifest::parse("{\"name\":\"a\",\n\"default_locale\":\"de\",\n\"kind\":[]}").unwrap_err();
-        assert!(e.reason.contains("line 3") && e.reason.contains("kind"), "{e}");
-        let e = Manifest::parse(r#"{"name":"a","default_locale":"de","kinds":["Annual"]}"#).unwrap_err();
-        assert!(e.reason.contains("Annual"), "{e}");
-        let e = Manifest::parse(r#"{"name":"a","default_locale":"de","variables":{"manage_url":"x"}}"#)
-            .unwrap_err();
-        assert!(e.reason.contains("manage_url"), "{e}");
-        assert!(Manifest::parse(r#"{"name":"a","default_locale":"not a locale!"}"#).is_err());
+        let e = parse("{\"name\":\"a\",\n\"default_locale\":\"de\",\n\"kind\":[]}").unwrap_err();
+        assert!(e.contains("line 3") && e.contains("kind"), "{e}");
+        let e = parse(r#"{"name":"a","default_locale":"de","kinds":["Annual"]}"#).unwrap_err();
+        assert!(e.contains("Annual"), "{e}");
+        let e = parse(r#"{"name":"a","default_locale":"de","variables":{"manage_url":"x"}}"#).unwrap_err();
+        assert!(e.contains("manage_url"), "{e}");
+        assert!(parse(r#"{"name":"a","default_locale":"not a locale!"}"#).is_err());
+    }
+
+    #[test]
+    fn every_mistake_is_named_and_the_rest_is_still_a_manifest() {
+        let (manifest, problems) = Manifest::parse(
+            r#"{"name":"a","default_locale":"en","locales":["fr","not a locale!","fr"],
+                "kinds":["Annual","annual_renewal"]}"#,
+        );
+        let reasons: Vec<String> = problems.into_iter().map(|p| p.reason).collect();
+        assert_eq!(reasons.len(), 3, "{reasons:?}");
+        assert!(reasons[0].contains("not a locale!"), "{reasons:?}");
+        assert!(reasons[1].contains("twice"), "{reasons:?}");
+        assert!(reasons[2].contains("Annual"), "{reasons:?}");
+        let manifest = manifest.expect("the good entries still make a manifest to check against");
+        assert_eq!(manifest.locales.iter().map(Locale::as_str).collect::<Vec<_>>(), ["en", "fr"]);
+        assert_eq!(manifest.kinds, ["annual_renewal"]);
     }
 }
