@@ -9,3 +9,10 @@ pub(crate) use notice_setup::exit::Exit;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct SafetyStop(pub(crate) String);
+
+/// An error that means "nothing found" ([`Exit::Attention`]): a key prefix that names no row, a
+/// claim that is not open. The table's row 1, whichever form of the key was given — a full key
+/// without a row and a prefix that matches none must not exit differently.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct NotFound(pub(crate) String);

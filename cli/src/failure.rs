@@ -17,7 +17,7 @@ use notice_ledger::park::ParkError;
 use notice_ledger::queue::QueueError;
 use notice_ledger::{ConfigError, DependencyError, Fault, LedgerError};
 
-use crate::exit::{Exit, SafetyStop};
+use crate::exit::{Exit, NotFound, SafetyStop};
 
 /// The service `noticectl smoke` reads the stack from, as an operator knows it (the one AWS call
 /// of the tool outside the project's adapters).
@@ -192,6 +192,9 @@ impl Failure {
 pub(crate) fn report(err: &anyhow::Error) -> (String, Exit) {
     if err.chain().any(|e| e.is::<SafetyStop>()) {
         return (format!("noticectl: {err:#}"), Exit::SafetyStop);
+    }
+    if err.chain().any(|e| e.is::<NotFound>()) {
+        return (format!("noticectl: {err:#}"), Exit::Attention);
     }
     match classify(err) {
         Some(failure) => {

@@ -10,6 +10,8 @@ use notice_ledger::identity::VERSIONED_HEX_LEN;
 use notice_ledger::keyring::{parse_version, version_name};
 use notice_ledger::NoticeKey;
 
+use crate::exit::NotFound;
+
 /// Shortest accepted prefix: the 12 hex characters `NoticeKey::prefix` prints (after a `vN-`).
 const MIN_PREFIX: usize = 12;
 /// Hex characters of a whole key under secret version 1.
@@ -148,7 +150,7 @@ impl KeyArg {
         matches.sort();
         matches.dedup();
         match matches.as_slice() {
-            [] => anyhow::bail!("no {what} has a key starting with {prefix}"),
+            [] => Err(NotFound(format!("no {what} has a key starting with {prefix}")).into()),
             [one] => Ok(NoticeKey::parse(one)?),
             many => {
                 let shown: Vec<&str> = many.iter().take(MAX_CANDIDATES).map(String::as_str).collect();

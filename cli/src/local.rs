@@ -36,6 +36,13 @@ impl StateDir {
         Ok(Self { root: root.to_path_buf() })
     }
 
+    /// The state directory at `root`, not created: for a command that may need nothing of it
+    /// (a secret from the environment, no local ledger), so that it leaves nothing behind. The
+    /// directory is made only when the local secret has to be written.
+    pub fn at(root: &Path) -> Self {
+        Self { root: root.to_path_buf() }
+    }
+
     pub fn outbox_dir(&self) -> PathBuf {
         self.root.join("outbox")
     }
@@ -60,6 +67,8 @@ impl StateDir {
             Ok(text) => KeyRing::from_stored(text.trim())
                 .map_err(|e| StateError::Invalid(format!("{}: {e}", path.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A directory made by `at` does not exist yet: the secret is its first content.
+                Self::open(&self.root)?;
                 let value = random_secret();
                 let mut options = std::fs::OpenOptions::new();
                 options.write(true).create_new(true);

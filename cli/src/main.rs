@@ -18,6 +18,7 @@ mod key_arg;
 mod ledger_target;
 mod local;
 mod notices_arg;
+mod operator;
 mod pace;
 mod queue;
 mod terminal;

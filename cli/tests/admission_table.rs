@@ -30,6 +30,7 @@ fn noticectl(dir: &Path, args: &[&str]) -> Output {
 /// [`noticectl`] with `env` set on top of the cleaned environment.
 fn noticectl_with(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir)
         .env_remove("NOTICE_KEY_SECRET")
         .env_remove("NOTICE_KEY_SECRET_ARN")

@@ -65,6 +65,7 @@ async fn seed(ledger: &dyn Ledger, charge: DateTime<Utc>) {
 
 fn noticectl(dir: &Path, env: &[(String, String)], args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("NOTICE_KEY_SECRET", SECRET)
@@ -252,6 +253,7 @@ async fn no_rows_says_so_and_exits_1_and_too_many_keys_exit_2() {
     assert!(out.stdout.is_empty());
 
     let wrong_secret = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir.path())
         .env("NOTICE_KEY_SECRET", "another-secret-0123456789")
         .env_remove("NOTICE_WINDOWS")

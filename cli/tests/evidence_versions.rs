@@ -25,6 +25,7 @@ fn job(plan: &str) -> Value {
 
 fn noticectl(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir)
         .env("NOTICE_KEY_SECRET", SECRET)
         .env_remove("NOTICE_KEY_SECRET_ARN")

@@ -24,6 +24,7 @@ fn sample() -> PathBuf {
 /// AWS variables are exactly `aws` (no profile, no config files, no instance metadata).
 fn noticectl(dir: &Path, args: &[&str], aws: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_noticectl"));
+    cmd.env("NOTICE_OPERATOR", "ops-test");
     cmd.current_dir(dir).env("NOTICE_KEY_SECRET", SECRET);
     for var in [
         "NOTICE_LEDGER_URL",
@@ -336,4 +337,62 @@ fn a_dependency_failure_is_one_line_and_exit_2() {
     );
     assert_eq!(verbose.status.code(), Some(2));
     assert!(text(&verbose).1.contains("DynamoDB unreachable"), "{}", text(&verbose).1);
+}
+
+/// A command refused at the door (exit 2) leaves nothing behind: no state directory, no local
+/// secret, no empty ledger — the next run starts exactly as this one did. And a command that
+/// needs nothing local (`key` with the deployment's secret) makes nothing local.
+#[test]
+fn refused_and_read_only_commands_leave_no_state_behind() {
+    let dir = folder();
+    let state = dir.path().join(".notices");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/notices-de");
+    let example = example.to_str().expect("a UTF-8 path");
+    for (what, args, env) in [
+        (
+            "send, unreadable --config",
+            &["send", "valid.jsonl", "--now", NOW, "--config", "no-such-dir"][..],
+            &[][..],
+        ),
+        (
+            "send, bad NOTICE_RATE_LIMITS",
+            &["send", "valid.jsonl", "--now", NOW][..],
+            &[("NOTICE_RATE_LIMITS", "{not json")][..],
+        ),
+        (
+            "send, a malformed --ledger",
+            &["send", "valid.jsonl", "--now", NOW, "--ledger", "mysql://x"][..],
+            &[][..],
+        ),
+        (
+            "withdraw, a kind the configuration does not list",
+            &[
+                "withdraw",
+                "--subscription-id",
+                "s",
+                "--period-start",
+                "2026-12-01",
+                "--kind",
+                "anual_renewal",
+                "--yes",
+                "--config",
+                example,
+            ][..],
+            &[][..],
+        ),
+    ] {
+        let out = noticectl(dir.path(), args, env);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stdout}\n{stderr}");
+        assert!(!state.exists(), "{what} left {} behind: {stdout}\n{stderr}", state.display());
+    }
+    let out = noticectl(
+        dir.path(),
+        &["key", "--subscription-id", "s", "--period-start", "2026-12-01", "--kind", "renewal_notice_t72"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(stdout.trim().len(), 64, "one key: {stdout}");
+    assert!(!state.exists(), "`key` with NOTICE_KEY_SECRET made {}", state.display());
 }

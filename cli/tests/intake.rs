@@ -19,6 +19,7 @@ const SECRET: &str = "intake-cli-test-secret-0123456789";
 
 fn noticectl(state: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_noticectl"));
+    cmd.env("NOTICE_OPERATOR", "ops-test");
     cmd.arg("--state-dir").arg(state).args(args);
     cmd.env("NOTICE_KEY_SECRET", SECRET).env_remove("NOTICE_CONFIG").env_remove("NOTICE_INTAKE_KIND");
     cmd.env_remove("NOTICE_LEDGER_URL").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());

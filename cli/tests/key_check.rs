@@ -19,6 +19,7 @@ fn job() -> String {
 
 fn noticectl(dir: &Path, secret: Option<&str>, env: &[(String, String)], args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_noticectl"));
+    cmd.env("NOTICE_OPERATOR", "ops-test");
     cmd.current_dir(dir)
         .env_remove("NOTICE_KEY_SECRET")
         .env_remove("NOTICE_KEY_SECRET_ARN")

@@ -15,6 +15,7 @@ fn job(sub: &str, revision: u64, charge_at: &str) -> String {
 
 fn noticectl(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir)
         .env_remove("NOTICE_KEY_SECRET")
         .env_remove("NOTICE_LEDGER_URL")
@@ -106,6 +107,7 @@ fn two_processes_on_one_ledger_file_share_the_domains_bucket() {
     .success());
     let spawn = |file: &str| {
         Command::new(env!("CARGO_BIN_EXE_noticectl"))
+            .env("NOTICE_OPERATOR", "ops-test")
             .current_dir(dir.path())
             .env_remove("NOTICE_KEY_SECRET")
             .env("NOTICE_RATE_LIMITS", r#"{"default":{"per_second":0.001,"burst":5}}"#)
@@ -158,6 +160,7 @@ fn two_processes_on_one_ledger_file_send_each_notice_once() {
     .success());
     let spawn = || {
         Command::new(env!("CARGO_BIN_EXE_noticectl"))
+            .env("NOTICE_OPERATOR", "ops-test")
             .current_dir(dir.path())
             .env_remove("NOTICE_KEY_SECRET")
             // About the claim race, not pacing: 150 jobs to one domain exceed the default bucket.
@@ -359,7 +362,7 @@ fn a_key_prefix_of_twelve_names_an_open_claim_and_a_shorter_one_is_a_usage_error
 
     let other = if prefix.starts_with('0') { "111111111111" } else { "000000000000" };
     let none = noticectl(dir.path(), &["quarantine", "resolve", other, "--sent", "--message-id", "m"]);
-    assert_eq!(none.status.code(), Some(2));
+    assert_eq!(none.status.code(), Some(1), "nothing found: {:?}", text(&none));
     assert!(text(&none).1.contains("no open claim in sqlite:"), "{:?}", text(&none));
     assert!(text(&none).1.contains(&format!("has a key starting with {other}")), "{:?}", text(&none));
 
@@ -373,7 +376,7 @@ fn a_key_prefix_of_twelve_names_an_open_claim_and_a_shorter_one_is_a_usage_error
     assert!(text(&show).0.contains(&format!("\"notice_key\": \"{key}\"")), "{:?}", text(&show));
     assert!(text(&show).0.contains("\"state\": \"sent\""), "{:?}", text(&show));
     let unknown = noticectl(dir.path(), &["show", other]);
-    assert_eq!(unknown.status.code(), Some(2));
+    assert_eq!(unknown.status.code(), Some(1), "nothing found: {:?}", text(&unknown));
     assert!(
         text(&unknown).1.contains(&format!("no ledger row has a key starting with {other}")),
         "{:?}",

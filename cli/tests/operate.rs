@@ -23,6 +23,7 @@ fn job(i: usize) -> String {
 
 fn noticectl(moto: &Moto, dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir)
         .envs(moto.env_vars())
         .env("NOTICE_KEY_SECRET", SECRET)
@@ -272,6 +273,7 @@ async fn backfill_into_dynamodb_keeps_rows_for_notice_retention_days_like_the_la
     let (moto, _ledger, dir) = seeded().await;
     let ledger_arg = format!("dynamodb:{TABLE}");
     let out = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir.path())
         .envs(moto.env_vars())
         .env("NOTICE_KEY_SECRET", SECRET)
@@ -299,6 +301,7 @@ async fn backfill_into_dynamodb_keeps_rows_for_notice_retention_days_like_the_la
     );
 
     let refused = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir.path())
         .envs(moto.env_vars())
         .env("NOTICE_KEY_SECRET", SECRET)
@@ -452,6 +455,7 @@ async fn quarantine_release_goes_ahead_when_the_ses_event_queues_are_empty() {
     let key = Job::parse(&job(6)).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
     let ledger_arg = format!("dynamodb:{TABLE}");
     let out = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir.path())
         .envs(moto.env_vars())
         .env("NOTICE_KEY_SECRET", SECRET)

@@ -32,6 +32,7 @@ fn job(sub: &str) -> Job {
 
 fn noticectl(moto: &Moto, dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir)
         .envs(moto.env_vars())
         .env_remove("NOTICE_LEDGER_URL")

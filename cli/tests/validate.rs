@@ -16,6 +16,7 @@ const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/renewals.j
 fn validate(args: &[&str], stdin: &str) -> (Output, bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_noticectl"))
+        .env("NOTICE_OPERATOR", "ops-test")
         .current_dir(dir.path())
         .env_remove("NOTICE_WINDOWS")
         .env_remove("NOTICE_WINDOWS_FILE")

@@ -37,6 +37,7 @@ fn state() -> tempfile::TempDir {
 
 fn command(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_noticectl"));
+    cmd.env("NOTICE_OPERATOR", "ops-test");
     cmd.current_dir(dir)
         .env_remove("NOTICE_KEY_SECRET")
         .env_remove("NOTICE_KEY_SECRET_ARN")
@@ -185,6 +186,7 @@ fn a_refused_confirmation_writes_nothing() {
     let Ok(mut tty) = Command::new("script")
         .args(["-qec", &inner, "/dev/null"])
         .current_dir(dir.path())
+        .env("NOTICE_OPERATOR", "ops-test")
         .env_remove("NOTICE_KEY_SECRET")
         .env_remove("NOTICE_LEDGER_URL")
         .env_remove("NOTICE_STATE_DIR")
@@ -348,4 +350,42 @@ fn bad_identity_arguments_name_the_flag_and_a_remote_ledger_needs_the_deployment
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("needs the deployment's key secret"), "{}", text(&out));
     assert_eq!(row_state(dir.path(), "sub_r"), None);
+}
+
+/// A withdraw is evidence: it names who acted. With no `--operator`, no NOTICE_OPERATOR and no
+/// $USER it is refused before anything is opened; NOTICE_OPERATOR names the actor otherwise.
+#[test]
+fn a_withdraw_without_an_operator_is_refused_and_notice_operator_names_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let args =
+        ["withdraw", "--subscription-id", "sub_o", "--period-start", "2026-12-01", "--kind", KIND, "--yes"];
+    let out = command(dir.path(), &args)
+        .env_remove("NOTICE_OPERATOR")
+        .env_remove("USER")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run noticectl");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("--operator NAME") && text(&out).contains("NOTICE_OPERATOR"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.path().join(".notices").exists(), "a refused withdraw leaves no state behind");
+
+    let out = command(dir.path(), &args)
+        .env("NOTICE_OPERATOR", "on-call-robot")
+        .env_remove("USER")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run noticectl");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("by on-call-robot"), "{}", text(&out));
+
+    let out = command(dir.path(), &[&args[..], &["--operator", "ada\u{7}"]].concat())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run noticectl");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--operator"), "{}", text(&out));
 }

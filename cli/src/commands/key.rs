@@ -48,7 +48,10 @@ pub(crate) async fn run(state_dir: PathBuf, args: KeyArgs) -> anyhow::Result<Exi
     else {
         anyhow::bail!("--subscription-id, --period-start and --kind name the notice");
     };
-    let state = StateDir::open(&state_dir)?;
+    let identity = notice_ledger::Identity::new(&subscription_id, &period_start, &kind, args.revision)?;
+    // Not created: with the secret in the environment and no local ledger, printing a key
+    // leaves nothing behind.
+    let state = StateDir::at(&state_dir);
     let secret = state.secret().await?;
     // With a ledger named (or the local one present), the secret is checked against it first: a
     // key made with another secret names no notice there.
@@ -57,7 +60,6 @@ pub(crate) async fn run(state_dir: PathBuf, args: KeyArgs) -> anyhow::Result<Exi
     } else {
         None
     };
-    let identity = notice_ledger::Identity::new(&subscription_id, &period_start, &kind, args.revision)?;
     // Where a sender would place it: under the oldest active version's key that holds its row,
     // else the current version's.
     let key = match opened {

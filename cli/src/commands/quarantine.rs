@@ -17,6 +17,7 @@ use notice_ledger::NoticeKey;
 use crate::exit::{Exit, SafetyStop};
 use crate::key_arg::KeyArg;
 use crate::ledger_target::{LedgerArg, LedgerTarget};
+use crate::operator::OperatorArg;
 use crate::terminal::ask;
 
 #[derive(clap::Args, Debug)]
@@ -51,9 +52,8 @@ enum QuarantineCommand {
         sent: bool,
         #[arg(long)]
         message_id: String,
-        /// Who is acting (default $USER).
-        #[arg(long)]
-        by: Option<String>,
+        #[command(flatten)]
+        operator: OperatorArg,
     },
     /// Release a claim so the notice may be sent again. Only for claims you have established were
     /// never sent: the next redelivery or replay WILL send.
@@ -64,9 +64,8 @@ enum QuarantineCommand {
         key: KeyArg,
         #[arg(long)]
         reason: String,
-        /// Who is acting (default $USER).
-        #[arg(long)]
-        by: Option<String>,
+        #[command(flatten)]
+        operator: OperatorArg,
         /// Skip the confirmation prompt.
         #[arg(long)]
         yes: bool,
@@ -106,23 +105,23 @@ fn parse_age(value: &str) -> Result<Duration, String> {
     }
 }
 
-/// Who is acting, as recorded on the rows an operator writes: `--by`, else $USER / $LOGNAME.
-pub(super) fn operator(by: Option<String>) -> String {
-    by.or_else(|| std::env::var("USER").ok())
-        .or_else(|| std::env::var("LOGNAME").ok())
-        .unwrap_or_else(|| "unknown-operator".into())
-}
-
 pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Result<ExitCode> {
+    // Who is acting is known before the ledger is opened: a refused action leaves nothing behind.
+    let who = match &args.command {
+        QuarantineCommand::Resolve { operator, .. } | QuarantineCommand::Release { operator, .. } => {
+            Some(operator.who()?)
+        }
+        _ => None,
+    };
+    let who = who.unwrap_or_default();
     let target = args.ledger.target(&state_dir)?;
     let ledger = target.open().await?.ledger;
     match args.command {
         QuarantineCommand::List { older_than, limit, json } => {
             list(ledger.as_ref(), &target, older_than, limit, json).await
         }
-        QuarantineCommand::Resolve { key, sent: _, message_id, by } => {
+        QuarantineCommand::Resolve { key, sent: _, message_id, operator: _ } => {
             let key = open_claim(ledger.as_ref(), &key, &target.describe()).await?;
-            let who = operator(by);
             ledger
                 .operator_resolve_sent(&key, &message_id, &who, Utc::now())
                 .await
@@ -133,7 +132,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
         QuarantineCommand::Release {
             key,
             reason,
-            by,
+            operator: _,
             yes,
             dry_run,
             events_queue_url,
@@ -151,7 +150,6 @@ pub(crate) async fn run(state_dir: PathBuf, args: QuarantineArgs) -> anyhow::Res
                 println!("not released");
                 return Ok(Exit::SafetyStop.into());
             }
-            let who = operator(by);
             ledger.operator_release(&key, &who, &reason, Utc::now()).await.context("not released")?;
             println!("released {key} by {who}: {reason}\nThe next delivery of this notice will send it.");
             Ok(Exit::Ok.into())

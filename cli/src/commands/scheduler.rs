@@ -5,7 +5,8 @@
 #[derive(clap::Args, Debug)]
 pub(super) struct SchedulerArgs {
     /// EventBridge Scheduler group of parked jobs (the stack output `ParkedJobsGroupName`).
-    #[arg(long, env = "NOTICE_SCHEDULE_GROUP")]
+    /// Global: `parked list --schedule-group G` and `parked --schedule-group G list` both work.
+    #[arg(long, env = "NOTICE_SCHEDULE_GROUP", global = true)]
     pub(super) schedule_group: Option<String>,
 }
 
@@ -20,4 +21,22 @@ pub(super) fn group(args: &SchedulerArgs) -> anyhow::Result<&str> {
             "no schedule group: pass --schedule-group or set NOTICE_SCHEDULE_GROUP (stack output ParkedJobsGroupName)"
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    /// The order an operator types first (the subcommand, then its flags) is accepted, and so is
+    /// the group before the subcommand.
+    #[test]
+    fn the_group_goes_before_or_after_the_subcommand() {
+        for args in [
+            ["noticectl", "parked", "list", "--schedule-group", "g"],
+            ["noticectl", "parked", "--schedule-group", "g", "list"],
+        ] {
+            let parsed = crate::Cli::try_parse_from(args);
+            assert!(parsed.is_ok(), "{args:?}: {:?}", parsed.err());
+        }
+    }
 }

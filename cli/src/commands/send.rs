@@ -14,7 +14,7 @@ use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::rate::RateLimits;
-use notice_ledger::{DeliverContext, Mode, NoticeSender, Outcome, QueueAction, QueuePolicy};
+use notice_ledger::{DeliverContext, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
 
@@ -53,9 +53,17 @@ pub(crate) struct SendArgs {
 pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<ExitCode> {
     notice_ledger::address::parse_sender(&args.from).map_err(|e| anyhow!("--from (NOTICE_FROM) {e}"))?;
     let items = read_items(&args.file)?;
+    // Everything that can refuse the run is judged before the state directory is made, so a
+    // refused `send` leaves no directory, secret or empty ledger behind: the configuration (its
+    // links are made again below with the real secret), the rate limits, the claim lifetime and
+    // the ledger's address.
+    args.config.notices(&KeyRing::from(NoticeSecret::new("noticectl send: checked before any state")?))?;
+    config::rate_limits_from_env()?;
+    notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?;
+    notice_setup::secret::source_from_env()?;
+    let target = args.ledger.target(&state_dir)?;
     let state = StateDir::open(&state_dir)?;
     let secret = state.secret().await?;
-    let target = args.ledger.target(&state.root)?;
     let (sender, texts, limits) = local_sender(&args, &state, secret, &target).await?;
     let now = sender.now();
     eprintln!(

@@ -27,6 +27,7 @@ use crate::exit::Exit;
 use crate::ledger_target::{LedgerArg, LedgerTarget};
 use crate::local::StateDir;
 use crate::notices_arg::ConfigArg;
+use crate::operator::OperatorArg;
 use crate::terminal::{confirm, escape};
 
 mod bulk;
@@ -68,9 +69,8 @@ pub(crate) struct WithdrawArgs {
     ledger: LedgerArg,
     #[command(flatten)]
     config: ConfigArg,
-    /// Who is acting, recorded on the tombstone (default $USER).
-    #[arg(long)]
-    by: Option<String>,
+    #[command(flatten)]
+    operator: OperatorArg,
     /// Only read the ledger and print what would happen; write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -90,6 +90,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: WithdrawArgs) -> anyhow::Resul
     // the policy does not list is refused, never answered "withdrawn" while the real notice goes
     // out. Loaded before anything is opened, so a refused withdraw leaves nothing behind. The
     // manage links play no part in a withdraw.
+    let who = args.operator.who()?;
     let notices = args.config.notices(&KeyRing::from(NoticeSecret::new("noticectl withdraw: no links")?))?;
     let named = match &args.from {
         Some(_) => None,
@@ -108,7 +109,6 @@ pub(crate) async fn run(state_dir: PathBuf, args: WithdrawArgs) -> anyhow::Resul
     }
     let secret = state.secret().await?;
     let ledger = target.open_checked(&secret, false).await?.0.ledger;
-    let who = super::quarantine::operator(args.by.clone());
     match (args.from.clone(), named) {
         (_, Some(withdrawal)) => single(&args, withdrawal, &target, ledger.as_ref(), &secret, &who).await,
         (Some(from), None) => bulk(&from, &args, &notices, &target, ledger, &secret, &who).await,
