@@ -422,3 +422,62 @@ fn the_sender_reads_only_its_own_published_configuration() {
     );
     assert!(!ssm[0].contains("ssm:PutParameter"));
 }
+
+/// The SES event types the configuration set publishes, for `TrackOpensAndClicks` = `tracking`:
+/// read through the destination's `!If`, as CloudFormation would resolve it.
+fn published_event_types(template: &Value, tracking: bool) -> Vec<String> {
+    let destination = template_resource(template, "NoticeEventDestination");
+    let types = &destination["Properties"]["EventDestination"]["MatchingEventTypes"];
+    let chosen = match types {
+        Value::Tagged(t) if t.tag == "If" => {
+            let branches = t.value.as_sequence().expect("!If [condition, then, else]");
+            assert_eq!(branches[0].as_str(), Some("TracksOpensAndClicks"), "{branches:?}");
+            let condition = &template["Conditions"]["TracksOpensAndClicks"];
+            let Value::Tagged(eq) = condition else { panic!("TracksOpensAndClicks: {condition:?}") };
+            let sides = eq.value.as_sequence().expect("!Equals [a, b]");
+            assert!(eq.tag == "Equals", "{condition:?}");
+            assert_eq!(
+                (ref_target(&sides[0]), sides[1].as_str()),
+                (Some("TrackOpensAndClicks"), Some("true"))
+            );
+            if tracking {
+                &branches[1]
+            } else {
+                &branches[2]
+            }
+        }
+        plain => plain,
+    };
+    chosen
+        .as_sequence()
+        .expect("a list of event types")
+        .iter()
+        .map(|t| t.as_str().expect("an event type").to_owned())
+        .collect()
+}
+
+fn template_resource<'a>(template: &'a Value, id: &str) -> &'a Value {
+    template.get("Resources").and_then(|r| r.get(id)).unwrap_or_else(|| panic!("no resource {id}"))
+}
+
+/// A legally required notice does not track its reader by default: with open or click selected,
+/// SES adds a pixel and rewrites every link (the signed manage link too) through its own domain.
+/// What every guarantee needs stays: send (a lost commit's resolution), the outcomes and the
+/// evidence. The parameter turns tracking on, and defaults to off.
+#[test]
+fn open_and_click_are_published_only_when_the_stack_asks_for_them() {
+    let template = template();
+    let parameter = &template["Parameters"]["TrackOpensAndClicks"];
+    assert_eq!(parameter["Default"].as_str(), Some("false"), "{parameter:?}");
+
+    let by_default = published_event_types(&template, false);
+    for needed in ["send", "delivery", "bounce", "complaint", "reject", "deliveryDelay"] {
+        assert!(by_default.iter().any(|t| t == needed), "{needed} is what a guarantee needs: {by_default:?}");
+    }
+    for tracking in ["open", "click"] {
+        assert!(!by_default.iter().any(|t| t == tracking), "{tracking} is on by default: {by_default:?}");
+    }
+    let tracked = published_event_types(&template, true);
+    assert_eq!(tracked.len(), by_default.len() + 2, "{tracked:?}");
+    assert!(tracked.iter().any(|t| t == "open") && tracked.iter().any(|t| t == "click"), "{tracked:?}");
+}
