@@ -69,7 +69,9 @@ impl ConfigArg {
 /// `keys`.
 pub(crate) fn builtin_with_policy(text: &str, keys: &KeyRing) -> anyhow::Result<Notices> {
     let config = NoticeConfig::builtin(Some(text)).map_err(|problems| {
-        let reasons: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        // Only the policy can be wrong in the built-in texts: its reasons, in the words of the
+        // flag the caller names (`--windows FILE`), not of the file inside the bundle.
+        let reasons: Vec<String> = problems.iter().map(|p| p.message.clone()).collect();
         anyhow::anyhow!("{}", reasons.join("; "))
     })?;
     let policy = config.policy().clone();

@@ -233,6 +233,50 @@ fn every_command_exits_by_the_one_contract() {
             aws: UNREACHABLE,
             code: 2,
         },
+        // Nothing found is 1, whichever form of the key was given.
+        Case {
+            what: "show: a whole key without its row",
+            before: &[&["send", "valid.jsonl", "--now", NOW]],
+            args: &["show", "0000000000000000000000000000000000000000000000000000000000000000"],
+            aws: &[],
+            code: 1,
+        },
+        Case {
+            what: "show: a prefix that names no row",
+            before: &[&["send", "valid.jsonl", "--now", NOW]],
+            args: &["show", "000000000000"],
+            aws: &[],
+            code: 1,
+        },
+        Case {
+            what: "quarantine resolve: a prefix that names no open claim",
+            before: &[&["send", "valid.jsonl", "--now", NOW]],
+            args: &["quarantine", "resolve", "000000000000", "--sent", "--message-id", "m"],
+            aws: &[],
+            code: 1,
+        },
+        Case {
+            what: "show: a key prefix too short is usage",
+            before: &[],
+            args: &["show", "0000"],
+            aws: &[],
+            code: 2,
+        },
+        // An unreadable file is 2.
+        Case {
+            what: "config check: a directory that cannot be read",
+            before: &[],
+            args: &["config", "check", "no-such-dir"],
+            aws: &[],
+            code: 2,
+        },
+        Case {
+            what: "send: a jobs file that cannot be read",
+            before: &[],
+            args: &["send", "no-such-file.jsonl", "--now", NOW],
+            aws: &[],
+            code: 2,
+        },
     ];
     let mut wrong = Vec::new();
     for case in &cases {

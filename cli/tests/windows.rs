@@ -218,4 +218,18 @@ fn a_bad_policy_exits_2_naming_the_field() {
     let out = noticectl(&[("NOTICE_WINDOWS", empty)], &["windows"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is empty"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NOTICE_WINDOWS"), "the variable the user set");
+
+    // Given as a flag, the error speaks of the flag: never of a variable the user did not set.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("w.json");
+    std::fs::write(&file, bad).unwrap();
+    let file = file.to_str().unwrap();
+    for args in [&["windows", "--windows", file][..], &["validate", "-", "--windows", file][..]] {
+        let out = noticectl(&[], args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("--windows") && stderr.contains("opens_at_most_hours_before"), "{stderr}");
+        assert!(!stderr.contains("NOTICE_WINDOWS"), "{args:?}: {stderr}");
+    }
 }

@@ -281,7 +281,7 @@ pub fn windows_text_from_env() -> Result<Option<String>, ConfigError> {
 
 fn builtin_windows_from_env() -> Result<WindowPolicy, ConfigError> {
     match windows_text_from_env()? {
-        Some(text) => WindowPolicy::from_json(&text),
+        Some(text) => Ok(WindowPolicy::from_json(&text)?),
         None => Ok(WindowPolicy::default()),
     }
 }

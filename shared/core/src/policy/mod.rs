@@ -33,7 +33,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::error::ConfigError;
 use crate::job::Job;
 
 mod admit;
@@ -183,14 +182,28 @@ pub struct WindowPolicy {
     obligations: Obligations,
 }
 
-fn invalid(reason: String) -> ConfigError {
-    ConfigError::Invalid { name: "NOTICE_WINDOWS", reason }
+fn invalid(reason: String) -> PolicyError {
+    PolicyError(reason)
+}
+
+/// A windows policy that cannot be used, naming the field and what is wrong with it. Where the
+/// policy came from — a configuration's `windows.json`, `--windows FILE`, `NOTICE_WINDOWS` — is
+/// the caller's to say, in the words the user gave it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyError(pub String);
+
+/// A policy read from the environment: the variable names it.
+impl From<PolicyError> for crate::error::ConfigError {
+    fn from(e: PolicyError) -> Self {
+        Self::Invalid { name: "NOTICE_WINDOWS", reason: e.0 }
+    }
 }
 
 impl WindowPolicy {
     /// Parses and checks the JSON configuration. Unknown fields, bounds that are not whole
     /// non-negative numbers of hours, and empty windows are errors naming the field.
-    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
         let policy = parse::policy(text)?;
         policy.validate()?;
         Ok(policy)
@@ -199,7 +212,7 @@ impl WindowPolicy {
     /// Every combination of kind and jurisdiction must leave a non-empty window: a policy that can
     /// never send is a configuration error, found at start-up rather than as a stream of missed
     /// notices. A jurisdiction's ceiling must also lie above its floor.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), PolicyError> {
         if self.other_kinds == OtherKinds::Refuse && self.kinds().is_empty() {
             return Err(invalid(
                 "`other_kinds` is \"refuse\" but the policy lists no kinds: it would refuse every job"

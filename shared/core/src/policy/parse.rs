@@ -9,8 +9,7 @@ use serde_json::{Map, Value};
 
 use super::admit::Scope;
 use super::obligations::{Obligations, Occasion, Rule};
-use super::{invalid, Bounds, JurisdictionRules, OtherKinds, Window, WindowPolicy};
-use crate::error::ConfigError;
+use super::{invalid, Bounds, JurisdictionRules, OtherKinds, PolicyError, Window, WindowPolicy};
 use crate::identity::Kind;
 
 const TOP: &[&str] = &[
@@ -42,7 +41,7 @@ const KIND_BOUNDS: &[&str] =
 /// Longest template variable name `requires` accepts.
 const MAX_VARIABLE_LEN: usize = 64;
 
-pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
+pub(super) fn policy(text: &str) -> Result<WindowPolicy, PolicyError> {
     let value: Value = serde_json::from_str(text).map_err(|e| invalid(format!("is not valid JSON: {e}")))?;
     let top = object(&value, "")?;
     known(top, "", TOP)?;
@@ -103,7 +102,7 @@ pub(super) fn policy(text: &str) -> Result<WindowPolicy, ConfigError> {
 }
 
 /// `obligations`: `default` and `jurisdictions.<J>`, each a list of rules (see `obligations.rs`).
-fn obligations(value: &Value, notes: &mut Vec<(String, String)>) -> Result<Obligations, ConfigError> {
+fn obligations(value: &Value, notes: &mut Vec<(String, String)>) -> Result<Obligations, PolicyError> {
     let map = object(value, "obligations")?;
     known(map, "obligations", OBLIGATIONS)?;
     note(map, "obligations", notes)?;
@@ -127,7 +126,7 @@ fn rules(
     path: &str,
     names: &mut Vec<String>,
     notes: &mut Vec<(String, String)>,
-) -> Result<Vec<Rule>, ConfigError> {
+) -> Result<Vec<Rule>, PolicyError> {
     let Value::Array(items) = value else {
         return Err(invalid(format!("`{path}` must be a list of rules, not {}", kind_of(value))));
     };
@@ -147,10 +146,10 @@ fn rules(
     Ok(out)
 }
 
-fn rule(value: &Value, path: &str, notes: &mut Vec<(String, String)>) -> Result<Rule, ConfigError> {
+fn rule(value: &Value, path: &str, notes: &mut Vec<(String, String)>) -> Result<Rule, PolicyError> {
     let map = object(value, path)?;
     known(map, path, RULE)?;
-    let text = |name: &str| -> Result<String, ConfigError> {
+    let text = |name: &str| -> Result<String, PolicyError> {
         match present(map, name) {
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
             Some(other) => {
@@ -228,7 +227,7 @@ fn jurisdiction(
     j: &str,
     path: &str,
     policy: &mut WindowPolicy,
-) -> Result<JurisdictionRules, ConfigError> {
+) -> Result<JurisdictionRules, PolicyError> {
     let map = object(value, path)?;
     known(map, path, JURISDICTION)?;
     note(map, path, &mut policy.descriptions)?;
@@ -250,7 +249,7 @@ fn jurisdiction(
     Ok(rules)
 }
 
-fn bounds(map: &Map<String, Value>, path: &str) -> Result<Bounds, ConfigError> {
+fn bounds(map: &Map<String, Value>, path: &str) -> Result<Bounds, PolicyError> {
     let field = |name: &str| present(map, name).map(|v| hours(v, &format!("{path}.{name}"))).transpose();
     Ok(Bounds {
         opens_at_most_hours_before: field("opens_at_most_hours_before")?,
@@ -258,7 +257,7 @@ fn bounds(map: &Map<String, Value>, path: &str) -> Result<Bounds, ConfigError> {
     })
 }
 
-fn window(value: &Value, path: &str, policy: &mut WindowPolicy) -> Result<Window, ConfigError> {
+fn window(value: &Value, path: &str, policy: &mut WindowPolicy) -> Result<Window, PolicyError> {
     let map = object(value, path)?;
     known(map, path, WINDOW)?;
     note(map, path, &mut policy.descriptions)?;
@@ -274,7 +273,7 @@ fn window(value: &Value, path: &str, policy: &mut WindowPolicy) -> Result<Window
 }
 
 /// A whole, non-negative number of hours that fits a `u32`.
-fn hours(value: &Value, path: &str) -> Result<u32, ConfigError> {
+fn hours(value: &Value, path: &str) -> Result<u32, PolicyError> {
     let Value::Number(n) = value else {
         return Err(invalid(format!("`{path}` must be a whole number of hours, not {}", kind_of(value))));
     };
@@ -289,7 +288,7 @@ fn hours(value: &Value, path: &str) -> Result<u32, ConfigError> {
 }
 
 /// A whole, non-negative count (months, days) that fits a `u32`.
-fn whole(value: &Value, path: &str) -> Result<u32, ConfigError> {
+fn whole(value: &Value, path: &str) -> Result<u32, PolicyError> {
     value
         .as_u64()
         .and_then(|n| u32::try_from(n).ok())
@@ -297,7 +296,7 @@ fn whole(value: &Value, path: &str) -> Result<u32, ConfigError> {
 }
 
 /// An optional `description`: free text, kept for `noticectl windows`, never read by the decision.
-fn note(map: &Map<String, Value>, path: &str, notes: &mut Vec<(String, String)>) -> Result<(), ConfigError> {
+fn note(map: &Map<String, Value>, path: &str, notes: &mut Vec<(String, String)>) -> Result<(), PolicyError> {
     match present(map, "description") {
         None => Ok(()),
         Some(Value::String(text)) => {
@@ -310,7 +309,7 @@ fn note(map: &Map<String, Value>, path: &str, notes: &mut Vec<(String, String)>)
     }
 }
 
-fn kind_name(kind: &str, path: &str) -> Result<(), ConfigError> {
+fn kind_name(kind: &str, path: &str) -> Result<(), PolicyError> {
     Kind::parse(kind)
         .map(drop)
         .map_err(|e| invalid(format!("`{path}`: {kind:?} is not a notice kind: {}", e.reason)))
@@ -318,7 +317,7 @@ fn kind_name(kind: &str, path: &str) -> Result<(), ConfigError> {
 
 /// A jurisdiction as jobs are normalised to: an ISO 3166 code, in upper case. A lower-case key
 /// is refused rather than folded, so the file reads exactly as the windows it gives.
-fn code(j: &str, path: &str) -> Result<(), ConfigError> {
+fn code(j: &str, path: &str) -> Result<(), PolicyError> {
     match crate::jurisdiction::normalise(j) {
         Ok(canonical) if canonical == j => Ok(()),
         Ok(canonical) => {
@@ -334,7 +333,7 @@ fn requires(
     path: &str,
     scope: Scope,
     into: &mut BTreeMap<Scope, Vec<String>>,
-) -> Result<(), ConfigError> {
+) -> Result<(), PolicyError> {
     let Some(value) = present(map, "requires") else { return Ok(()) };
     let field = join(path, "requires");
     let Value::Array(items) = value else {
@@ -372,14 +371,14 @@ fn requires(
     Ok(())
 }
 
-fn object<'v>(value: &'v Value, path: &str) -> Result<&'v Map<String, Value>, ConfigError> {
+fn object<'v>(value: &'v Value, path: &str) -> Result<&'v Map<String, Value>, PolicyError> {
     value.as_object().ok_or_else(|| {
         let what = if path.is_empty() { "the configuration".to_owned() } else { format!("`{path}`") };
         invalid(format!("{what} must be a JSON object, not {}", kind_of(value)))
     })
 }
 
-fn known(map: &Map<String, Value>, path: &str, allowed: &[&str]) -> Result<(), ConfigError> {
+fn known(map: &Map<String, Value>, path: &str, allowed: &[&str]) -> Result<(), PolicyError> {
     match map.keys().find(|k| !allowed.contains(&k.as_str())) {
         None => Ok(()),
         Some(unknown) => Err(invalid(format!(
