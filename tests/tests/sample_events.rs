@@ -500,9 +500,16 @@ fn assert_emf_function(function: &Function) {
 /// Every record's outcome, from the sender's `processed` log line in the record's span.
 fn outcomes(file: &str, logs: &[Value]) -> BTreeMap<String, String> {
     let mut outcomes = BTreeMap::new();
+    for log in logs {
+        // Each span's fields once (in `spans`), never again as the current `span`: the bytes of
+        // every line are paid for in CloudWatch Logs.
+        assert!(log.get("span").is_none(), "{file}: the current span printed a second time: {log}");
+    }
     for log in logs.iter().filter(|l| l["fields"]["message"] == "processed") {
-        let id =
-            log["span"]["message_id"].as_str().unwrap_or_else(|| panic!("{file}: no message_id in {log}"));
+        let notice = log["spans"].as_array().and_then(|spans| spans.iter().find(|s| s["name"] == "notice"));
+        let id = notice
+            .and_then(|span| span["message_id"].as_str())
+            .unwrap_or_else(|| panic!("{file}: no message_id in {log}"));
         let outcome =
             log["fields"]["outcome"].as_str().unwrap_or_else(|| panic!("{file}: no outcome in {log}"));
         // The one line per message carries the provider's message id once sent, and only then.

@@ -8,7 +8,7 @@ use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 // BENCHMARKS.md, "Side by side with Powertools".
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    notice_setup::logs::init_lambda_logs();
     let (app, outcomes) = notice_reconciler::ReconcilerApp::from_env_with_outcomes().await.map_err(|e| {
         tracing::error!(error = %e, "notice-reconciler cannot start");
         e

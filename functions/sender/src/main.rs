@@ -8,7 +8,7 @@ use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 // BENCHMARKS.md, "Side by side with Powertools".
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    notice_setup::logs::init_lambda_logs();
     let app = match notice_sender::SenderApp::from_env().await {
         Ok(app) => app,
         Err(e) => {

@@ -8,6 +8,7 @@ pub mod config;
 pub mod exit;
 #[cfg(feature = "dynamodb")]
 pub mod ledger_url;
+pub mod logs;
 pub mod notices;
 pub mod secret;
 #[cfg(feature = "dynamodb")]
