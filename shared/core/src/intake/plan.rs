@@ -121,6 +121,18 @@ impl IntakePlanner {
         self
     }
 
+    /// The kinds some rule owes `on: price_change`.
+    fn price_change_kinds(&self) -> Vec<&str> {
+        match &self.kinds {
+            Kinds::Stated(_) => Vec::new(),
+            Kinds::Obligations(o) => o
+                .rules()
+                .filter(|(_, r)| r.on == Occasion::PriceChange)
+                .map(|(_, r)| r.kind.as_str())
+                .collect(),
+        }
+    }
+
     /// Whether the obligations owe notices of a price change in some jurisdiction: then the
     /// customer facts must be readable (a deployment without that rule never looks them up).
     pub fn announces_price_changes(&self) -> bool {
@@ -415,13 +427,21 @@ impl IntakePlanner {
             .map_err(|e| Refused::new(event_type, "period_start", e))?;
         let subscription_id = cancellation.subscription_id.as_str();
         let mut out = Vec::new();
+        let price_kinds = self.price_change_kinds();
         for kind in self.kinds.all() {
             // Validates the identity before the ledger is read (a bad id is refused, not looked up).
             Identity::new(subscription_id, &period_start, kind, 0)
                 .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
             let at = (subscription_id, period_start.as_str(), kind);
             let scanned = self.scan(event_type, at, ledger).await?;
-            match revision::withdraw(&scanned).ok_or_else(|| too_many(event_type))? {
+            // A price-change kind's tombstones do not end its period (a pending notice may sit
+            // past them, without a row): its first revision without a row is always withdrawn.
+            let choice = if price_kinds.contains(&kind) {
+                revision::withdraw_pending(&scanned)
+            } else {
+                revision::withdraw(&scanned)
+            };
+            match choice.ok_or_else(|| too_many(event_type))? {
                 WithdrawChoice::AlreadyWithdrawn(revision) => out.push(IntakeDecision::Ignore {
                     reason: format!(
                         "the {kind} notice for period {period_start} is already withdrawn (revision {revision})"

@@ -98,6 +98,21 @@ pub fn withdraw(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
     Some(WithdrawChoice::Withdraw(revisions))
 }
 
+/// The rule for a cancellation of a price-change notice: the first revision without a row (where a
+/// pending notice sits) and every `released` one, whatever tombstones come before — withdrawn rows
+/// there are superseded amounts, not the end of the period. `None` when the scan did not reach
+/// its first gap.
+pub fn withdraw_pending(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
+    let gap = first_gap(scanned)?;
+    let mut revisions: Vec<u64> = scanned
+        .iter()
+        .filter(|r| r.revision < gap && r.has_state(RowState::Released))
+        .map(|r| r.revision)
+        .collect();
+    revisions.push(gap);
+    Some(WithdrawChoice::Withdraw(revisions))
+}
+
 /// What the rule decides for a price change (see [`price_change`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PriceChoice {

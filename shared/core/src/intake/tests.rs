@@ -676,3 +676,22 @@ fn the_price_change_rule_needs_the_gap_and_reuses_only_the_latest_revision() {
     );
     assert_eq!(revision::price_change(&empty, "d", true), Some(PriceChoice::Withdraw(vec![0])));
 }
+
+#[tokio::test]
+async fn a_cancellation_withdraws_a_pending_price_change_behind_its_tombstone() {
+    let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
+    let ledger = MemoryLedger::new();
+    let b = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    deliver(&p, &ledger, &b[..1]); // revision 0 tombstoned; 39.00 pending at revision 1
+    let decisions = plan(&p, &cancellation(), &ledger).await;
+    let price: Vec<u64> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Withdraw(w) if w.identity.kind().as_str() == "price_change" => {
+                Some(w.identity.revision())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(price, vec![1], "{decisions:?}");
+}
