@@ -405,7 +405,8 @@ impl IntakePlanner {
                     if revision >= MAX_REVISIONS {
                         return Err(too_many(event_type));
                     }
-                    let reason = format!("superseded by revision {revision}: the price changed again");
+                    let reason =
+                        format!("{}: the price changed again", revision::superseded_mark(revision, &digest));
                     out.extend(withdraw(superseded, &reason)?);
                     out.push(IntakeDecision::Send(self.job(event_type, &kind, &renewal, revision)?));
                 }

@@ -41,6 +41,24 @@ impl RevisionRows {
     fn has_state(&self, state: RowState) -> bool {
         self.rows.iter().any(|r| r.state == state)
     }
+
+    /// Whether this revision's tombstone was left by the intake moving the notice on to
+    /// `revision` with content `digest` ([`superseded_mark`] in its withdraw reason).
+    fn superseded_to(&self, revision: u64, digest: &str) -> bool {
+        let mark = superseded_mark(revision, digest);
+        self.rows
+            .iter()
+            .any(|r| r.state == RowState::Withdrawn && r.detail.as_deref().is_some_and(|d| d.contains(&mark)))
+    }
+}
+
+/// What the intake writes into the reason of the withdraw that supersedes a pending price-change
+/// notice: the revision the change moved to and its content digest. The tombstone keeps the
+/// reason (its `detail`), so a redelivery of the same change that comes after the tombstone
+/// landed, while the new notice still waits without a row, finds where its notice already is —
+/// the pending notice's body cannot be read from the ledger, only this mark.
+pub fn superseded_mark(revision: u64, digest: &str) -> String {
+    format!("superseded by revision {revision} (content {digest})")
 }
 
 /// What the rule decides for a send.
@@ -152,6 +170,12 @@ pub fn price_change(scanned: &[RevisionRows], digest: &str, change_back: bool) -
     // by another amount since, and reusing it would leave the newer one standing.
     if let Some(latest) = before_gap.clone().next_back().filter(|r| r.has_digest(digest)) {
         return Some(PriceChoice::Reuse(latest.revision));
+    }
+    // This very change, delivered again after its withdraw landed and before its notice (which
+    // waits at the gap, parked or queued) was claimed: the same body at the same revision, never
+    // a second withdraw and mint — which, racing the claim, could announce the amount twice.
+    if scanned.iter().any(|r| r.revision + 1 == gap && r.superseded_to(gap, digest)) {
+        return Some(PriceChoice::Reuse(gap));
     }
     let told = before_gap.clone().any(|r| r.has_state(RowState::Claimed) || r.has_state(RowState::Sent));
     let mut superseded: Vec<u64> =

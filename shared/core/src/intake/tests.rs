@@ -586,6 +586,26 @@ async fn two_different_new_amounts_are_two_revisions_and_the_older_is_withdrawn_
     assert_eq!(sends(&c), vec![(3, 4900)]);
 }
 
+/// Stripe redelivers a change after the intake's withdraw landed but before the new notice
+/// (parked for weeks) was claimed: the same body at the same revision, never a second withdraw and
+/// mint — the second mint would be sent beside the first whenever the withdraw of the first came
+/// too late.
+#[tokio::test]
+async fn a_redelivery_after_the_tombstone_landed_is_the_same_notice_not_a_second_one() {
+    let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
+    let ledger = MemoryLedger::new();
+    let first = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    deliver(&p, &ledger, &first[..1]); // the tombstone at 0 lands; 39.00 waits at 1
+    let again = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    assert_eq!(again, vec![first[1].clone()], "the waiting notice's own body, nothing withdrawn");
+    // Another amount is still a change: 39.00 withdrawn at 1, 49.00 at 2; and its redelivery
+    // after that tombstone is again the same body.
+    let other = plan_price(&p, &price_change(3900, 4900), &ledger).await;
+    assert_eq!((withdraws(&other), sends(&other)), (vec![1], vec![(2, 4900)]));
+    deliver(&p, &ledger, &other[..1]);
+    assert_eq!(plan_price(&p, &price_change(3900, 4900), &ledger).await, vec![other[1].clone()]);
+}
+
 #[tokio::test]
 async fn a_change_back_before_anything_was_told_withdraws_and_after_is_announced() {
     let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
