@@ -9,12 +9,13 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use notice_ledger::intake::{BillingMapping, IntakeDecision, IntakePlanner, Kinds, PlanError};
 use notice_ledger::locale::TimeZone;
 use notice_ledger::Kind;
-use notice_stripe::StripeMapping;
+use notice_stripe::{ApiKey, StripeApi, StripeMapping};
 use serde_json::Value;
 
 use crate::exit::Exit;
@@ -47,6 +48,13 @@ struct StripeArgs {
     /// The one kind of every notice, for a configuration without obligations (as IntakeKind).
     #[arg(long, env = "NOTICE_INTAKE_KIND", value_name = "KIND")]
     kind: Option<String>,
+    /// A restricted Stripe API key (read-only Customers and Subscriptions): a price change's
+    /// customer e-mail, locale and address are read from Stripe's API, as the Lambda does.
+    #[arg(long, env = "NOTICE_STRIPE_API_KEY", value_name = "KEY", hide_env_values = true)]
+    stripe_api_key: Option<String>,
+    /// Stripe's API base URL (a local stand-in in tests).
+    #[arg(long, env = "NOTICE_STRIPE_API_BASE", value_name = "URL", default_value = notice_stripe::api::DEFAULT_BASE)]
+    stripe_api_base: String,
 }
 
 /// One event of the input, or why its line is not one.
@@ -113,7 +121,16 @@ pub(crate) async fn run(state_dir: PathBuf, args: IntakeArgs) -> anyhow::Result<
         kinds.describe(),
         target.describe()
     );
-    let planner = IntakePlanner::with_kinds(kinds, zone, ring);
+    let mut planner = IntakePlanner::with_kinds(kinds, zone, ring);
+    if let Some(key) = args.stripe_api_key.as_deref().filter(|k| !k.trim().is_empty()) {
+        // The error names the option, never the value.
+        let key = ApiKey::parse(key).map_err(|e| anyhow::anyhow!("NOTICE_STRIPE_API_KEY {e}"))?;
+        let api = StripeApi::new(&args.stripe_api_base, key)
+            .map_err(|e| anyhow::anyhow!("NOTICE_STRIPE_API_BASE: {e}"))?;
+        planner = planner.with_customers(Arc::new(api));
+    } else if planner.announces_price_changes() {
+        eprintln!("noticectl: no NOTICE_STRIPE_API_KEY: a price-change event will stop the run (its customer facts come from Stripe's API)");
+    }
     let mut tally = Tally::default();
     let mut out = std::io::stdout().lock();
     for read in events(&text) {
@@ -153,6 +170,13 @@ pub(crate) async fn run(state_dir: PathBuf, args: IntakeArgs) -> anyhow::Result<
             }
             // The Lambda answers 500 and Stripe retries; here nothing more can be planned.
             Err(PlanError::Ledger(e)) => return Err(e).context(format!("line {}", read.line)),
+            // Stripe unreachable, or the key refused (or unset): nothing is guessed in its place.
+            Err(PlanError::Lookup(e)) => {
+                return Err(e).context(format!(
+                    "line {}: the customer's facts could not be read from Stripe's API (NOTICE_STRIPE_API_KEY, NOTICE_STRIPE_API_BASE)",
+                    read.line
+                ))
+            }
         }
     }
     out.flush()?;

@@ -14,7 +14,7 @@
 //! | 200 `refused` | a signed event that cannot make a valid message (the field is named): a retry could never succeed, so Stripe is told to stop; logged as an error and alarmed | `IntakeRefused` |
 //! | 400 | no, malformed, unmatched or expired signature; a body that is not JSON | `IntakeSignatureRejected` (alarmed), `IntakeRefused` |
 //! | 405, 413 | not a POST; a body over [`MAX_BODY_BYTES`] | `IntakeRefused` |
-//! | 500 | the ledger, its key check or the queue failed: Stripe retries (for up to three days) | `IntakeFailed` (alarmed) |
+//! | 500 | the ledger, its key check, the queue or the customer lookup (Stripe's API, for a price change) failed: Stripe retries (for up to three days) | `IntakeFailed` (alarmed) |
 //!
 //! A crash after enqueueing and before answering is a retry, which enqueues the same bodies
 //! again: the ledger suppresses the copies (docs/intake.md).
@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notice_ledger::intake::{
-    BillingFact, BillingMapping, IntakeDecision, IntakePlanner, JobQueue, PlanError,
+    BillingFact, BillingMapping, IntakeDecision, IntakePlanner, JobQueue, LookupError, PlanError,
 };
 use notice_ledger::keycheck::{check_ring, KeyCheckError, KeyCheckOutcome, KeyCheckStore};
 use notice_ledger::ledger::RowReader;
-use notice_ledger::{ConfigError, DependencyError};
+use notice_ledger::{ConfigError, DependencyError, Fault};
 use notice_stripe::{SignatureError, SigningSecrets};
 use serde_json::{json, Value};
 use tokio::sync::RwLock;
@@ -269,6 +269,20 @@ async fn decide(app: &IntakeApp, event: &Value, event_type: &str, tally: &mut Ta
             tally.failed += 1;
             error!(error = %e, "ledger unreadable: nothing decided, nothing enqueued; the billing system will retry");
             return Answer::new(500, json!({"error": "the ledger is unavailable; retry later"}));
+        }
+        Err(PlanError::Lookup(e)) => {
+            tally.failed += 1;
+            // A refused key is a misconfiguration an operator must fix; a retry succeeds after.
+            let misconfigured = matches!(
+                &e,
+                LookupError::NotConfigured(_)
+                    | LookupError::Failed { fault: Fault::Denied { .. } | Fault::BadCredentials, .. }
+            );
+            error!(error = %e, misconfigured, "customer lookup failed: nothing decided, nothing enqueued; the billing system will retry");
+            return Answer::new(
+                500,
+                json!({"error": "the billing system's customer records are unavailable; retry later"}),
+            );
         }
     };
     enqueue(app, &decisions, tally).await

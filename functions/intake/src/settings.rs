@@ -10,6 +10,8 @@
 //! | `NOTICE_KEY_SECRET_ARN` / `NOTICE_KEY_SECRET` | the key secret (the ledger's rows are read by key), verified against the ledger's key check |
 //! | `NOTICE_LEDGER_URL` / `NOTICE_TABLE` | the ledger, as every entry point names it |
 //! | `NOTICE_CONFIG` | the notice configuration: its policy's obligations (or list of kinds) decide the kinds |
+//! | `NOTICE_STRIPE_API_KEY_ARN` | the Secrets Manager secret holding a restricted Stripe API key (read-only Customers and Subscriptions), read once at start; or `NOTICE_STRIPE_API_KEY`, the key itself (local runs). Required when an obligation rule is `on: price_change` (the start is refused without it: a price change's customer facts come from Stripe, never from a default); unused otherwise |
+//! | `NOTICE_STRIPE_API_BASE` | Stripe's API base URL (default `https://api.stripe.com`; tests point it at a stand-in) |
 
 use std::sync::Arc;
 
@@ -22,7 +24,7 @@ use notice_setup::aws::SdkConfig;
 use notice_setup::ledger_url::{self, LedgerUrl};
 use notice_setup::notices::ConfigSpec;
 use notice_setup::{config, secret};
-use notice_stripe::{SigningSecrets, StripeMapping, DEFAULT_TOLERANCE_SECS};
+use notice_stripe::{ApiKey, SigningSecrets, StripeApi, StripeMapping, DEFAULT_TOLERANCE_SECS};
 use tracing::info;
 
 use crate::aws::SecretsManagerSource;
@@ -34,6 +36,9 @@ pub const SIGNING_SECRET_VAR: &str = "NOTICE_INTAKE_SIGNING_SECRET";
 pub const SIGNING_SECRET_ARN_VAR: &str = "NOTICE_INTAKE_SIGNING_SECRET_ARN";
 pub const TOLERANCE_VAR: &str = "NOTICE_INTAKE_TOLERANCE_SECS";
 pub const QUEUE_VAR: &str = "NOTICE_QUEUE_URL";
+pub const STRIPE_API_KEY_VAR: &str = "NOTICE_STRIPE_API_KEY";
+pub const STRIPE_API_KEY_ARN_VAR: &str = "NOTICE_STRIPE_API_KEY_ARN";
+pub const STRIPE_API_BASE_VAR: &str = "NOTICE_STRIPE_API_BASE";
 
 /// `NOTICE_INTAKE_KIND` if set, checked as a kind; whether it may or must be set comes with the
 /// configuration ([`kinds`]).
@@ -95,6 +100,42 @@ async fn signing_secrets(sdk: &SdkConfig) -> Result<Secrets, ConfigError> {
     }
 }
 
+/// Stripe's API client for a price change's customer facts, when a key is configured: the value
+/// (`NOTICE_STRIPE_API_KEY`) or the secret it lives in (`NOTICE_STRIPE_API_KEY_ARN`, read once).
+/// `needed`: the obligations announce price changes — then a missing key stops the start.
+async fn stripe_api(sdk: &SdkConfig, needed: bool) -> Result<Option<StripeApi>, ConfigError> {
+    let value = config::optional(STRIPE_API_KEY_VAR);
+    let arn = config::optional(STRIPE_API_KEY_ARN_VAR);
+    let invalid = |name, reason: String| ConfigError::Invalid { name, reason };
+    let key = match (value, arn) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                STRIPE_API_KEY_VAR,
+                format!("set only one of {STRIPE_API_KEY_VAR} and {STRIPE_API_KEY_ARN_VAR}"),
+            ))
+        }
+        (Some(value), None) => ApiKey::parse(&value).map_err(|e| invalid(STRIPE_API_KEY_VAR, e.to_string()))?,
+        (None, Some(arn)) => {
+            let client = aws_sdk_secretsmanager::Client::new(sdk);
+            let out = secret::get_value(&client, &arn)
+                .await
+                .map_err(|error| ConfigError::Dependency { name: STRIPE_API_KEY_ARN_VAR, error })?;
+            let text = out.secret_string().unwrap_or_default();
+            ApiKey::parse(text).map_err(|e| invalid(STRIPE_API_KEY_ARN_VAR, format!("{arn}: {e}")))?
+        }
+        (None, None) if needed => {
+            return Err(ConfigError::Missing(
+                "NOTICE_STRIPE_API_KEY_ARN (or NOTICE_STRIPE_API_KEY): the obligations owe price-change notices, \
+                 whose customer e-mail, locale and address are read from Stripe's API",
+            ))
+        }
+        (None, None) => return Ok(None),
+    };
+    let base =
+        config::optional(STRIPE_API_BASE_VAR).unwrap_or_else(|| notice_stripe::api::DEFAULT_BASE.to_owned());
+    StripeApi::new(&base, key).map(Some).map_err(|e| invalid(STRIPE_API_BASE_VAR, e.to_string()))
+}
+
 /// The app from the environment (the Lambda's cold start).
 pub async fn from_env() -> Result<IntakeApp, ConfigError> {
     let stated = kind_from_env()?;
@@ -109,7 +150,12 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
     let secrets = signing_secrets(&sdk).await?;
     let ledger = LedgerUrl::from_env()?;
     let opened = ledger.open_with_buckets(Some(&sdk), ledger_url::retention_days_from_env()?).await?;
-    let planner = IntakePlanner::with_kinds(kinds, zone, keys);
+    let mut planner = IntakePlanner::with_kinds(kinds, zone, keys);
+    let stripe_api = stripe_api(&sdk, planner.announces_price_changes()).await?;
+    let customers = stripe_api.as_ref().map(|api| format!("{} ({} key)", api.base(), api.key_kind()));
+    if let Some(api) = stripe_api {
+        planner = planner.with_customers(Arc::new(api));
+    }
     let verified = match check_ring(opened.key_checks.as_ref(), planner.keys(), false).await {
         Ok(KeyCheckOutcome::Verified(k)) => {
             info!(key_secret = %k, "key secret verified against the ledger's key check");
@@ -134,6 +180,7 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
         signing_secrets = secrets.count().await,
         tolerance_secs,
         ledger = %ledger.describe(),
+        stripe_api = customers.as_deref().unwrap_or("not configured (no price-change rule)"),
         "intake ready"
     );
     Ok(IntakeApp {

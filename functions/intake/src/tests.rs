@@ -327,3 +327,92 @@ async fn an_unreachable_secret_store_is_a_typed_failure() {
     let config_error = err.for_setting(settings::SIGNING_SECRET_ARN_VAR);
     assert!(config_error.dependency().is_some(), "{config_error}");
 }
+
+/// Customers as Stripe's API would answer: `cus_ada` in California, `cus_gone` deleted, any
+/// other id unreachable.
+struct StripeCustomers;
+
+#[async_trait]
+impl notice_ledger::intake::CustomerSource for StripeCustomers {
+    async fn customer(&self, id: &str) -> Result<notice_ledger::intake::Customer, LookupError> {
+        match id {
+            "cus_ada" => Ok(notice_ledger::intake::Customer {
+                email: Some("ada@example.com".into()),
+                locale: Some("en-US".into()),
+                jurisdiction: Some("US-CA".into()),
+            }),
+            "cus_gone" => {
+                Err(LookupError::NotFound { id: id.into(), reason: "the customer is deleted".into() })
+            }
+            _ => Err(LookupError::Failed {
+                service: "Stripe API",
+                fault: Fault::TimedOut,
+                detail: "no complete answer within 5s".into(),
+            }),
+        }
+    }
+}
+
+const PRICED: &str = r#"{
+  "kinds": {
+    "renewal_notice_t72": { "opens_hours_before": 72, "closes_hours_before": 24 },
+    "price_change": { "opens_hours_before": 720, "closes_hours_before": 168 }
+  },
+  "obligations": {
+    "default": [ { "rule": "reminder", "on": "renewal", "kind": "renewal_notice_t72" } ],
+    "jurisdictions": { "US-CA": [ { "rule": "ca-price-change", "on": "price_change", "kind": "price_change" } ] }
+  }
+}"#;
+
+/// A subscription of `customer` whose price went from 29.00 to 39.00, from 1 Oct 2026.
+fn price_changed(customer: &str) -> Value {
+    let item = |amount: i64| {
+        json!({"object": "subscription_item", "quantity": 1, "current_period_end": 1_790_812_800_i64,
+               "price": {"unit_amount": amount, "currency": "usd", "recurring": {"interval": "month", "interval_count": 1}}})
+    };
+    json!({
+        "id": "evt_2", "object": "event", "type": "customer.subscription.updated",
+        "data": {
+            "object": {"id": "sub_8812", "object": "subscription", "customer": customer,
+                       "cancel_at_period_end": false, "cancel_at": null, "items": {"data": [item(3900)]}},
+            "previous_attributes": {"items": {"data": [item(2900)]}}
+        }
+    })
+}
+
+fn priced_app(parts: Parts) -> (IntakeApp, Arc<MemQueue>) {
+    let (mut app, queue) = app(parts);
+    let policy = notice_ledger::WindowPolicy::from_json(PRICED).unwrap();
+    app.planner = IntakePlanner::with_kinds(
+        notice_ledger::intake::Kinds::from_policy(&policy, None).unwrap(),
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(KEY_SECRET).unwrap()),
+    )
+    .with_customers(Arc::new(StripeCustomers));
+    (app, queue)
+}
+
+#[tokio::test]
+async fn a_price_change_is_enqueued_with_the_customers_facts_and_stripe_down_is_a_500() {
+    let (app, queue) = priced_app(Parts::default());
+    let (answer, tally) = run(&app, &signed(&price_changed("cus_ada"))).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!((tally.withdraws, tally.jobs), (1, 1));
+    let bodies = queue.bodies.lock().unwrap().clone();
+    assert_eq!(bodies[1]["kind"], "price_change");
+    assert_eq!(bodies[1]["email"], "ada@example.com");
+    assert_eq!(bodies[1]["template_data"]["amount"], json!({"minor": 3900, "currency": "USD"}));
+
+    // Stripe's API unreachable: nothing enqueued, 500 so that Stripe retries.
+    let (app, queue) = priced_app(Parts::default());
+    let (answer, tally) = run(&app, &signed(&price_changed("cus_down"))).await;
+    assert_eq!(answer.status, 500, "{}", answer.body);
+    assert_eq!(tally.failed, 1);
+    assert!(queue.bodies.lock().unwrap().is_empty());
+
+    // A deleted customer: refused (200), naming the field.
+    let (app, _) = priced_app(Parts::default());
+    let (answer, tally) = run(&app, &signed(&price_changed("cus_gone"))).await;
+    assert_eq!((answer.status, answer.body["field"].as_str()), (200, Some("customer")), "{}", answer.body);
+    assert_eq!(tally.refused, 1);
+}

@@ -6,7 +6,9 @@
 //! | `invoice.upcoming` with `collection_method: send_invoice` | unhandled: Stripe e-mails that invoice itself and charges nothing automatically |
 //! | `customer.subscription.updated` with `cancel_at_period_end: true`, or a `cancel_at` no later than the period's end | a cancellation of the renewal at the period's end |
 //! | `customer.subscription.deleted` | a cancellation of the renewal at the period's end |
-//! | anything else (including a price change on `customer.subscription.updated`: its payload has no e-mail) | unhandled |
+//! | `customer.subscription.updated` whose `previous_attributes` show other `items` (or, before prices, `plan`/`quantity`) with a different amount per period (Σ `unit_amount` × `quantity`) | a price change: the subscription, its `customer` (the e-mail, locale and address are read from Stripe's API, [`crate::api`]), the new amount and currency, from the period's end (`current_period_end`, on the items from API 2025-03-31) |
+//! | `customer.subscription.updated` with the same amount per period (another price id, same amount), or no price, plan or quantity change | unhandled |
+//! | anything else | unhandled |
 //!
 //! The term (for the policy's obligations) is the subscription line's price `recurring` interval
 //! and count, or its `plan`'s; API 2025-03-31 and later no longer put the price on the line, and
@@ -23,7 +25,7 @@
 //! fragments of the current period.
 
 use chrono::{DateTime, Months, Utc};
-use notice_ledger::intake::{BillingFact, BillingMapping, Cancellation, Refused, Renewal};
+use notice_ledger::intake::{BillingFact, BillingMapping, Cancellation, PriceChange, Refused, Renewal};
 use notice_ledger::policy::{Occasion, Term};
 use serde_json::Value;
 
@@ -65,7 +67,7 @@ impl BillingMapping for StripeMapping {
             "customer.subscription.deleted" => {
                 cancellation(event_type, object, "stripe customer.subscription.deleted")
             }
-            _ => updated(event_type, object),
+            _ => updated(event_type, object, event.pointer("/data/previous_attributes")),
         }
     }
 }
@@ -147,7 +149,7 @@ fn upcoming(event_type: &str, invoice: &Value) -> Result<BillingFact, Refused> {
     }))
 }
 
-fn updated(event_type: &str, subscription: &Value) -> Result<BillingFact, Refused> {
+fn updated(event_type: &str, subscription: &Value, previous: Option<&Value>) -> Result<BillingFact, Refused> {
     if subscription.get("cancel_at_period_end").and_then(Value::as_bool) == Some(true) {
         return cancellation(
             event_type,
@@ -165,11 +167,130 @@ fn updated(event_type: &str, subscription: &Value) -> Result<BillingFact, Refuse
             );
         }
     }
+    if let Some(previous) =
+        previous.filter(|p| ["items", "plan", "quantity"].iter().any(|f| p.get(f).is_some()))
+    {
+        return price_change(event_type, subscription, previous);
+    }
     Ok(BillingFact::Unhandled {
         event_type: event_type.to_owned(),
-        reason: "no cancellation at the period's end (a price change is announced by the renewal's invoice.upcoming)"
-            .into(),
+        reason: "no cancellation at the period's end and no change of price or quantity".into(),
     })
+}
+
+/// A subscription whose items' price or quantity changed (`previous_attributes` holds the old
+/// `items`, or — before prices — the old `plan` and `quantity`): the new amount per period from
+/// the next renewal (the current period's end). The customer's e-mail, language and address are
+/// not in the event; the planner reads them from Stripe's API by `customer`.
+fn price_change(event_type: &str, subscription: &Value, previous: &Value) -> Result<BillingFact, Refused> {
+    let refused = |field: &str, reason: String| Refused::new(event_type, field, reason);
+    let items = subscription
+        .pointer("/items/data")
+        .and_then(Value::as_array)
+        .filter(|items| !items.is_empty())
+        .ok_or_else(|| refused("items.data", "is missing or empty".into()))?;
+    let (amount_minor, currency) = amount(items, None).map_err(|(f, r)| refused(&f, r))?;
+    let previous_minor = match previous.pointer("/items/data").and_then(Value::as_array) {
+        Some(old_items) => amount(old_items, None),
+        // Before prices: the subscription's old `plan` and `quantity` over its one item.
+        None => amount(items, Some(previous)),
+    }
+    .map_err(|(f, r)| refused(&format!("previous_attributes.{f}"), r))?
+    .0;
+    if previous_minor == amount_minor {
+        return Ok(BillingFact::Unhandled {
+            event_type: event_type.to_owned(),
+            reason: format!("the amount per period is unchanged ({amount_minor} minor units)"),
+        });
+    }
+    let subscription_id = subscription
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| refused("id", "is missing".into()))?
+        .to_owned();
+    let customer_id =
+        id_at(subscription, "/customer").ok_or_else(|| refused("customer", "is missing".into()))?;
+    let end = period_end(subscription).ok_or_else(|| {
+        refused(
+            "current_period_end",
+            "is missing: neither the subscription (API versions before 2025-03-31) nor its items \
+             (`items.data[].current_period_end`) say when the new price first applies"
+                .into(),
+        )
+    })?;
+    let first = items.first();
+    let plan_name = first.and_then(|item| {
+        ["/price/nickname", "/plan/nickname"]
+            .iter()
+            .find_map(|p| item.pointer(p).and_then(Value::as_str).filter(|s| !s.trim().is_empty()))
+            .map(str::to_owned)
+    });
+    let starts = instant(event_type, "current_period_end", end)?;
+    Ok(BillingFact::PriceChange(PriceChange {
+        subscription_id,
+        customer_id,
+        period_start_at: starts,
+        charge_at: starts,
+        previous_minor,
+        amount_minor,
+        currency,
+        plan_name,
+        term: first.and_then(term),
+        // The event states only the amount just before this change, not the one the current
+        // period was billed at (a change back is told from it).
+        in_force_minor: None,
+    }))
+}
+
+/// The amount per period of `items`: each item's `price.unit_amount` (or, before prices, its
+/// `plan.amount`) times its `quantity` (1 when absent), in the items' one currency, upper case.
+/// `old`: the previous attributes of a subscription from before prices, whose `plan` and
+/// `quantity` replace the (one) item's. Err: the field (relative to the item list) and why — a
+/// tiered or metered price has no `unit_amount`, and no amount can be announced for it.
+fn amount(items: &[Value], old: Option<&Value>) -> Result<(i64, String), (String, String)> {
+    let mut total: i64 = 0;
+    let mut currency: Option<String> = None;
+    for (i, item) in items.iter().enumerate() {
+        let price = old
+            .and_then(|o| o.get("plan"))
+            .or_else(|| item.get("price"))
+            .or_else(|| item.get("plan"))
+            .ok_or_else(|| (format!("items.data[{i}].price"), "is missing".to_owned()))?;
+        let unit =
+            price.get("unit_amount").or_else(|| price.get("amount")).and_then(Value::as_i64).ok_or_else(
+                || {
+                    (
+                        format!("items.data[{i}].price.unit_amount"),
+                        "is missing or null (a tiered or metered price): no amount per period to announce"
+                            .to_owned(),
+                    )
+                },
+            )?;
+        let quantity = old
+            .and_then(|o| o.get("quantity"))
+            .or_else(|| item.get("quantity"))
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        total = unit
+            .checked_mul(quantity)
+            .and_then(|a| total.checked_add(a))
+            .ok_or_else(|| (format!("items.data[{i}].quantity"), "overflows the amount".to_owned()))?;
+        let code = price
+            .get("currency")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| (format!("items.data[{i}].price.currency"), "is missing".to_owned()))?
+            .to_ascii_uppercase();
+        match &currency {
+            Some(c) if *c != code => {
+                return Err((format!("items.data[{i}].price.currency"), format!("{code} beside {c}")))
+            }
+            _ => currency = Some(code),
+        }
+    }
+    let currency = currency.ok_or_else(|| ("items.data".to_owned(), "is empty".to_owned()))?;
+    Ok((total, currency))
 }
 
 fn cancellation(event_type: &str, subscription: &Value, reason: &str) -> Result<BillingFact, Refused> {
@@ -276,7 +397,7 @@ fn instant(event_type: &str, field: &str, secs: i64) -> Result<DateTime<Utc>, Re
 /// `US-CA` from a customer address with country `US` and state `CA`; the country alone when the
 /// state is not an ISO 3166-2 subdivision code (Stripe keeps what was typed); none without a
 /// country code.
-fn jurisdiction(address: Option<&Value>) -> Option<String> {
+pub(crate) fn jurisdiction(address: Option<&Value>) -> Option<String> {
     let address = address?;
     let country = address.get("country").and_then(Value::as_str).filter(|c| !c.is_empty())?;
     let state = address.get("state").and_then(Value::as_str).filter(|s| !s.is_empty());

@@ -232,3 +232,85 @@ fn the_term_comes_from_the_price_or_the_lines_period() {
     set(&mut priced, "/lines/data/0/price/recurring", json!({"interval": "month", "interval_count": 3}));
     assert_eq!(renewal(&event("invoice.upcoming", priced)).term, Term::parse("month", 3));
 }
+
+/// `event` with `data.previous_attributes`: the fields a `customer.subscription.updated` changed,
+/// with their old values (Stripe's event shape; the fixtures' envelope has none).
+fn updated_with(object: Value, previous: Value) -> Value {
+    let mut e = event("customer.subscription.updated", object);
+    e["data"]["previous_attributes"] = previous;
+    e
+}
+
+/// The 2025 subscription fixture renewing at `PERIOD_START`, not cancelling.
+fn renewing_2025() -> Value {
+    let mut sub = fixture("subscription.json");
+    set(&mut sub, "/cancel_at_period_end", json!(false));
+    set(&mut sub, "/cancel_at", Value::Null);
+    set(&mut sub, "/items/data/0/current_period_end", json!(PERIOD_START));
+    sub
+}
+
+fn price_change(event: &Value) -> notice_ledger::intake::PriceChange {
+    match StripeMapping.fact(event) {
+        Ok(BillingFact::PriceChange(c)) => c,
+        other => panic!("a price change: {other:?}"),
+    }
+}
+
+#[test]
+fn a_changed_price_is_a_price_change_from_the_next_renewal_in_both_shapes() {
+    // 2025 shape: the item's price went from 15.00 to the fixture's 20.00 (quantity 1).
+    let sub = renewing_2025();
+    let mut old_items = sub["items"].clone();
+    set(&mut old_items, "/data/0/price/unit_amount", json!(1500));
+    let c = price_change(&updated_with(sub.clone(), json!({"items": old_items})));
+    assert_eq!(c.subscription_id, "sub_1Pgc6rB7WZ01zgkWNy0Cn5nw");
+    assert_eq!(c.customer_id, "cus_QXg1o8vcGmoR32");
+    assert_eq!((c.previous_minor, c.amount_minor, c.currency.as_str()), (1500, 2000, "USD"));
+    assert_eq!((c.period_start_at, c.charge_at), (at(PERIOD_START), at(PERIOD_START)));
+    assert_eq!(c.term, notice_ledger::policy::Term::parse("month", 1));
+    assert_eq!(c.in_force_minor, None, "the event does not state the amount in force");
+    // A quantity change changes the amount too.
+    let mut more = sub.clone();
+    set(&mut more, "/items/data/0/quantity", json!(3));
+    let c = price_change(&updated_with(more, json!({"items": sub["items"].clone()})));
+    assert_eq!((c.previous_minor, c.amount_minor), (2000, 6000));
+    // 2024 shape: the old `plan` and `quantity` on the subscription; the period on it.
+    let mut old = fixture("subscription.2024-06.json");
+    set(&mut old, "/cancel_at", Value::Null);
+    set(&mut old, "/current_period_end", json!(PERIOD_START));
+    let c = price_change(&updated_with(
+        old.clone(),
+        json!({"plan": {"amount": 1500, "currency": "usd"}, "quantity": 1}),
+    ));
+    assert_eq!((c.previous_minor, c.amount_minor), (1500, 2000));
+    assert_eq!((c.customer_id.as_str(), c.period_start_at), ("cus_PEHTIoPSgT0tXQ", at(PERIOD_START)));
+    // The same amount per period (10.00 × 2 before, 20.00 × 1 now): nothing to announce.
+    let same = updated_with(old, json!({"plan": {"amount": 1000, "currency": "usd"}, "quantity": 2}));
+    assert!(matches!(StripeMapping.fact(&same), Ok(BillingFact::Unhandled { .. })));
+}
+
+#[test]
+fn a_price_change_that_cannot_be_announced_is_refused_naming_the_field() {
+    let sub = renewing_2025();
+    let mut old_items = sub["items"].clone();
+    set(&mut old_items, "/data/0/price/unit_amount", json!(1500));
+    let refused =
+        |sub: Value| StripeMapping.fact(&updated_with(sub, json!({"items": old_items.clone()}))).unwrap_err();
+    let mut tiered = sub.clone();
+    set(&mut tiered, "/items/data/0/price/unit_amount", Value::Null);
+    assert_eq!(refused(tiered).field, "items.data[0].price.unit_amount");
+    let mut no_customer = sub.clone();
+    set(&mut no_customer, "/customer", Value::Null);
+    assert_eq!(refused(no_customer).field, "customer");
+    let mut no_period = sub.clone();
+    set(&mut no_period, "/items/data/0/current_period_end", Value::Null);
+    assert_eq!(refused(no_period).field, "current_period_end");
+    // A cancellation in the same update wins: no notice for a renewal that will not happen.
+    let mut cancelling = sub;
+    set(&mut cancelling, "/cancel_at_period_end", json!(true));
+    assert!(matches!(
+        StripeMapping.fact(&updated_with(cancelling, json!({"items": old_items.clone()}))),
+        Ok(BillingFact::Cancellation(_))
+    ));
+}

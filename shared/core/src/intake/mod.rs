@@ -61,6 +61,10 @@ pub enum BillingFact {
     /// The subscription ends with its current period (or has ended): the notice for the renewal
     /// that will not happen must not go out.
     Cancellation(Cancellation),
+    /// The subscription's price changes from its next renewal: one notice per announced new
+    /// amount. The customer's address, language and jurisdiction are not in such an event; the
+    /// planner reads them through a [`CustomerSource`].
+    PriceChange(PriceChange),
     /// An event the intake does not turn into a notice (answered, counted, never an error).
     Unhandled { event_type: String, reason: String },
 }
@@ -103,6 +107,67 @@ pub struct Cancellation {
     pub period_start_at: DateTime<Utc>,
     /// For the tombstone's audit trail (one line).
     pub reason: String,
+}
+
+/// A changed price, as the billing system states it: the new amount first applies at the renewal
+/// that opens `period_start_at`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PriceChange {
+    pub subscription_id: String,
+    /// The billing system's customer id: the customer's facts are looked up by it, never guessed.
+    pub customer_id: String,
+    /// The instant the billing period in which the new price first applies opens; the planner
+    /// reads it as a date in the billing system's time zone (`period_start`).
+    pub period_start_at: DateTime<Utc>,
+    /// When the new price first applies (the job's `charge_at`, CONTRACT: "for a price-change
+    /// notice, when the new price first applies").
+    pub charge_at: DateTime<Utc>,
+    /// The amount per period before the change, in ISO 4217 minor units (for logs; it never
+    /// enters the notice's content, so the same new amount reached from two different old ones
+    /// is one notice). The adapter maps an event whose amount did not change to no fact.
+    pub previous_minor: i64,
+    /// The new amount per period, in minor units, and its upper-case currency code.
+    pub amount_minor: i64,
+    pub currency: String,
+    pub plan_name: Option<String>,
+    pub term: Option<Term>,
+    /// The amount the customer pays in the current period, when the billing system states it:
+    /// a change back to it before anything was told withdraws the pending notice and announces
+    /// nothing. `None`: not stated, so a change back is announced like any change.
+    pub in_force_minor: Option<i64>,
+}
+
+/// What a notice needs to know about a customer, read from the billing system's own records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Customer {
+    pub email: Option<String>,
+    /// The first preferred language, as the billing system has it (checked by the planner).
+    pub locale: Option<String>,
+    /// ISO 3166 code from the customer's address (`US-CA`), when it has one.
+    pub jurisdiction: Option<String>,
+}
+
+/// Why a customer's facts could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The billing system has no such customer (or it was deleted): a retry cannot help, so the
+    /// event is refused, naming the field.
+    #[error("customer {id}: {reason}")]
+    NotFound { id: String, reason: String },
+    /// The billing system could not be asked (unreachable, timed out, throttled, 5xx) or refused
+    /// our key (denied: a misconfiguration): a retry of the webhook can succeed once it is fixed.
+    #[error("{service}: {detail}")]
+    Failed { service: &'static str, fault: Fault, detail: String },
+    /// No customer source is configured for a fact that needs one.
+    #[error("no customer lookup is configured: {0}")]
+    NotConfigured(&'static str),
+}
+
+/// The billing system's customer records, read-only: the port the planner reads a price
+/// change's customer facts through (Stripe: `GET /v1/customers/{id}`, `notice_stripe::api`).
+#[async_trait]
+pub trait CustomerSource: Send + Sync {
+    async fn customer(&self, id: &str) -> Result<Customer, LookupError>;
 }
 
 /// An event the mapping cannot read: the field it needed and why. Never retried by the billing

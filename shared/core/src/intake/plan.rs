@@ -1,19 +1,22 @@
 //! The planner: a billing fact and the ledger's rows → the messages to enqueue.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
-use super::revision::{self, RevisionChoice, RevisionRows, WithdrawChoice};
-use super::{BillingFact, Cancellation, IntakeDecision, Refused, Renewal};
+use super::revision::{self, PriceChoice, RevisionChoice, RevisionRows, WithdrawChoice};
+use super::{
+    BillingFact, Cancellation, CustomerSource, IntakeDecision, LookupError, PriceChange, Refused, Renewal,
+};
 use crate::error::{ConfigError, LedgerError};
 use crate::identity::{Identity, Kind, NoticeKey};
 use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Locale, Money, TimeZone};
-use crate::policy::{Contract, Obligations, WindowPolicy};
+use crate::policy::{Contract, Obligations, Occasion, WindowPolicy};
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
 const PAGE: u64 = 8;
@@ -31,6 +34,10 @@ pub enum PlanError {
     /// The ledger could not be read: nothing was decided; the webhook must be retried.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// The customer's facts could not be read from the billing system (unreachable, timed out,
+    /// denied, or no lookup configured): nothing was decided; the webhook must be retried.
+    #[error("customer lookup failed: {0}")]
+    Lookup(LookupError),
 }
 
 /// Which kinds a fact's notices are: the policy's obligations, or the one kind a deployment
@@ -94,6 +101,8 @@ pub struct IntakePlanner {
     kinds: Kinds,
     billing_zone: TimeZone,
     keys: KeyRing,
+    /// Where a price change's customer facts are read (`None`: price changes cannot be planned).
+    customers: Option<Arc<dyn CustomerSource>>,
 }
 
 impl IntakePlanner {
@@ -103,7 +112,34 @@ impl IntakePlanner {
     }
 
     pub fn with_kinds(kinds: Kinds, billing_zone: TimeZone, keys: KeyRing) -> Self {
-        Self { kinds, billing_zone, keys }
+        Self { kinds, billing_zone, keys, customers: None }
+    }
+
+    /// The same, reading a price change's customer facts from `customers`.
+    pub fn with_customers(mut self, customers: Arc<dyn CustomerSource>) -> Self {
+        self.customers = Some(customers);
+        self
+    }
+
+    /// The kinds some rule owes `on: price_change`.
+    fn price_change_kinds(&self) -> Vec<&str> {
+        match &self.kinds {
+            Kinds::Stated(_) => Vec::new(),
+            Kinds::Obligations(o) => o
+                .rules()
+                .filter(|(_, r)| r.on == Occasion::PriceChange)
+                .map(|(_, r)| r.kind.as_str())
+                .collect(),
+        }
+    }
+
+    /// Whether the obligations owe notices of a price change in some jurisdiction: then the
+    /// customer facts must be readable (a deployment without that rule never looks them up).
+    pub fn announces_price_changes(&self) -> bool {
+        match &self.kinds {
+            Kinds::Stated(_) => false,
+            Kinds::Obligations(o) => o.rules().any(|(_, r)| r.on == Occasion::PriceChange),
+        }
     }
 
     pub fn kinds(&self) -> &Kinds {
@@ -190,6 +226,7 @@ impl IntakePlanner {
         match fact {
             BillingFact::Renewal(renewal) => self.plan_renewal(event_type, renewal, ledger).await,
             BillingFact::Cancellation(c) => self.plan_cancellation(event_type, c, ledger).await,
+            BillingFact::PriceChange(change) => self.plan_price_change(event_type, change, ledger).await,
             BillingFact::Unhandled { reason, .. } => {
                 Ok(vec![IntakeDecision::Ignore { reason: reason.clone() }])
             }
@@ -281,6 +318,103 @@ impl IntakePlanner {
         })
     }
 
+    /// A price change: when some obligation speaks for price changes, the customer's facts are
+    /// read from the billing system, the obligations decide the kinds for the customer's
+    /// jurisdiction, and [`revision::price_change`] decides each kind's messages.
+    async fn plan_price_change(
+        &self,
+        event_type: &str,
+        change: &PriceChange,
+        ledger: &dyn RowReader,
+    ) -> Result<Vec<IntakeDecision>, PlanError> {
+        if !self.announces_price_changes() {
+            return Ok(vec![IntakeDecision::Ignore {
+                reason:
+                    "no obligation rule is `on: price_change`: the configuration owes no price-change notice"
+                        .into(),
+            }]);
+        }
+        let customers = self.customers.as_ref().ok_or(PlanError::Lookup(LookupError::NotConfigured(
+            "the obligations owe price-change notices, and their customer facts come from the billing system",
+        )))?;
+        let customer = match customers.customer(&change.customer_id).await {
+            Ok(c) => c,
+            Err(LookupError::NotFound { id, reason }) => {
+                return Err(Refused::new(event_type, "customer", format!("{id}: {reason}")).into())
+            }
+            Err(e) => return Err(PlanError::Lookup(e)),
+        };
+        let email = customer.email.filter(|e| !e.trim().is_empty()).ok_or_else(|| {
+            Refused::new(
+                event_type,
+                "customer.email",
+                "is missing: the customer has no e-mail address on file",
+            )
+        })?;
+        let renewal = Renewal {
+            occasion: Occasion::PriceChange,
+            subscription_id: change.subscription_id.clone(),
+            period_start_at: change.period_start_at,
+            charge_at: change.charge_at,
+            amount_minor: change.amount_minor,
+            currency: change.currency.clone(),
+            email,
+            locale: customer.locale,
+            jurisdiction: customer.jurisdiction,
+            plan_name: change.plan_name.clone(),
+            term: change.term,
+            trial_days: None,
+            started_at: None,
+        };
+        let owed = self.owed(event_type, &renewal)?;
+        if owed.is_empty() {
+            return Ok(vec![IntakeDecision::Ignore {
+                reason: format!(
+                    "no obligation rule speaks for a price change in {}: the configuration owes no notice",
+                    renewal.jurisdiction.as_deref().unwrap_or("no jurisdiction")
+                ),
+            }]);
+        }
+        let change_back = change.in_force_minor == Some(change.amount_minor);
+        let mut out = Vec::new();
+        for OwedKind { kind, rule } in owed {
+            if let Some(rule) = &rule {
+                tracing::info!(kind, rule, change_back, "price-change notice owed");
+            }
+            let job = self.job(event_type, &kind, &renewal, 0)?;
+            let digest = job.content_digest();
+            let period_start = period_of(&job);
+            let at = (renewal.subscription_id.as_str(), period_start.as_str(), kind.as_str());
+            let scanned = self.scan(event_type, at, ledger).await?;
+            let choice =
+                revision::price_change(&scanned, &digest, change_back).ok_or_else(|| too_many(event_type))?;
+            let withdraw = |revisions: Vec<u64>, reason: &str| -> Result<Vec<IntakeDecision>, Refused> {
+                revisions
+                    .into_iter()
+                    .map(|r| self.withdrawal(event_type, at, r, reason).map(IntakeDecision::Withdraw))
+                    .collect()
+            };
+            match choice {
+                PriceChoice::Reuse(revision) => {
+                    out.push(IntakeDecision::Send(self.job(event_type, &kind, &renewal, revision)?));
+                }
+                PriceChoice::Withdraw(revisions) => {
+                    out.extend(withdraw(revisions, "the price went back before the change was announced")?);
+                }
+                PriceChoice::Mint { revision, superseded } => {
+                    if revision >= MAX_REVISIONS {
+                        return Err(too_many(event_type));
+                    }
+                    let reason =
+                        format!("{}: the price changed again", revision::superseded_mark(revision, &digest));
+                    out.extend(withdraw(superseded, &reason)?);
+                    out.push(IntakeDecision::Send(self.job(event_type, &kind, &renewal, revision)?));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// A cancellation withdraws the period's notice of every kind the deployment can send: the
     /// event does not say which ones were owed, and a tombstone where none was owed costs one row.
     async fn plan_cancellation(
@@ -294,13 +428,21 @@ impl IntakePlanner {
             .map_err(|e| Refused::new(event_type, "period_start", e))?;
         let subscription_id = cancellation.subscription_id.as_str();
         let mut out = Vec::new();
+        let price_kinds = self.price_change_kinds();
         for kind in self.kinds.all() {
             // Validates the identity before the ledger is read (a bad id is refused, not looked up).
             Identity::new(subscription_id, &period_start, kind, 0)
                 .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
             let at = (subscription_id, period_start.as_str(), kind);
             let scanned = self.scan(event_type, at, ledger).await?;
-            match revision::withdraw(&scanned).ok_or_else(|| too_many(event_type))? {
+            // A price-change kind's tombstones do not end its period (a pending notice may sit
+            // past them, without a row): its first revision without a row is always withdrawn.
+            let choice = if price_kinds.contains(&kind) {
+                revision::withdraw_pending(&scanned)
+            } else {
+                revision::withdraw(&scanned)
+            };
+            match choice.ok_or_else(|| too_many(event_type))? {
                 WithdrawChoice::AlreadyWithdrawn(revision) => out.push(IntakeDecision::Ignore {
                     reason: format!(
                         "the {kind} notice for period {period_start} is already withdrawn (revision {revision})"

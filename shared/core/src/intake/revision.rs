@@ -41,6 +41,24 @@ impl RevisionRows {
     fn has_state(&self, state: RowState) -> bool {
         self.rows.iter().any(|r| r.state == state)
     }
+
+    /// Whether this revision's tombstone was left by the intake moving the notice on to
+    /// `revision` with content `digest` ([`superseded_mark`] in its withdraw reason).
+    fn superseded_to(&self, revision: u64, digest: &str) -> bool {
+        let mark = superseded_mark(revision, digest);
+        self.rows
+            .iter()
+            .any(|r| r.state == RowState::Withdrawn && r.detail.as_deref().is_some_and(|d| d.contains(&mark)))
+    }
+}
+
+/// What the intake writes into the reason of the withdraw that supersedes a pending price-change
+/// notice: the revision the change moved to and its content digest. The tombstone keeps the
+/// reason (its `detail`), so a redelivery of the same change that comes after the tombstone
+/// landed, while the new notice still waits without a row, finds where its notice already is —
+/// the pending notice's body cannot be read from the ledger, only this mark.
+pub fn superseded_mark(revision: u64, digest: &str) -> String {
+    format!("superseded by revision {revision} (content {digest})")
 }
 
 /// What the rule decides for a send.
@@ -96,4 +114,75 @@ pub fn withdraw(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
         before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
     revisions.push(gap);
     Some(WithdrawChoice::Withdraw(revisions))
+}
+
+/// The rule for a cancellation of a price-change notice: the first revision without a row (where a
+/// pending notice sits) and every `released` one, whatever tombstones come before — withdrawn rows
+/// there are superseded amounts, not the end of the period. `None` when the scan did not reach
+/// its first gap.
+pub fn withdraw_pending(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
+    let gap = first_gap(scanned)?;
+    let mut revisions: Vec<u64> = scanned
+        .iter()
+        .filter(|r| r.revision < gap && r.has_state(RowState::Released))
+        .map(|r| r.revision)
+        .collect();
+    revisions.push(gap);
+    Some(WithdrawChoice::Withdraw(revisions))
+}
+
+/// What the rule decides for a price change (see [`price_change`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PriceChoice {
+    /// This new amount is already the notice at this revision: the same body again.
+    Reuse(u64),
+    /// Withdraw these revisions (the one a pending notice sits at, and every `released` one) and
+    /// announce nothing: the price went back before anything was told.
+    Withdraw(Vec<u64>),
+    /// Withdraw `superseded` and announce the new amount at `revision`.
+    Mint { revision: u64, superseded: Vec<u64> },
+}
+
+/// The rule for a price-change notice of content `digest` — one notice per announced new amount.
+///
+/// It differs from [`choose`] in three places, both because a price can change several times
+/// within one period while its notice waits (parked for weeks) without a row:
+///
+/// - a `withdrawn` row does not end the period: it is a superseded or withdrawn announcement, and
+///   a later new amount is still owed;
+/// - only the latest revision with a row is reused: an amount announced, superseded and then
+///   restored is announced again, never left behind the amount that superseded it;
+/// - a new amount never shares a revision with an earlier one still waiting: the notice that may
+///   be pending sits at the first revision without a row (every notice is minted there), so that
+///   revision is withdrawn and the new amount is minted one past it. The tombstone suppresses the
+///   old amount whenever its job arrives; a withdraw that finds it already claimed is answered
+///   `withdraw_too_late` and the new amount still goes out (the customer was told the old one).
+///
+/// A change back (`change_back`: the new amount is the one in force) before anything was told
+/// withdraws the pending notice and mints nothing; once something was claimed or sent, the
+/// customer was told another amount, so the one in force is announced like any change.
+///
+/// `None` when the scan did not reach its first gap.
+pub fn price_change(scanned: &[RevisionRows], digest: &str, change_back: bool) -> Option<PriceChoice> {
+    let gap = first_gap(scanned)?;
+    let before_gap = scanned.iter().filter(|r| r.revision < gap);
+    // Only the latest announcement counts: an older revision with this amount was superseded
+    // by another amount since, and reusing it would leave the newer one standing.
+    if let Some(latest) = before_gap.clone().next_back().filter(|r| r.has_digest(digest)) {
+        return Some(PriceChoice::Reuse(latest.revision));
+    }
+    // This very change, delivered again after its withdraw landed and before its notice (which
+    // waits at the gap, parked or queued) was claimed: the same body at the same revision, never
+    // a second withdraw and mint — which, racing the claim, could announce the amount twice.
+    if scanned.iter().any(|r| r.revision + 1 == gap && r.superseded_to(gap, digest)) {
+        return Some(PriceChoice::Reuse(gap));
+    }
+    let told = before_gap.clone().any(|r| r.has_state(RowState::Claimed) || r.has_state(RowState::Sent));
+    let mut superseded: Vec<u64> =
+        before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
+    superseded.push(gap);
+    if change_back && !told {
+        return Some(PriceChoice::Withdraw(superseded));
+    }
+    Some(PriceChoice::Mint { revision: gap + 1, superseded })
 }

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -432,4 +434,284 @@ fn obligations_and_a_stated_kind_exclude_each_other() {
     assert!(matches!(Kinds::from_policy(&plain, stated), Ok(Kinds::Stated(_))));
     let err = Kinds::from_policy(&plain, None).unwrap_err().to_string();
     assert!(err.contains("NOTICE_INTAKE_KIND"), "{err}");
+}
+
+// --- Price changes -------------------------------------------------------------------------
+
+/// California's price-change rule; a renewal reminder everywhere.
+const PRICED: &str = r#"{
+  "kinds": {
+    "renewal_notice_t72": { "opens_hours_before": 72, "closes_hours_before": 24 },
+    "price_change": { "opens_hours_before": 720, "closes_hours_before": 168 }
+  },
+  "obligations": {
+    "default": [ { "rule": "reminder", "on": "renewal", "kind": "renewal_notice_t72" } ],
+    "jurisdictions": {
+      "US-CA": [
+        { "rule": "ca-reminder", "on": "renewal", "kind": "renewal_notice_t72" },
+        { "rule": "ca-price-change", "on": "price_change", "kind": "price_change" }
+      ]
+    }
+  }
+}"#;
+
+/// Customers by id, counting lookups; an id not in the map is `NotFound`, `cus_down` unreachable.
+#[derive(Default)]
+struct Customers {
+    known: std::collections::HashMap<String, Customer>,
+    lookups: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl CustomerSource for Customers {
+    async fn customer(&self, id: &str) -> Result<Customer, LookupError> {
+        self.lookups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if id == "cus_down" {
+            return Err(LookupError::Failed {
+                service: "Stripe",
+                fault: crate::Fault::TimedOut,
+                detail: "no answer within 5 s".into(),
+            });
+        }
+        self.known
+            .get(id)
+            .cloned()
+            .ok_or_else(|| LookupError::NotFound { id: id.into(), reason: "deleted".into() })
+    }
+}
+
+fn ada(jurisdiction: &str) -> Customer {
+    Customer {
+        email: Some("ada@example.com".into()),
+        locale: Some("en-US".into()),
+        jurisdiction: Some(jurisdiction.into()),
+    }
+}
+
+fn priced_with(customers: Arc<Customers>) -> IntakePlanner {
+    let policy = crate::policy::WindowPolicy::from_json(PRICED).unwrap();
+    IntakePlanner::with_kinds(
+        Kinds::from_policy(&policy, None).unwrap(),
+        TimeZone::parse("America/Los_Angeles").unwrap(),
+        KeyRing::from(NoticeSecret::new(S1).unwrap()),
+    )
+    .with_customers(customers)
+}
+
+fn customers(pairs: &[(&str, Customer)]) -> Arc<Customers> {
+    Arc::new(Customers {
+        known: pairs.iter().map(|(id, c)| ((*id).to_owned(), c.clone())).collect(),
+        ..Customers::default()
+    })
+}
+
+fn price_change(previous_minor: i64, amount_minor: i64) -> PriceChange {
+    PriceChange {
+        subscription_id: "sub_8812".into(),
+        customer_id: "cus_ada".into(),
+        period_start_at: at("2026-10-01T07:00:00Z"),
+        charge_at: at("2026-10-01T07:00:00Z"),
+        previous_minor,
+        amount_minor,
+        currency: "USD".into(),
+        plan_name: Some("Coffee Box".into()),
+        term: Term::parse("month", 1),
+        in_force_minor: None,
+    }
+}
+
+async fn plan_price(p: &IntakePlanner, change: &PriceChange, ledger: &dyn RowReader) -> Vec<IntakeDecision> {
+    p.plan("customer.subscription.updated", &BillingFact::PriceChange(change.clone()), ledger).await.unwrap()
+}
+
+/// What the sender leaves after it took each message of `decisions`: a tombstone for a withdraw,
+/// a `sent` row for a send.
+fn deliver(p: &IntakePlanner, ledger: &MemoryLedger, decisions: &[IntakeDecision]) {
+    for d in decisions {
+        match d {
+            IntakeDecision::Withdraw(w) => {
+                let key = p.keys().key(&w.identity);
+                ledger.insert(WithdrawRequest::new(w, key, Origin::Worker, "sender", Utc::now()).to_row());
+            }
+            IntakeDecision::Send(job) => ledger.insert(sent_row(p, job)),
+            IntakeDecision::Ignore { .. } => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_price_change_is_one_notice_with_the_customers_facts_and_a_redelivery_is_the_same_body() {
+    let source = customers(&[("cus_ada", ada("US-CA"))]);
+    let p = priced_with(source.clone());
+    let ledger = MemoryLedger::new();
+    let first = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    // The revision a pending notice would sit at is guarded; the new amount is one past it.
+    assert_eq!(withdraws(&first), vec![0]);
+    assert_eq!(sends(&first), vec![(1, 3900)]);
+    let IntakeDecision::Send(job) = &first[1] else { panic!("a send") };
+    let body = job.to_value();
+    assert_eq!(body["kind"], "price_change");
+    assert_eq!(body["email"], "ada@example.com");
+    assert_eq!(body["locale"], "en-US");
+    assert_eq!(body["jurisdiction"], "US-CA");
+    assert_eq!(body["period_start"], "2026-10-01");
+    assert_eq!(body["charge_at"], "2026-10-01T07:00:00+00:00");
+    // Redelivered before the sender ran: the very same messages.
+    assert_eq!(plan_price(&p, &price_change(2900, 3900), &ledger).await, first);
+    // The sender took them and sent: a redelivery (and the same amount reached from another old
+    // one, delivered late) is that notice again, suppressed by the ledger as a copy.
+    deliver(&p, &ledger, &first);
+    assert_eq!(plan_price(&p, &price_change(2900, 3900), &ledger).await, vec![first[1].clone()]);
+    assert_eq!(plan_price(&p, &price_change(3400, 3900), &ledger).await, vec![first[1].clone()]);
+    assert!(source.lookups.load(std::sync::atomic::Ordering::Relaxed) >= 4, "looked up, not guessed");
+}
+
+#[tokio::test]
+async fn two_different_new_amounts_are_two_revisions_and_the_older_is_withdrawn_if_still_pending() {
+    let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
+    let ledger = MemoryLedger::new();
+    let b = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    deliver(&p, &ledger, &b[..1]); // the tombstone lands; the notice for 39.00 waits (parked)
+    let c = plan_price(&p, &price_change(3900, 4900), &ledger).await;
+    // 39.00 is still pending at revision 1: withdrawn there; 49.00 one past it.
+    assert_eq!(withdraws(&c), vec![1]);
+    assert_eq!(sends(&c), vec![(2, 4900)]);
+    deliver(&p, &ledger, &c);
+    // The notice for 39.00 went out after all (claimed before its withdraw): a third amount is
+    // still its own revision.
+    let ledger = MemoryLedger::new();
+    deliver(&p, &ledger, &b);
+    let c = plan_price(&p, &price_change(3900, 4900), &ledger).await;
+    assert_eq!(withdraws(&c), vec![2]);
+    assert_eq!(sends(&c), vec![(3, 4900)]);
+}
+
+/// Stripe redelivers a change after the intake's withdraw landed but before the new notice
+/// (parked for weeks) was claimed: the same body at the same revision, never a second withdraw and
+/// mint — the second mint would be sent beside the first whenever the withdraw of the first came
+/// too late.
+#[tokio::test]
+async fn a_redelivery_after_the_tombstone_landed_is_the_same_notice_not_a_second_one() {
+    let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
+    let ledger = MemoryLedger::new();
+    let first = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    deliver(&p, &ledger, &first[..1]); // the tombstone at 0 lands; 39.00 waits at 1
+    let again = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    assert_eq!(again, vec![first[1].clone()], "the waiting notice's own body, nothing withdrawn");
+    // Another amount is still a change: 39.00 withdrawn at 1, 49.00 at 2; and its redelivery
+    // after that tombstone is again the same body.
+    let other = plan_price(&p, &price_change(3900, 4900), &ledger).await;
+    assert_eq!((withdraws(&other), sends(&other)), (vec![1], vec![(2, 4900)]));
+    deliver(&p, &ledger, &other[..1]);
+    assert_eq!(plan_price(&p, &price_change(3900, 4900), &ledger).await, vec![other[1].clone()]);
+}
+
+#[tokio::test]
+async fn a_change_back_before_anything_was_told_withdraws_and_after_is_announced() {
+    let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
+    let ledger = MemoryLedger::new();
+    let b = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    deliver(&p, &ledger, &b[..1]);
+    // Back to 29.00, the amount in force, while 39.00 waits: withdrawn, nothing announced.
+    let back = PriceChange { in_force_minor: Some(2900), ..price_change(3900, 2900) };
+    let decisions = plan_price(&p, &back, &ledger).await;
+    assert_eq!(withdraws(&decisions), vec![1]);
+    assert!(sends(&decisions).is_empty(), "{decisions:?}");
+    let IntakeDecision::Withdraw(w) = &decisions[0] else { panic!("a withdraw") };
+    assert!(w.reason.as_deref().unwrap_or("").contains("went back"));
+    // The same change back after 39.00 was sent: nothing can be undone, 29.00 is announced.
+    let ledger = MemoryLedger::new();
+    deliver(&p, &ledger, &b);
+    let decisions = plan_price(&p, &back, &ledger).await;
+    assert_eq!(sends(&decisions), vec![(3, 2900)]);
+    // A change back whose amount in force is not stated is announced like any change.
+    let ledger = MemoryLedger::new();
+    deliver(&p, &ledger, &b[..1]);
+    assert_eq!(sends(&plan_price(&p, &price_change(3900, 2900), &ledger).await), vec![(2, 2900)]);
+}
+
+#[tokio::test]
+async fn an_amount_restored_after_another_superseded_it_is_announced_again() {
+    let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
+    let ledger = MemoryLedger::new();
+    let b = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    deliver(&p, &ledger, &b); // 39.00 sent at revision 1
+    let c = plan_price(&p, &price_change(3900, 4900), &ledger).await;
+    deliver(&p, &ledger, &c[..1]); // 49.00 pending at 3, revision 2 withdrawn
+    let again = plan_price(&p, &price_change(4900, 3900), &ledger).await;
+    // Not the sent revision 1 (that would leave 49.00 standing): 49.00 withdrawn, 39.00 anew.
+    assert_eq!(withdraws(&again), vec![3]);
+    assert_eq!(sends(&again), vec![(4, 3900)]);
+}
+
+#[tokio::test]
+async fn a_price_change_without_a_rule_looks_nothing_up_and_a_lookup_failure_decides_nothing() {
+    let source = customers(&[("cus_ada", ada("US-TX"))]);
+    let ledger = MemoryLedger::new();
+    // A stated kind (no obligations): price changes are not announced, nothing looked up.
+    let stated = planner_with(KeyRing::from(NoticeSecret::new(S1).unwrap())).with_customers(source.clone());
+    let d = plan_price(&stated, &price_change(2900, 3900), &ledger).await;
+    assert!(matches!(d.as_slice(), [IntakeDecision::Ignore { reason }] if reason.contains("price_change")));
+    assert_eq!(source.lookups.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Texas has no price-change rule: looked up, then nothing owed.
+    let p = priced_with(source.clone());
+    let d = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    assert!(matches!(d.as_slice(), [IntakeDecision::Ignore { reason }] if reason.contains("US-TX")), "{d:?}");
+    // Unreachable billing system: an error to retry, never a notice without its facts.
+    let down = PriceChange { customer_id: "cus_down".into(), ..price_change(2900, 3900) };
+    let err = p.plan("customer.subscription.updated", &BillingFact::PriceChange(down), &ledger).await;
+    assert!(matches!(err, Err(PlanError::Lookup(LookupError::Failed { fault: crate::Fault::TimedOut, .. }))));
+    // A deleted customer: refused, naming the field.
+    let gone = PriceChange { customer_id: "cus_gone".into(), ..price_change(2900, 3900) };
+    let err = p.plan("customer.subscription.updated", &BillingFact::PriceChange(gone), &ledger).await;
+    assert!(matches!(err, Err(PlanError::Refused(ref r)) if r.field == "customer"), "{err:?}");
+    // No e-mail on file: refused.
+    let p = priced_with(customers(&[("cus_ada", Customer { email: None, ..ada("US-CA") })]));
+    let err = p
+        .plan("customer.subscription.updated", &BillingFact::PriceChange(price_change(2900, 3900)), &ledger)
+        .await;
+    assert!(matches!(err, Err(PlanError::Refused(ref r)) if r.field == "customer.email"), "{err:?}");
+    // No customer source at all: an error, never a guess.
+    let policy = crate::policy::WindowPolicy::from_json(PRICED).unwrap();
+    let bare = IntakePlanner::with_kinds(
+        Kinds::from_policy(&policy, None).unwrap(),
+        TimeZone::parse("America/Los_Angeles").unwrap(),
+        KeyRing::from(NoticeSecret::new(S1).unwrap()),
+    );
+    assert!(bare.announces_price_changes());
+    let err = bare
+        .plan("customer.subscription.updated", &BillingFact::PriceChange(price_change(2900, 3900)), &ledger)
+        .await;
+    assert!(matches!(err, Err(PlanError::Lookup(LookupError::NotConfigured(_)))), "{err:?}");
+}
+
+#[test]
+fn the_price_change_rule_needs_the_gap_and_reuses_only_the_latest_revision() {
+    use revision::PriceChoice;
+    assert_eq!(revision::price_change(&[], "d", false), None);
+    let empty = [RevisionRows { revision: 0, rows: Vec::new() }];
+    assert_eq!(
+        revision::price_change(&empty, "d", false),
+        Some(PriceChoice::Mint { revision: 1, superseded: vec![0] })
+    );
+    assert_eq!(revision::price_change(&empty, "d", true), Some(PriceChoice::Withdraw(vec![0])));
+}
+
+#[tokio::test]
+async fn a_cancellation_withdraws_a_pending_price_change_behind_its_tombstone() {
+    let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
+    let ledger = MemoryLedger::new();
+    let b = plan_price(&p, &price_change(2900, 3900), &ledger).await;
+    deliver(&p, &ledger, &b[..1]); // revision 0 tombstoned; 39.00 pending at revision 1
+    let decisions = plan(&p, &cancellation(), &ledger).await;
+    let price: Vec<u64> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Withdraw(w) if w.identity.kind().as_str() == "price_change" => {
+                Some(w.identity.revision())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(price, vec![1], "{decisions:?}");
 }

@@ -1,0 +1,170 @@
+//! The Stripe API client against a local stand-in on 127.0.0.1:0 that answers as Stripe does
+//! (its customer object: https://docs.stripe.com/api/customers/object, the fields read here and
+//! their neighbours): the key goes as a Bearer token, the version is pinned, the bound holds, and
+//! each failure is the fault the intake answers by.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use notice_ledger::intake::{CustomerSource, LookupError};
+use notice_ledger::Fault;
+use notice_stripe::api::{ApiKey, StripeApi, API_VERSION};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const KEY: &str = "rk_test_51Restricted0Key0For0Tests";
+
+/// Stripe's customer object, as its API reference shows one (id, address, preferences).
+fn customer_object() -> serde_json::Value {
+    json!({
+        "id": "cus_NffrFeUfNV2Hib",
+        "object": "customer",
+        "address": {
+            "city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
+            "postal_code": "95814", "state": "CA"
+        },
+        "balance": 0,
+        "created": 1680893993,
+        "currency": null,
+        "default_source": null,
+        "delinquent": false,
+        "description": null,
+        "email": "jennyrosen@example.com",
+        "invoice_prefix": "0759376C",
+        "invoice_settings": {"custom_fields": null, "default_payment_method": null, "footer": null, "rendering_options": null},
+        "livemode": false,
+        "metadata": {},
+        "name": "Jenny Rosen",
+        "next_invoice_sequence": 1,
+        "phone": null,
+        "preferred_locales": ["fr-CA", "en"],
+        "shipping": null,
+        "tax_exempt": "none",
+        "test_clock": null
+    })
+}
+
+/// What the stand-in does with each request.
+#[derive(Clone)]
+enum Serve {
+    Answer(u16, String),
+    Never,
+}
+
+/// A one-shot HTTP/1.1 stand-in: records each request's head and answers per `serve`.
+async fn stand_in(serve: Serve) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let serve = serve.clone();
+            let record = record.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                record.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+                match serve {
+                    Serve::Never => tokio::time::sleep(Duration::from_secs(60)).await,
+                    Serve::Answer(status, body) => {
+                        let answer = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = socket.write_all(answer.as_bytes()).await;
+                    }
+                }
+            });
+        }
+    });
+    (base, seen)
+}
+
+fn api(base: &str) -> StripeApi {
+    StripeApi::new(base, ApiKey::parse(KEY).unwrap())
+        .unwrap()
+        .with_timeout(Duration::from_millis(500))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_customer_is_read_with_the_key_as_bearer_and_the_version_pinned() {
+    let (base, seen) = stand_in(Serve::Answer(200, customer_object().to_string())).await;
+    let customer = api(&base).customer("cus_NffrFeUfNV2Hib").await.unwrap();
+    assert_eq!(customer.email.as_deref(), Some("jennyrosen@example.com"));
+    assert_eq!(customer.locale.as_deref(), Some("fr-CA"));
+    assert_eq!(customer.jurisdiction.as_deref(), Some("US-CA"));
+    let head = seen.lock().unwrap()[0].to_ascii_lowercase();
+    assert!(head.starts_with("get /v1/customers/cus_nffrfeufnv2hib http/1.1\r\n"), "{head}");
+    assert!(head.contains(&format!("authorization: bearer {}\r\n", KEY.to_ascii_lowercase())), "{head}");
+    assert!(head.contains(&format!("stripe-version: {}\r\n", API_VERSION.to_ascii_lowercase())), "{head}");
+}
+
+#[tokio::test]
+async fn a_stand_in_that_never_answers_is_a_timeout_within_the_bound() {
+    let (base, _) = stand_in(Serve::Never).await;
+    let started = Instant::now();
+    let err = api(&base).customer("cus_1").await.unwrap_err();
+    assert!(matches!(err, LookupError::Failed { fault: Fault::TimedOut, .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn stripe_failing_is_a_fault_to_retry_and_a_missing_customer_is_not_found() {
+    let (base, _) = stand_in(Serve::Answer(500, r#"{"error":{"message":"oops"}}"#.into())).await;
+    let err = api(&base).customer("cus_1").await.unwrap_err();
+    assert!(matches!(err, LookupError::Failed { fault: Fault::Other, .. }), "{err:?}");
+    let (base, _) = stand_in(Serve::Answer(429, "{}".into())).await;
+    assert!(matches!(
+        api(&base).customer("cus_1").await,
+        Err(LookupError::Failed { fault: Fault::Throttled, .. })
+    ));
+    let (base, _) = stand_in(Serve::Answer(401, r#"{"error":{"message":"Invalid API Key"}}"#.into())).await;
+    let err = api(&base).customer("cus_1").await.unwrap_err();
+    assert!(matches!(err, LookupError::Failed { fault: Fault::BadCredentials, .. }), "{err:?}");
+    assert!(!format!("{err} {err:?}").contains(KEY), "the key is never in an error");
+    let (base, _) = stand_in(Serve::Answer(403, "{}".into())).await;
+    assert!(matches!(
+        api(&base).customer("cus_1").await,
+        Err(LookupError::Failed { fault: Fault::Denied { .. }, .. })
+    ));
+    let (base, _) = stand_in(Serve::Answer(404, r#"{"error":{"message":"No such customer"}}"#.into())).await;
+    assert!(matches!(api(&base).customer("cus_1").await, Err(LookupError::NotFound { .. })));
+    let deleted = json!({"id": "cus_1", "object": "customer", "deleted": true}).to_string();
+    let (base, _) = stand_in(Serve::Answer(200, deleted)).await;
+    assert!(matches!(api(&base).customer("cus_1").await, Err(LookupError::NotFound { .. })));
+    // An id that is not Stripe's is never put in a path.
+    let (base, seen) = stand_in(Serve::Answer(200, customer_object().to_string())).await;
+    assert!(matches!(api(&base).customer("../v1/charges").await, Err(LookupError::NotFound { .. })));
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn no_listener_is_unreachable() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let err = api(&base).customer("cus_1").await.unwrap_err();
+    assert!(matches!(err, LookupError::Failed { fault: Fault::Unreachable(_), .. }), "{err:?}");
+}
+
+#[test]
+fn the_key_is_checked_and_never_shown() {
+    assert_eq!(ApiKey::parse(" ").unwrap_err(), notice_stripe::api::ApiSetupError::EmptyKey);
+    assert!(ApiKey::parse("whsec_abc").is_err());
+    let key = ApiKey::parse(KEY).unwrap();
+    assert_eq!(key.kind(), "restricted");
+    assert!(!format!("{key:?}").contains("Restricted0Key"));
+    let api = StripeApi::new("http://127.0.0.1:1", key).unwrap();
+    assert!(!format!("{api:?}").contains("Restricted0Key"));
+    assert!(StripeApi::new("ftp://x", ApiKey::parse(KEY).unwrap()).is_err());
+}
