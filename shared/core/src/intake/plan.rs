@@ -438,7 +438,7 @@ impl IntakePlanner {
             // A price-change kind's tombstones do not end its period (a pending notice may sit
             // past them, without a row): its first revision without a row is always withdrawn.
             let choice = if price_kinds.contains(&kind) {
-                revision::withdraw_pending(&scanned)
+                revision::withdraw_pending(&scanned, &cancellation.reason)
             } else {
                 revision::withdraw(&scanned)
             };

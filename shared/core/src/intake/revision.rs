@@ -120,8 +120,21 @@ pub fn withdraw(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
 /// pending notice sits) and every `released` one, whatever tombstones come before — withdrawn rows
 /// there are superseded amounts, not the end of the period. `None` when the scan did not reach
 /// its first gap.
-pub fn withdraw_pending(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
+///
+/// A cancellation delivered again finds its own tombstone just before the gap (`reason` in its
+/// detail) and withdraws nothing more: without that, every redelivery would write one more
+/// tombstone and spend one more of the period's revisions.
+pub fn withdraw_pending(scanned: &[RevisionRows], reason: &str) -> Option<WithdrawChoice> {
     let gap = first_gap(scanned)?;
+    let own = |r: &LedgerRow| {
+        r.state == RowState::Withdrawn
+            && r.detail.as_deref().is_some_and(|d| d.ends_with(&format!(": {reason}")))
+    };
+    if let Some(before) = gap.checked_sub(1).and_then(|b| scanned.iter().find(|r| r.revision == b)) {
+        if before.rows.iter().any(own) {
+            return Some(WithdrawChoice::AlreadyWithdrawn(before.revision));
+        }
+    }
     let mut revisions: Vec<u64> = scanned
         .iter()
         .filter(|r| r.revision < gap && r.has_state(RowState::Released))

@@ -714,4 +714,9 @@ async fn a_cancellation_withdraws_a_pending_price_change_behind_its_tombstone() 
         })
         .collect();
     assert_eq!(price, vec![1], "{decisions:?}");
+    // Delivered again once its tombstones landed: nothing more is withdrawn (no tombstone per
+    // redelivery, no revision spent on it).
+    deliver(&p, &ledger, &decisions);
+    let again = plan(&p, &cancellation(), &ledger).await;
+    assert!(again.iter().all(|d| matches!(d, IntakeDecision::Ignore { .. })), "{again:?}");
 }
