@@ -25,14 +25,16 @@
 //! Layout: [`limits`] (configuration: per-domain limits, shards, the account), [`providers`] (the
 //! built-in table of receiving providers), [`mx`] and [`rollup`] (the optional MX rollup: the MX
 //! host table, and the lookup port the gate asks), [`gcra`] (the pure arithmetic), [`gate`] (the
-//! take algorithm over a store, batches, shards, the account), `memory` (the in-process store;
-//! feature `testing`).
+//! take algorithm over a store, batches, shards, the account), [`error`] (a store's fault), `memory` (the in-process store; feature `testing`).
+//!
+//! This crate imports nothing of the protocol: the core (`notice_ledger`) re-exports it as
+//! `notice_ledger::rate`, converts its errors into the ledger's and the configuration's, and keeps
+//! the counters ([`RollupCounters`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::error::LedgerError;
-
+pub mod error;
 pub mod gate;
 pub mod gcra;
 pub mod limits;
@@ -44,12 +46,13 @@ pub mod rollup;
 #[cfg(test)]
 mod tests;
 
+pub use error::{BucketError, Fault};
 pub use gate::{take, BucketGate, ACCOUNT_BUCKET};
 pub use gcra::{gcra, grant, tokens, BucketState, Decision, Grant};
-pub use limits::{Limit, RateLimits, Rollup, RATE_LIMITS_VAR};
+pub use limits::{Limit, LimitsError, RateLimits, Rollup, RATE_LIMITS_VAR};
 #[cfg(any(test, feature = "testing"))]
 pub use memory::MemoryBuckets;
-pub use rollup::{MxLookup, MxLookupError, MX_LOOKUP_BOUND};
+pub use rollup::{MxLookup, MxLookupError, RollupCounters, MX_LOOKUP_BOUND};
 
 /// Which bucket said no.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,7 +95,7 @@ pub struct TokenRequest {
 #[async_trait]
 pub trait RateGate: Send + Sync {
     /// Takes one token for `domain` at `now`, or says when to come back.
-    async fn admit(&self, domain: &str, now: DateTime<Utc>) -> Result<Admission, LedgerError> {
+    async fn admit(&self, domain: &str, now: DateTime<Utc>) -> Result<Admission, BucketError> {
         let request = TokenRequest { domain: domain.to_owned(), shard_seed: 0 };
         let mut answers = self.admit_batch(std::slice::from_ref(&request), now).await?;
         Ok(answers.pop().unwrap_or(Admission::Admitted))
@@ -104,7 +107,7 @@ pub trait RateGate: Send + Sync {
         &self,
         requests: &[TokenRequest],
         now: DateTime<Utc>,
-    ) -> Result<Vec<Admission>, LedgerError>;
+    ) -> Result<Vec<Admission>, BucketError>;
 
     /// Token writes that failed their condition since the last call (`TokenWriteConflicts`).
     fn take_conflicts(&self) -> u64 {
@@ -127,24 +130,24 @@ pub enum Applied {
 #[async_trait]
 pub trait BucketStore: Send + Sync {
     /// The stored state of the bucket (`None`: no bucket yet), strongly consistent.
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError>;
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError>;
 
     /// A busy bucket: `TAT += add_us` if the bucket exists and `now_us ≤ TAT ≤ max_us`.
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError>;
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError>;
 
     /// An idle bucket: `TAT = tat_us` if there is no bucket or `TAT < now_us`.
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError>;
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError>;
 }
 
 #[async_trait]
 impl<T: BucketStore + ?Sized> BucketStore for std::sync::Arc<T> {
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError> {
         (**self).load(bucket).await
     }
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         (**self).add(bucket, add_us, now_us, max_us).await
     }
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         (**self).reset(bucket, tat_us, now_us).await
     }
 }
