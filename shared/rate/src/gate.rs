@@ -41,13 +41,11 @@ use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::gcra::{grant, instant, micros};
-use super::limits::DomainLimit;
-use super::rollup::{MxLookup, MxRollup, RollupCounters};
-use super::{
-    Admission, Applied, BucketState, BucketStore, Limit, RateGate, RateLimits, RateScope, Taken, TokenRequest,
-};
 use crate::error::BucketError;
+use crate::gcra::{grant, instant, micros, BucketState};
+use crate::limits::{DomainLimit, Limit, RateLimits};
+use crate::ports::{Admission, Applied, BucketStore, RateGate, RateScope, Taken, TokenRequest};
+use crate::rollup::{MxLookup, MxRollup, RollupCounters};
 
 /// The account-wide bucket's name: `@` never occurs in a domain name.
 pub const ACCOUNT_BUCKET: &str = "@account";
@@ -197,7 +195,7 @@ impl BucketGate {
     /// A gate over buckets in this process only (tests, simulations).
     #[cfg(any(test, feature = "testing"))]
     pub fn in_memory(limits: RateLimits) -> Self {
-        Self::new(Arc::new(super::MemoryBuckets::default()), limits)
+        Self::new(Arc::new(crate::memory::MemoryBuckets::default()), limits)
     }
 
     /// Counts on the real clock, read at the moment of admission, whatever `now` a caller passes:

@@ -6,8 +6,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{Applied, BucketState, BucketStore};
 use crate::error::BucketError;
+use crate::gcra::BucketState;
+use crate::ports::{Applied, BucketStore};
 
 #[derive(Default)]
 pub struct MemoryBuckets {

@@ -31,9 +31,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::{debug, warn};
 
-use super::limits::RateLimits;
-use super::providers::Provider;
-use super::TokenRequest;
+use crate::limits::RateLimits;
+use crate::ports::TokenRequest;
+use crate::providers::Provider;
 
 /// The longest a batch waits for the MX lookups of its domains: a few round trips to the VPC
 /// resolver and one to a slow authority, and still small beside a batch's DynamoDB and SES calls.
