@@ -16,7 +16,7 @@ use notice_ledger::ledger::{
 };
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::park::{ParkError, ParkRefusal, ParkRequest, Parked, Parker};
-use notice_ledger::rate::{Applied, BucketState, BucketStore, MemoryBuckets};
+use notice_ledger::rate::{Applied, BucketError, BucketState, BucketStore, MemoryBuckets};
 use notice_ledger::{LedgerError, NoticeKey};
 use rand::rngs::StdRng;
 
@@ -227,7 +227,7 @@ impl Dynamo {
     }
 
     /// Counts a token write whose condition failed.
-    fn refused(&self, applied: Result<Applied, LedgerError>) -> Result<Applied, LedgerError> {
+    fn refused(&self, applied: Result<Applied, BucketError>) -> Result<Applied, BucketError> {
         if matches!(applied, Ok(Applied::Refused(_))) {
             lock(&self.state).books.refused_token_writes += 1;
         }
@@ -302,18 +302,18 @@ impl ClaimLedger for Dynamo {
 
 #[async_trait]
 impl BucketStore for Dynamo {
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError> {
         self.call("token_read", 0.0, 1.0, Touch::Nothing).await?;
         self.buckets.load(bucket).await
     }
 
     /// `UpdateItem` with its condition: a refused condition still costs its write unit.
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         self.call("token", 1.0, 0.0, Touch::Item(bucket)).await?;
         self.refused(self.buckets.add(bucket, add_us, now_us, max_us).await)
     }
 
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         self.call("token_reset", 1.0, 0.0, Touch::Item(bucket)).await?;
         self.refused(self.buckets.reset(bucket, tat_us, now_us).await)
     }

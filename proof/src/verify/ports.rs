@@ -14,7 +14,7 @@ use notice_ledger::ledger::{
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::park::{ParkError, ParkRequest, Parked, Parker};
 use notice_ledger::queue::{QueueError, QueuedMessage};
-use notice_ledger::rate::{Admission, RateGate, RateScope, TokenRequest};
+use notice_ledger::rate::{Admission, BucketError, RateGate, RateScope, TokenRequest};
 use notice_ledger::{LedgerError, NoticeKey};
 
 use super::world::{epoch, message_id, Answer, Phase};
@@ -277,7 +277,7 @@ impl RateGate for ScriptedGate {
         &self,
         requests: &[TokenRequest],
         now: DateTime<Utc>,
-    ) -> Result<Vec<Admission>, LedgerError> {
+    ) -> Result<Vec<Admission>, BucketError> {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
@@ -297,7 +297,7 @@ impl RateGate for ScriptedGate {
                     scope: RateScope::Domain,
                 },
                 Answer::GateFailed => {
-                    return Err(LedgerError::unavailable("rate bucket write failed"));
+                    return Err(LedgerError::unavailable("rate bucket write failed").into());
                 }
                 other => return unexpected(&self.script, format!("token take answered {other:?}")).await,
             });

@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use notice_ledger::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowReader, WithdrawRequest,
 };
-use notice_ledger::rate::{Admission, RateGate, TokenRequest};
+use notice_ledger::rate::{Admission, BucketError, RateGate, TokenRequest};
 use notice_ledger::{LedgerError, NoticeKey};
 
 /// How the sender's ports are wired: as shipped, or for one of the gate-path mutants.
@@ -141,7 +141,7 @@ impl RateGate for AdmitAll {
         &self,
         requests: &[TokenRequest],
         _: DateTime<Utc>,
-    ) -> Result<Vec<Admission>, LedgerError> {
+    ) -> Result<Vec<Admission>, BucketError> {
         Ok(vec![Admission::Admitted; requests.len()])
     }
 }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use notice_rate::{BucketError, LimitsError, RATE_LIMITS_VAR};
+
 /// A job body that cannot be sent, with the field that is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid job: field `{field}` {reason}")]
@@ -17,60 +19,10 @@ impl InvalidJob {
     }
 }
 
-/// Why a ledger could not be used, as the adapter read it from its driver's or SDK's typed error
-/// (an error code, an SQLSTATE, an I/O error kind), never from message text: callers decide the
-/// next step and the exit code from it, and only fall back to the text where it is `Other`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// No connection: refused, reset, no route, timed out connecting — the reason in a few words.
-    Unreachable(&'static str),
-    /// Connected, but no complete answer within the bound.
-    TimedOut,
-    /// The service refused for rate (throttling, provisioned throughput exceeded).
-    Throttled,
-    /// Another writer holds the store (SQLite: the file is locked); a later attempt may pass.
-    Busy,
-    NoCredentials,
-    ExpiredCredentials,
-    /// Credentials the service does not know (bad key id or signature).
-    BadCredentials,
-    /// The caller may not do this (an IAM denial, a refused database login); with the action
-    /// (`dynamodb:BatchGetItem`) when the adapter knows it.
-    Denied {
-        action: Option<String>,
-    },
-    /// Anything else; the detail says what.
-    Other,
-}
-
-impl Fault {
-    /// The fault an I/O error of `kind` means while connecting, when it is one of the usual
-    /// ones (the reasons an operator acts on differently); `None` otherwise.
-    pub fn unreachable(kind: std::io::ErrorKind) -> Option<Self> {
-        use std::io::ErrorKind;
-        let why = match kind {
-            ErrorKind::ConnectionRefused => "connection refused",
-            ErrorKind::ConnectionReset => "connection reset",
-            ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => "no route to host",
-            ErrorKind::TimedOut => "timed out connecting",
-            _ => return None,
-        };
-        Some(Self::Unreachable(why))
-    }
-
-    /// [`Fault::unreachable`] of the first I/O error among `err` and its sources: where drivers
-    /// and HTTP clients keep the operating system's answer to a connection attempt.
-    pub fn unreachable_in(err: &(dyn std::error::Error + 'static)) -> Option<Self> {
-        let mut source = Some(err);
-        while let Some(cause) = source {
-            if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-                return Self::unreachable(io.kind());
-            }
-            source = cause.source();
-        }
-        None
-    }
-}
+/// Why a ledger (or its rate buckets) could not be used, as the adapter read it from its driver's
+/// or SDK's typed error: one enum for both, kept with the buckets in `notice_rate` (which imports
+/// nothing of the protocol) and named here at its old path.
+pub use notice_rate::Fault;
 
 /// The service an untyped ledger failure is put down to: the ledger, whichever store it is.
 pub const UNNAMED_LEDGER: &str = "ledger";
@@ -131,6 +83,34 @@ impl LedgerError {
     }
 }
 
+/// A bucket store's error is the ledger's, kind for kind and word for word: a gate's caller sees
+/// the `LedgerError` it always saw.
+impl From<BucketError> for LedgerError {
+    fn from(e: BucketError) -> Self {
+        match e {
+            BucketError::Unavailable { service, fault, detail } => {
+                Self::Unavailable { service, fault, detail }
+            }
+            BucketError::Conflict(detail) => Self::Conflict(detail),
+            BucketError::Corrupt(detail) => Self::Corrupt(detail),
+        }
+    }
+}
+
+/// A ledger adapter's error where it answers for the buckets kept in its store (their one
+/// classification of the driver's typed error).
+impl From<LedgerError> for BucketError {
+    fn from(e: LedgerError) -> Self {
+        match e {
+            LedgerError::Unavailable { service, fault, detail } => {
+                Self::Unavailable { service, fault, detail }
+            }
+            LedgerError::Conflict(detail) => Self::Conflict(detail),
+            LedgerError::Corrupt(detail) => Self::Corrupt(detail),
+        }
+    }
+}
+
 /// A dependency other than the ledger that could not be used (a secret store): which service,
 /// why — the kind its adapter read from the typed error — and the message for people.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -168,6 +148,13 @@ pub enum ConfigError {
     Dependency { name: &'static str, error: DependencyError },
 }
 
+/// `NOTICE_RATE_LIMITS` that cannot be used is the setting's error, as it always was.
+impl From<LimitsError> for ConfigError {
+    fn from(e: LimitsError) -> Self {
+        Self::Invalid { name: RATE_LIMITS_VAR, reason: e.reason }
+    }
+}
+
 impl ConfigError {
     /// The service that failed and why, when a typed dependency error is inside.
     pub fn dependency(&self) -> Option<(&'static str, &Fault)> {
@@ -176,5 +163,40 @@ impl ConfigError {
             Self::Dependency { error, .. } => Some((error.service, &error.fault)),
             Self::Missing(_) | Self::Invalid { .. } | Self::Unavailable { .. } => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_error_is_the_ledger_error_it_always_was_kind_and_words() {
+        let fault = Fault::Denied { action: Some("dynamodb:UpdateItem".into()) };
+        let bucket =
+            BucketError::Unavailable { service: "DynamoDB", fault: fault.clone(), detail: "no".into() };
+        let words = bucket.to_string();
+        let ledger = LedgerError::from(bucket.clone());
+        assert_eq!(
+            (ledger.to_string(), ledger.service(), ledger.fault()),
+            (words, Some("DynamoDB"), Some(&fault))
+        );
+        assert_eq!(BucketError::from(ledger), bucket, "and back");
+        for bucket in [BucketError::Conflict("c".into()), BucketError::Corrupt("no tat_us".into())] {
+            let ledger = LedgerError::from(bucket.clone());
+            assert_eq!((ledger.to_string(), ledger.fault()), (bucket.to_string(), None));
+            assert_eq!(BucketError::from(ledger), bucket);
+        }
+    }
+
+    #[test]
+    fn bad_rate_limits_are_the_setting_s_invalid_value() {
+        let limits = LimitsError { reason: "rollup: true is not a rollup".into() };
+        let words = limits.to_string();
+        let config = ConfigError::from(limits);
+        assert!(
+            matches!(&config, ConfigError::Invalid { name: "NOTICE_RATE_LIMITS", reason } if reason == "rollup: true is not a rollup")
+        );
+        assert_eq!(config.to_string(), words);
     }
 }

@@ -11,6 +11,7 @@
 //! shared/setup                reads NOTICE_*, one ledger-URL grammar, builds AWS clients
 //! shared/{dynamodb,postgres,sqlite,ses,scheduler}   one crate per adapter
 //! shared/core (this crate)    domain + ports + local adapters
+//! shared/rate                 notice_rate: limits, GCRA, the gate, providers; imports nothing of this crate
 //! ```
 //!
 //! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`admission`] (the one
@@ -22,7 +23,7 @@
 //! money), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
 //! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`], [`text`] (numbers for people); ports
 //! with their local adapters: [`ledger`] (+ `ledger::memory`, feature `testing`), [`mailer`] (+ `mailer::outbox`),
-//! [`park`], [`rate`] (+ the in-process gate), [`outcomes`] (each notice's outcome as an event for
+//! [`park`], [`rate`] (`notice_rate` re-exported, + the in-process gate), [`outcomes`] (each notice's outcome as an event for
 //! the business, + `outcomes::testing` doubles); `faults` (feature `testing`): fault-injecting
 //! doubles for tests and the simulation.
 

@@ -103,6 +103,13 @@ impl Metrics {
     }
 }
 
+/// The MX rollup counts into the sender's counters: the core is the one that counts.
+impl crate::rate::RollupCounters for Metrics {
+    fn mx_rollup_fallback(&self) {
+        Self::incr(&self.mx_rollup_fallbacks);
+    }
+}
+
 impl MetricsSnapshot {
     /// One CloudWatch Embedded Metric Format document. `ClaimToCommitMs` carries every sample
     /// (EMF arrays), so the p99 alarm sees the real distribution.
@@ -226,6 +233,13 @@ mod tests {
         assert_eq!(batch[REPLAY_BATCH_PROPERTY], "b-42");
         assert_eq!(batch["ClaimsMinted"], 2);
         assert_eq!(batch["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
+    }
+
+    #[test]
+    fn the_mx_rollup_counts_its_fallbacks_into_the_sender_s_counters() {
+        let m = Metrics::default();
+        crate::rate::RollupCounters::mx_rollup_fallback(&m);
+        assert_eq!(m.drain().mx_rollup_fallbacks, 1);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use notice_ledger::rate::{Applied, BucketState, BucketStore};
+use notice_ledger::rate::{Applied, BucketError, BucketState, BucketStore};
 use notice_ledger::LedgerError;
 
 use crate::hot::{HotFailure, HotWrites};
@@ -53,7 +53,7 @@ impl DynamoBuckets {
         HashMap::from([(KEY.to_owned(), AttributeValue::S(format!("{BUCKET_KEY_PREFIX}{bucket}")))])
     }
 
-    fn unavailable(op: &str, failure: HotFailure) -> LedgerError {
+    fn unavailable(op: &str, failure: HotFailure) -> BucketError {
         match failure {
             HotFailure::Other(fault, text) => {
                 LedgerError::faulted(crate::SERVICE, fault, format!("rate bucket {op}: {text}"))
@@ -62,15 +62,16 @@ impl DynamoBuckets {
                 LedgerError::unavailable(format!("rate bucket {op}: unexpected condition failure"))
             }
         }
+        .into()
     }
 }
 
-fn state_of(item: &HashMap<String, AttributeValue>) -> Result<BucketState, LedgerError> {
+fn state_of(item: &HashMap<String, AttributeValue>) -> Result<BucketState, BucketError> {
     item.get(TAT)
         .and_then(|v| v.as_n().ok())
         .and_then(|n| n.parse::<i64>().ok())
         .map(|tat_us| BucketState { tat_us })
-        .ok_or_else(|| LedgerError::Corrupt(format!("rate bucket item without a numeric {TAT}")))
+        .ok_or_else(|| BucketError::Corrupt(format!("rate bucket item without a numeric {TAT}")))
 }
 
 impl DynamoBuckets {
@@ -83,7 +84,7 @@ impl DynamoBuckets {
         update: &str,
         condition: &str,
         values: &[(&str, i64)],
-    ) -> Result<Applied, LedgerError> {
+    ) -> Result<Applied, BucketError> {
         let n = |v: i64| AttributeValue::N(v.to_string());
         // Expires a day after the bucket would be full again: never while its TAT is ahead (a
         // missing bucket is a full one).
@@ -115,7 +116,7 @@ impl DynamoBuckets {
 
 #[async_trait]
 impl BucketStore for DynamoBuckets {
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         self.update(
             bucket,
             now_us,
@@ -127,7 +128,7 @@ impl BucketStore for DynamoBuckets {
         .await
     }
 
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         self.update(
             bucket,
             now_us,
@@ -139,7 +140,7 @@ impl BucketStore for DynamoBuckets {
         .await
     }
 
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError> {
         let item = self
             .lean
             .get_item(&self.table, &Self::key(bucket))

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use tokio_postgres::error::SqlState;
 
-use notice_ledger::rate::{Applied, BucketState, BucketStore};
+use notice_ledger::rate::{Applied, BucketError, BucketState, BucketStore};
 use notice_ledger::LedgerError;
 
 use crate::rows::error_chain;
@@ -36,26 +36,28 @@ impl PostgresLedger {
 }
 
 impl PostgresBuckets {
-    fn pg(&self, op: &str, e: tokio_postgres::Error) -> LedgerError {
+    fn pg(&self, op: &str, e: tokio_postgres::Error) -> BucketError {
         if e.as_db_error().is_some_and(|db| *db.code() == SqlState::UNDEFINED_TABLE) {
             return LedgerError::unavailable(format!(
                 "PostgreSQL rate bucket {op} on {}: table `rate_buckets` does not exist — run \
                  `noticectl ledger init --postgres URL` (it is idempotent)",
                 self.ledger.target
-            ));
+            ))
+            .into();
         }
         LedgerError::unavailable(format!(
             "PostgreSQL rate bucket {op} on {}: {}",
             self.ledger.target,
             error_chain(&e)
         ))
+        .into()
     }
 
     async fn current(
         &self,
         client: &deadpool_postgres::Client,
         domain: &str,
-    ) -> Result<Option<BucketState>, LedgerError> {
+    ) -> Result<Option<BucketState>, BucketError> {
         let row = client.query_opt(SELECT, &[&domain]).await.map_err(|e| self.pg("read", e))?;
         row.map(|r| r.try_get::<_, i64>(0).map(|tat_us| BucketState { tat_us }))
             .transpose()
@@ -65,12 +67,12 @@ impl PostgresBuckets {
 
 #[async_trait]
 impl BucketStore for PostgresBuckets {
-    async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, domain: &str) -> Result<Option<BucketState>, BucketError> {
         let client = self.ledger.client().await?;
         self.current(&client, domain).await
     }
 
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         let client = self.ledger.client().await?;
         let row = client
             .query_opt(ADD, &[&bucket, &add_us, &now_us, &max_us])
@@ -79,7 +81,7 @@ impl BucketStore for PostgresBuckets {
         self.applied(&client, bucket, row).await
     }
 
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         let client = self.ledger.client().await?;
         let row =
             client.query_opt(RESET, &[&bucket, &tat_us, &now_us]).await.map_err(|e| self.pg("write", e))?;
@@ -94,7 +96,7 @@ impl PostgresBuckets {
         client: &deadpool_postgres::Client,
         bucket: &str,
         row: Option<tokio_postgres::Row>,
-    ) -> Result<Applied, LedgerError> {
+    ) -> Result<Applied, BucketError> {
         match row {
             Some(row) => {
                 let tat_us: i64 = row.try_get(0).map_err(|e| self.pg("write", e))?;

@@ -61,7 +61,7 @@ pub fn rate_limits_from_env() -> Result<Option<RateLimits>, ConfigError> {
             Err(ConfigError::Invalid { name: RATE_LIMITS_VAR, reason: "is not UTF-8".into() })
         }
         Ok(v) if v.trim().is_empty() => Ok(Some(RateLimits::builtin())),
-        Ok(v) => RateLimits::parse(&v),
+        Ok(v) => Ok(RateLimits::parse(&v)?),
     }
 }
 

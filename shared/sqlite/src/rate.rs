@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, TransactionBehavior};
 
-use notice_ledger::rate::{Applied, BucketState, BucketStore};
+use notice_ledger::rate::{Applied, BucketError, BucketState, BucketStore};
 use notice_ledger::LedgerError;
 
 use crate::{sql, SqliteLedger};
@@ -42,18 +42,18 @@ fn current(conn: &rusqlite::Connection, domain: &str) -> Result<Option<BucketSta
 
 #[async_trait]
 impl BucketStore for SqliteBuckets {
-    async fn load(&self, domain: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, domain: &str) -> Result<Option<BucketState>, BucketError> {
         let domain = domain.to_owned();
-        self.ledger.with(move |conn| current(conn, &domain)).await
+        Ok(self.ledger.with(move |conn| current(conn, &domain)).await?)
     }
 
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         const ADD: &str = "UPDATE rate_buckets SET tat_us = tat_us + ?2, updated_at_ms = ?5
                            WHERE domain = ?1 AND tat_us >= ?3 AND tat_us <= ?4 RETURNING tat_us";
         self.write(bucket, ADD, [add_us, now_us, max_us]).await
     }
 
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         const RESET: &str = "INSERT INTO rate_buckets (domain, tat_us, updated_at_ms) VALUES (?1, ?2, ?4)
                              ON CONFLICT (domain) DO UPDATE SET tat_us = excluded.tat_us,
                                                                 updated_at_ms = excluded.updated_at_ms
@@ -72,10 +72,11 @@ impl SqliteBuckets {
         bucket: &str,
         statement: &'static str,
         numbers: [i64; N],
-    ) -> Result<Applied, LedgerError> {
+    ) -> Result<Applied, BucketError> {
         use rusqlite::types::Value;
         let bucket = bucket.to_owned();
-        self.ledger
+        let applied = self
+            .ledger
             .with(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
                 let values = std::iter::once(Value::Text(bucket.clone()))
@@ -92,6 +93,7 @@ impl SqliteBuckets {
                 tx.commit().map_err(sql)?;
                 Ok(applied)
             })
-            .await
+            .await?;
+        Ok(applied)
     }
 }

@@ -24,7 +24,7 @@ fn domain(case: &str) -> String {
 /// a refused write answers with what the bucket holds and writes nothing.
 pub async fn bucket_writes_apply_only_under_their_condition(store: Arc<dyn BucketStore>) {
     let d = domain("cond");
-    let ok = |r: Result<Applied, notice_ledger::LedgerError>| r.unwrap_or_else(|e| panic!("{e}"));
+    let ok = |r: Result<Applied, notice_ledger::rate::BucketError>| r.unwrap_or_else(|e| panic!("{e}"));
     let s = |tat_us| BucketState { tat_us };
     assert_eq!(ok(store.load(&d).await.map(|_| Applied::Refused(None))), Applied::Refused(None));
     assert_eq!(

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use notice_ledger::rate::{Applied, BucketState, BucketStore};
-use notice_ledger::LedgerError;
+use notice_ledger::rate::{Applied, BucketError, BucketState, BucketStore};
 use rand::Rng;
 use tokio::time::{sleep, sleep_until, Instant};
 
@@ -276,18 +275,18 @@ impl SimStore {
 
 #[async_trait]
 impl BucketStore for SimStore {
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError> {
         match self.call(bucket, Op::Read).await {
             Applied::Done(state) => Ok(Some(state)),
             Applied::Refused(state) => Ok(state),
         }
     }
 
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         Ok(self.write(bucket, move |s| apply_add(s, add_us, now_us, max_us)).await)
     }
 
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         Ok(self.write(bucket, move |s| apply_reset(s, tat_us, now_us)).await)
     }
 }

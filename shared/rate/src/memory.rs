@@ -6,8 +6,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{Applied, BucketState, BucketStore};
-use crate::error::LedgerError;
+use crate::error::BucketError;
+use crate::gcra::BucketState;
+use crate::ports::{Applied, BucketStore};
 
 #[derive(Default)]
 pub struct MemoryBuckets {
@@ -16,11 +17,11 @@ pub struct MemoryBuckets {
 
 #[async_trait]
 impl BucketStore for MemoryBuckets {
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError> {
         Ok(self.buckets.lock().unwrap_or_else(|p| p.into_inner()).get(bucket).copied())
     }
 
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         match buckets.get_mut(bucket) {
             Some(state) if state.tat_us >= now_us && state.tat_us <= max_us => {
@@ -31,7 +32,7 @@ impl BucketStore for MemoryBuckets {
         }
     }
 
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         match buckets.get(bucket).copied() {
             Some(state) if state.tat_us >= now_us => Ok(Applied::Refused(Some(state))),

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Limit;
+use crate::limits::Limit;
 
 /// Stored state of one bucket: the theoretical arrival time of the next send at the sustained
 /// rate, in microseconds since the epoch. It only ever moves forward.

@@ -38,10 +38,17 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 
 use super::providers::{provider_of, Provider};
-use crate::error::ConfigError;
 
 /// The variable the limits are read from (named in every configuration error).
 pub const RATE_LIMITS_VAR: &str = "NOTICE_RATE_LIMITS";
+
+/// `NOTICE_RATE_LIMITS` that cannot be used: what is wrong with it, in the operator's words. The
+/// core makes it `ConfigError::Invalid` naming the variable, with the same words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid setting {RATE_LIMITS_VAR}: {reason}")]
+pub struct LimitsError {
+    pub reason: String,
+}
 
 /// Highest rate accepted: the bucket counts in microseconds.
 const MAX_PER_SECOND: f64 = 1_000_000.0;
@@ -229,8 +236,8 @@ impl RateLimits {
 
     /// Parses `NOTICE_RATE_LIMITS`. `Ok(None)` means off (`off`, `"off"` or `{}`); anything
     /// unreadable or out of range is an error naming the variable.
-    pub fn parse(text: &str) -> Result<Option<Self>, ConfigError> {
-        let invalid = |reason: String| ConfigError::Invalid { name: RATE_LIMITS_VAR, reason };
+    pub fn parse(text: &str) -> Result<Option<Self>, LimitsError> {
+        let invalid = |reason: String| LimitsError { reason };
         let text = text.trim();
         if text == "off" || text == "\"off\"" {
             return Ok(None);

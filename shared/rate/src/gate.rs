@@ -41,14 +41,11 @@ use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::gcra::{grant, instant, micros};
-use super::limits::DomainLimit;
-use super::rollup::{MxLookup, MxRollup};
-use super::{
-    Admission, Applied, BucketState, BucketStore, Limit, RateGate, RateLimits, RateScope, Taken, TokenRequest,
-};
-use crate::error::LedgerError;
-use crate::metrics::Metrics;
+use crate::error::BucketError;
+use crate::gcra::{grant, instant, micros, BucketState};
+use crate::limits::{DomainLimit, Limit, RateLimits};
+use crate::ports::{Admission, Applied, BucketStore, RateGate, RateScope, Taken, TokenRequest};
+use crate::rollup::{MxLookup, MxRollup, RollupCounters};
 
 /// The account-wide bucket's name: `@` never occurs in a domain name.
 pub const ACCOUNT_BUCKET: &str = "@account";
@@ -69,7 +66,7 @@ pub async fn take(
     now_us: i64,
     limit: &Limit,
     hint: Option<BucketState>,
-) -> Result<Taken, LedgerError> {
+) -> Result<Taken, BucketError> {
     let interval = limit.interval_us();
     let ceiling = now_us.saturating_add(i64::from(limit.burst).saturating_mul(interval));
     let mut known = hint;
@@ -175,7 +172,11 @@ impl BucketGate {
     /// through `lookup`, and counts the lookups that gave no answer (`MxRollupFallbacks`) into
     /// `metrics` — the sender's own counters: the gate answers a whole batch, not one record.
     /// Without the rollup in the limits, nothing is ever looked up.
-    pub fn with_mx_rollup(mut self, lookup: Arc<dyn MxLookup>, metrics: Arc<Metrics>) -> Self {
+    pub fn with_mx_rollup(
+        mut self,
+        lookup: Arc<dyn MxLookup>,
+        metrics: Arc<impl RollupCounters + 'static>,
+    ) -> Self {
         self.rollup = Some(MxRollup::new(lookup, metrics));
         self
     }
@@ -194,7 +195,7 @@ impl BucketGate {
     /// A gate over buckets in this process only (tests, simulations).
     #[cfg(any(test, feature = "testing"))]
     pub fn in_memory(limits: RateLimits) -> Self {
-        Self::new(Arc::new(super::MemoryBuckets::default()), limits)
+        Self::new(Arc::new(crate::memory::MemoryBuckets::default()), limits)
     }
 
     /// Counts on the real clock, read at the moment of admission, whatever `now` a caller passes:
@@ -269,7 +270,7 @@ impl BucketGate {
         want: u32,
         now_us: i64,
         limit: &Limit,
-    ) -> Result<GateTake, LedgerError> {
+    ) -> Result<GateTake, BucketError> {
         let ticket = match self.begin(bucket, now_us) {
             Ok(ticket) => ticket,
             Err(held) => {
@@ -300,7 +301,7 @@ impl BucketGate {
         want: u32,
         now_us: i64,
         dl: DomainLimit,
-    ) -> Result<(u32, i64, u32), LedgerError> {
+    ) -> Result<(u32, i64, u32), BucketError> {
         let limit = dl.limit.shard(dl.shards);
         let primary = self.take_from(&bucket_name(domain, shard, dl.shards), want, now_us, &limit).await?;
         let mut granted = primary.taken.granted;
@@ -339,7 +340,7 @@ impl RateGate for BucketGate {
         &self,
         requests: &[TokenRequest],
         now: DateTime<Utc>,
-    ) -> Result<Vec<Admission>, LedgerError> {
+    ) -> Result<Vec<Admission>, BucketError> {
         let now = if self.wall_clock { Utc::now() } else { now };
         let now_us = micros(now);
         let mut answers = vec![Admission::Admitted; requests.len()];

@@ -4,7 +4,6 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::*;
-use crate::error::LedgerError;
 use proptest::prelude::*;
 
 fn at(s: &str) -> DateTime<Utc> {
@@ -235,17 +234,17 @@ struct SlowStore(MemoryBuckets);
 
 #[async_trait]
 impl BucketStore for SlowStore {
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError> {
         tokio::task::yield_now().await;
         self.0.load(bucket).await
     }
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         tokio::task::yield_now().await;
         let out = self.0.add(bucket, add_us, now_us, max_us).await;
         tokio::task::yield_now().await;
         out
     }
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         tokio::task::yield_now().await;
         let out = self.0.reset(bucket, tat_us, now_us).await;
         tokio::task::yield_now().await;
@@ -549,14 +548,14 @@ impl CountingStore {
 
 #[async_trait]
 impl BucketStore for CountingStore {
-    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, LedgerError> {
+    async fn load(&self, bucket: &str) -> Result<Option<BucketState>, BucketError> {
         self.inner.load(bucket).await
     }
-    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, LedgerError> {
+    async fn add(&self, bucket: &str, add_us: i64, now_us: i64, max_us: i64) -> Result<Applied, BucketError> {
         self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.add(bucket, add_us, now_us, max_us).await
     }
-    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, LedgerError> {
+    async fn reset(&self, bucket: &str, tat_us: i64, now_us: i64) -> Result<Applied, BucketError> {
         self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.reset(bucket, tat_us, now_us).await
     }
@@ -703,6 +702,31 @@ impl MxLookup for TableMx {
     }
 }
 
+/// The sender's counters as the rollup sees them ([`RollupCounters`]; the core's `Metrics` is the
+/// real one), drained as the core drains its own.
+#[derive(Default)]
+struct Metrics {
+    mx_rollup_fallbacks: std::sync::atomic::AtomicU64,
+}
+
+struct Drained {
+    mx_rollup_fallbacks: u64,
+}
+
+impl Metrics {
+    fn drain(&self) -> Drained {
+        Drained {
+            mx_rollup_fallbacks: self.mx_rollup_fallbacks.swap(0, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+}
+
+impl RollupCounters for Metrics {
+    fn mx_rollup_fallback(&self) {
+        self.mx_rollup_fallbacks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 const ROLLUP_LIMITS: &str = r#"{"providers":{"google":{"per_second":10,"burst":20},"default":{"per_second":5,"burst":10}},
     "domains":{"mapped.example":"yahoo","own.example":{"per_second":1,"burst":1}},
     "account":{"per_second":1000,"burst":1000},"rollup":"mx"}"#;
@@ -789,7 +813,7 @@ fn only_a_domain_nothing_else_places_is_looked_up_and_the_configuration_and_tabl
 async fn a_batch_s_unplaced_domains_take_their_mx_provider_s_bucket_and_failures_ride_the_tail() {
     use providers::Provider;
     let store = Arc::new(CountingStore::default());
-    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let metrics = Arc::new(Metrics::default());
     let mx = Arc::new(TableMx::new([
         ("workspace.example", MxAnswer::Is(Some(Provider::Google))),
         ("m365.example", MxAnswer::Is(Some(Provider::Microsoft))),
@@ -827,7 +851,7 @@ async fn a_batch_s_unplaced_domains_take_their_mx_provider_s_bucket_and_failures
 #[tokio::test]
 async fn a_lookup_that_does_not_answer_within_the_bound_rides_the_tail_and_is_counted() {
     let store = Arc::new(CountingStore::default());
-    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let metrics = Arc::new(Metrics::default());
     let mx =
         Arc::new(TableMx::new([("slow.example", MxAnswer::Pending), ("slow-2.example", MxAnswer::Pending)]));
     let gate = BucketGate::new(store.clone(), RateLimits::parse(ROLLUP_LIMITS).unwrap().unwrap())
@@ -849,7 +873,7 @@ async fn a_lookup_that_does_not_answer_within_the_bound_rides_the_tail_and_is_co
 
 #[tokio::test]
 async fn without_the_rollup_in_the_limits_a_gate_never_looks_up() {
-    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let metrics = Arc::new(Metrics::default());
     let mx = Arc::new(TableMx::new([]));
     let limits =
         RateLimits::parse(r#"{"providers":{"default":{"per_second":5,"burst":10}}}"#).unwrap().unwrap();

@@ -31,10 +31,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::{debug, warn};
 
-use super::limits::RateLimits;
-use super::providers::Provider;
-use super::TokenRequest;
-use crate::metrics::Metrics;
+use crate::limits::RateLimits;
+use crate::ports::TokenRequest;
+use crate::providers::Provider;
 
 /// The longest a batch waits for the MX lookups of its domains: a few round trips to the VPC
 /// resolver and one to a slow authority, and still small beside a batch's DynamoDB and SES calls.
@@ -64,14 +63,21 @@ pub trait MxLookup: Send + Sync {
     async fn provider_by_mx(&self, domain: &str) -> Result<Option<Provider>, MxLookupError>;
 }
 
+/// Where the rollup counts what it does: the sender's own counters, which the core keeps (its
+/// `Metrics` implements this), so this crate counts nothing itself.
+pub trait RollupCounters: Send + Sync {
+    /// A lookup gave no answer and its domain rode the tail (`MxRollupFallbacks`).
+    fn mx_rollup_fallback(&self);
+}
+
 /// The gate's side of the rollup: the lookup, and the counters `MxRollupFallbacks` goes to.
 pub(crate) struct MxRollup {
     lookup: Arc<dyn MxLookup>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn RollupCounters>,
 }
 
 impl MxRollup {
-    pub(crate) fn new(lookup: Arc<dyn MxLookup>, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(lookup: Arc<dyn MxLookup>, metrics: Arc<dyn RollupCounters>) -> Self {
         Self { lookup, metrics }
     }
 
@@ -104,7 +110,7 @@ impl MxRollup {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    Metrics::incr(&self.metrics.mx_rollup_fallbacks);
+                    self.metrics.mx_rollup_fallback();
                     // A remembered failure was logged when it happened.
                     if matches!(e, MxLookupError::RecentlyFailed { .. }) {
                         debug!(domain, error = %e, "MX lookup skipped: the domain rides the account bucket only");
