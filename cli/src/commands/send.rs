@@ -14,6 +14,7 @@ use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::rate::RateLimits;
+use notice_ledger::render::Renderer;
 use notice_ledger::{DeliverContext, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
@@ -54,17 +55,19 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     notice_ledger::address::parse_sender(&args.from).map_err(|e| anyhow!("--from (NOTICE_FROM) {e}"))?;
     let items = read_items(&args.file)?;
     // Everything that can refuse the run is judged before the state directory is made, so a
-    // refused `send` leaves no directory, secret or empty ledger behind: the configuration (its
-    // links are made again below with the real secret), the rate limits, the claim lifetime and
-    // the ledger's address.
-    args.config.notices(&KeyRing::from(NoticeSecret::new("noticectl send: checked before any state")?))?;
+    // refused `send` leaves no directory, secret or empty ledger behind: the configuration (loaded
+    // and checked once here; its manage links are made below, with the real secret), the rate
+    // limits, the claim lifetime and the ledger's address.
+    let notices = args
+        .config
+        .notices(&KeyRing::from(NoticeSecret::new("noticectl send: links made after the secret")?))?;
     config::rate_limits_from_env()?;
     notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?;
     notice_setup::secret::source_from_env()?;
     let target = args.ledger.target(&state_dir)?;
     let state = StateDir::open(&state_dir)?;
     let secret = state.secret().await?;
-    let (sender, texts, limits) = local_sender(&args, &state, secret, &target).await?;
+    let (sender, texts, limits) = local_sender(&args, &state, (secret, notices), &target).await?;
     let now = sender.now();
     eprintln!(
         "noticectl: {} job(s) from {} · ledger {} · outbox {} · texts {} · mode {} · rate {}",
@@ -82,11 +85,12 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
 
 /// The sender of a local run — this ledger, the file outbox, the configuration's texts and
 /// policy, the rate limits from the environment — with the name and version of its texts and
-/// those limits, for the banner.
+/// those limits, for the banner. `notices` is the configuration already loaded and checked; its
+/// manage links are made here, from `secret`.
 async fn local_sender(
     args: &SendArgs,
     state: &StateDir,
-    secret: KeyRing,
+    (secret, notices): (KeyRing, notice_ledger::Notices),
     target: &LedgerTarget,
 ) -> anyhow::Result<(Arc<NoticeSender>, String, Option<RateLimits>)> {
     // A local run is a sender: a ledger without a key check gets this secret's.
@@ -95,7 +99,8 @@ async fn local_sender(
     let ledger: Arc<dyn ClaimLedger> = opened.ledger;
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
-    let notice_ledger::Notices { renderer, policy } = args.config.notices(&secret)?;
+    let notice_ledger::Notices { renderer, policy } = notices;
+    let renderer = Arc::new(Renderer::new(renderer.config().clone(), config::links_from_env(&secret)?));
     let texts = format!("{} {}", renderer.config().manifest().name, renderer.config().version().short());
     let config = SendConfig {
         renderer,
