@@ -251,12 +251,15 @@ class Proxy(ThreadingHTTPServer):
 
 RATE_BUCKET_PREFIX = "rate#"  # shared/dynamodb/src/rate.rs: BUCKET_KEY_PREFIX
 ACCOUNT_BUCKET = "rate#@account"
+INDEX_SORT_KEY = "open_since"  # shared/dynamodb/src/item.rs: attr::OPEN_SINCE, the GSI's sort key
 
 
 def _operation(method: str, path: str, headers, body: bytes) -> tuple[str, str, int]:
     """(service, operation, keys read): DynamoDB writes to a rate bucket item are named apart
-    (`UpdateItem domain bucket`, `UpdateItem account bucket`); `BatchGetItem` also gives the
-    number of keys it asks for."""
+    (`UpdateItem domain bucket`, `UpdateItem account bucket`), and so are the ledger writes that
+    put a row in the open-claims index (`PutItem listed`: a claim made on the quarantine view;
+    `UpdateItem quarantine view`: an open claim put on it), since DynamoDB bills an index write
+    for each; `BatchGetItem` also gives the number of keys it asks for."""
     target = headers.get("X-Amz-Target", "")
     if target.startswith("DynamoDB_"):
         op = target.split(".", 1)[1]
@@ -274,6 +277,12 @@ def _operation(method: str, path: str, headers, body: bytes) -> tuple[str, str, 
                     op += " account bucket"
                 elif key.startswith(RATE_BUCKET_PREFIX):
                     op += " domain bucket"
+                elif op == "PutItem" and INDEX_SORT_KEY in request.get("Item", {}):
+                    op += " listed"
+                elif op == "UpdateItem" and INDEX_SORT_KEY in request.get("ExpressionAttributeNames", {}).values() \
+                        and request.get("UpdateExpression", "").startswith("SET") \
+                        and "REMOVE" not in request.get("UpdateExpression", ""):
+                    op += " quarantine view"
         return "dynamodb", op, keys
     if target.startswith("AmazonSQS."):
         return "sqs", target.split(".", 1)[1], 0

@@ -43,7 +43,8 @@ pub use evidence::{
     charge_time_and_jurisdiction_are_kept_as_evidence, the_rendered_notice_is_kept_as_evidence,
 };
 pub use resolution::{
-    backfill_never_overwrites, concurrent_evidence_loses_nothing, keys_are_found_by_prefix,
+    backfill_never_overwrites, claims_made_off_the_view_are_listed_when_put_on,
+    concurrent_evidence_loses_nothing, keys_are_found_by_prefix,
     open_claims_lists_old_claims_oldest_first_within_the_limit, operator_actions_only_touch_open_claims,
     provider_evidence_resolves_learns_and_detects_duplicates,
 };
@@ -81,6 +82,7 @@ macro_rules! ledger_suite_tests {
             released_keys_can_be_claimed_again,
             missed_windows_are_recorded_once,
             open_claims_lists_old_claims_oldest_first_within_the_limit,
+            claims_made_off_the_view_are_listed_when_put_on,
             revisions_are_distinct_keys,
             provider_evidence_resolves_learns_and_detects_duplicates,
             concurrent_evidence_loses_nothing,
@@ -266,6 +268,7 @@ pub fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         jurisdiction: Some("US-CA".into()),
         rendered: None,
         aliases: Vec::new(),
+        on_quarantine_view: true,
     }
 }
 

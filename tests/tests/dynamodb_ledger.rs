@@ -96,6 +96,7 @@ fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         jurisdiction: Some("US-CA".into()),
         rendered: None,
         aliases: Vec::new(),
+        on_quarantine_view: true,
     }
 }
 

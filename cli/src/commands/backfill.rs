@@ -89,6 +89,7 @@ fn backfill_row(job: &Job, key: &NoticeKey, now: chrono::DateTime<Utc>) -> Ledge
         revision: job.identity.revision(),
         content_digest: Some(job.content_digest()),
         claimed_at: None,
+        on_quarantine_view: false,
         updated_at: now,
         message_id: None,
         detail: Some("backfilled: delivered before enforcement".into()),

@@ -1,5 +1,6 @@
 //! `notice-reporter`: the scheduled look at the quarantine. It reads the sparse open-claims index
-//! (DynamoDB; a partial index on PostgreSQL)
+//! (DynamoDB, where a claim is listed once it may stay open — before its message is acked; a
+//! partial index over every open claim on PostgreSQL)
 //! (cost grows with the quarantine, not the ledger — never a Scan), reports claims older than
 //! `NOTICE_STALE_AFTER_SECS`, and emits `QuarantinedClaims` for the alarm. It never writes and
 //! never releases: closing a claim takes evidence or an operator.

@@ -185,7 +185,9 @@ impl SenderApp {
         let ports = SenderPorts { ledger, buckets, mailer: Arc::new(mailer), parker: None };
         let Assembled { sender, queue_policy, parker } = assemble::assemble(settings.send, ports);
         Self {
-            sender: Arc::new(sender),
+            // SQS gives back every message the handler does not finish: claims go on the
+            // quarantine view only when one may stay open.
+            sender: Arc::new(sender.redelivered_by_queue()),
             sqs,
             queue_url: settings.queue_url,
             dead_letter_queue_url: settings.dead_letter_queue_url,

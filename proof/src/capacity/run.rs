@@ -234,7 +234,12 @@ impl Run {
         let gate: Arc<dyn RateGate> = Arc::new(gate);
         // The sender reads simulated time, for its commits and for the worker's instants.
         let clock: Arc<dyn notice_ledger::clock::Clock> = Arc::new(self.ctx.clock.clone());
-        let sender = assemble(config, ports).sender.with_rate_gate(Some(gate)).with_clock(clock);
+        // Its queue redelivers, like the shipped sender's: claims are made off the quarantine view.
+        let sender = assemble(config, ports)
+            .sender
+            .with_rate_gate(Some(gate))
+            .with_clock(clock)
+            .redelivered_by_queue();
         (Arc::new(sender), self.p.cold_start)
     }
 

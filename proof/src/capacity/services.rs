@@ -209,7 +209,11 @@ impl Dynamo {
                 }
                 s.books.served.entry(item.to_owned()).or_default().add(wcu, now);
             }
-            Touch::Index(shard) => s.index[shard].take(1.0),
+            Touch::Index(shard) => {
+                s.index[shard].take(1.0);
+                // DynamoDB bills the index entry's write as one more write request unit.
+                s.books.wcu += 1.0;
+            }
             Touch::Nothing => {}
         }
         s.books.wcu += wcu;
@@ -235,6 +239,17 @@ impl Dynamo {
     }
 }
 
+impl Dynamo {
+    /// What a write out of `claimed` touches: the index entry's removal only when the claim was on
+    /// the quarantine view (a claim made off it has none to remove).
+    async fn leaving(&self, claim: &Claim) -> Touch<'static> {
+        match self.rows.get(&claim.key).await {
+            Ok(Some(row)) if row.on_quarantine_view => Touch::Index(index_shard(&claim.key)),
+            _ => Touch::Nothing,
+        }
+    }
+}
+
 fn index_shard(key: &NoticeKey) -> usize {
     key.as_str().chars().next().and_then(|c| c.to_digit(16)).unwrap_or(0) as usize
 }
@@ -256,7 +271,9 @@ impl RowReader for Dynamo {
 #[async_trait]
 impl ClaimLedger for Dynamo {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
-        self.call("claim", 1.0, 0.0, Touch::Index(index_shard(&req.key))).await?;
+        // A claim made off the quarantine view writes no index entry (`on_quarantine_view`).
+        let touch = if req.on_quarantine_view { Touch::Index(index_shard(&req.key)) } else { Touch::Nothing };
+        self.call("claim", 1.0, 0.0, touch).await?;
         self.rows.claim(req).await
     }
 
@@ -266,7 +283,7 @@ impl ClaimLedger for Dynamo {
         message_id: &str,
         at: DateTime<Utc>,
     ) -> Result<(), LedgerError> {
-        self.call("commit_sent", 1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
+        self.call("commit_sent", 1.0, 0.0, self.leaving(claim).await).await?;
         self.rows.commit_sent(claim, message_id, at).await
     }
 
@@ -276,13 +293,18 @@ impl ClaimLedger for Dynamo {
         reason: &str,
         at: DateTime<Utc>,
     ) -> Result<(), LedgerError> {
-        self.call("commit_rejected", 1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
+        self.call("commit_rejected", 1.0, 0.0, self.leaving(claim).await).await?;
         self.rows.commit_rejected(claim, reason, at).await
     }
 
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
-        self.call("release", 1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
+        self.call("release", 1.0, 0.0, self.leaving(claim).await).await?;
         self.rows.release(claim, reason, at).await
+    }
+
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError> {
+        self.call("list_open_claim", 1.0, 0.0, Touch::Index(index_shard(&claim.key))).await?;
+        self.rows.put_on_quarantine_view(claim).await
     }
 
     async fn record_missed(

@@ -135,7 +135,9 @@ impl Durable {
             send_timeout: std::time::Duration::from_secs(7 * 86_400),
             ..SendBudget::default()
         })
-        .with_clock(Arc::new(clock.clone()));
+        .with_clock(Arc::new(clock.clone()))
+        // The Lambda's worker, whose queue redelivers.
+        .redelivered_by_queue();
         let keys = trace.notices.iter().map(|n| sender.key(&n.job)).collect();
         Ok(Self { sender: Arc::new(sender), ledger, gate, clock, keys, _dir: dir })
     }

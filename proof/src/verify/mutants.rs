@@ -56,10 +56,13 @@ pub(crate) enum Mutant {
     AliasOverwritesRow,
     /// The ledger's TTL covers aliases: one may expire while its notice's claim is still open.
     AliasExpires,
+    /// The quarantine view write is skipped: a claim made off the view stays off it, however it
+    /// ends (an unknown send, a held delivery acked).
+    SkipQuarantineView,
 }
 
 impl Mutant {
-    pub(crate) const ALL: [Mutant; 19] = [
+    pub(crate) const ALL: [Mutant; 20] = [
         Mutant::AckBeforeCommit,
         Mutant::ReleaseUnknown,
         Mutant::SdkRetry,
@@ -79,6 +82,7 @@ impl Mutant {
         Mutant::RotationWithoutAlias,
         Mutant::AliasOverwritesRow,
         Mutant::AliasExpires,
+        Mutant::SkipQuarantineView,
     ];
 
     /// Whether the mutant lives on the rate-gate path (read → token → claim): a world without a
@@ -171,6 +175,7 @@ impl Mutant {
             Mutant::RotationWithoutAlias => "rotation-without-alias",
             Mutant::AliasOverwritesRow => "alias-overwrites-row",
             Mutant::AliasExpires => "alias-expires",
+            Mutant::SkipQuarantineView => "skip-quarantine-view",
         }
     }
 
@@ -205,6 +210,9 @@ impl Mutant {
             }
             Mutant::AliasOverwritesRow => "an alias is written over whatever row the older key holds",
             Mutant::AliasExpires => "the TTL may delete an alias while its notice's claim is still open",
+            Mutant::SkipQuarantineView => {
+                "a claim made off the quarantine view is never put on it (an unknown send, a held delivery acked)"
+            }
         }
     }
 }
@@ -286,6 +294,7 @@ impl Rules {
             Some(Mutant::SkipPreRead) => Wiring::SkipRead,
             Some(Mutant::FailedReadIsFree) => Wiring::FailedReadIsFree,
             Some(Mutant::RotationWithoutAlias) => Wiring::NoAliases,
+            Some(Mutant::SkipQuarantineView) => Wiring::NoQuarantineView,
             _ => Wiring::Real,
         }
     }

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use notice_ledger::ledger::{
-    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, Origin, RowReader, RowState, WithdrawRequest,
+    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, ClaimToken, LedgerRow, Origin, RowReader, RowState,
+    WithdrawRequest,
 };
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::park::{ParkError, ParkRequest, Parked, Parker};
@@ -30,13 +31,15 @@ pub(super) enum Call {
     Token(Vec<u64>),
     /// A claim, with the keys its write also puts an alias at (a first write while the key
     /// secret rotates).
-    Claim(NoticeKey, Vec<NoticeKey>),
+    Claim(NoticeKey, Vec<NoticeKey>, bool),
     RecordMissed(NoticeKey, Vec<NoticeKey>),
     Send(NoticeKey),
     CommitSent(NoticeKey, String),
     CommitRejected(NoticeKey),
     Release(NoticeKey),
     Withdraw(NoticeKey, Vec<NoticeKey>),
+    /// An open claim put on the quarantine view.
+    List(NoticeKey),
 }
 
 impl Call {
@@ -45,7 +48,8 @@ impl Call {
         match self {
             Call::Token(_) | Call::ReadMany(_) => None,
             Call::Read(k)
-            | Call::Claim(k, _)
+            | Call::Claim(k, _, _)
+            | Call::List(k)
             | Call::RecordMissed(k, _)
             | Call::Send(k)
             | Call::CommitSent(k, _)
@@ -138,13 +142,16 @@ impl ScriptedLedger {
             key: key.clone(),
             state,
             origin: Origin::Worker,
-            claim_token: None,
+            // Whose claim it is stays the model's: the sender only hands it back with a quarantine
+            // view write, which the model applies to the key's open claim ([`Call::List`]).
+            claim_token: (state == RowState::Claimed).then(|| ClaimToken::from_stored("held")),
             subscription_id: String::new(),
             period_start: String::new(),
             kind: String::new(),
             revision: 0,
             content_digest: digest.and_then(|n| self.facts.digests.get(usize::from(n)).cloned()),
             claimed_at: (state == RowState::Claimed).then_some(claimed_at),
+            on_quarantine_view: false,
             updated_at: epoch(),
             message_id: None,
             detail: None,
@@ -209,7 +216,7 @@ impl RowReader for ScriptedLedger {
 #[async_trait]
 impl ClaimLedger for ScriptedLedger {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, LedgerError> {
-        match take(&self.script, Call::Claim(req.key.clone(), req.aliases.clone())) {
+        match take(&self.script, Call::Claim(req.key.clone(), req.aliases.clone(), req.on_quarantine_view)) {
             None => std::future::pending().await,
             Some(Answer::Minted) => Ok(ClaimOutcome::Minted(Claim {
                 key: req.key.clone(),
@@ -239,6 +246,10 @@ impl ClaimLedger for ScriptedLedger {
 
     async fn release(&self, claim: &Claim, _: &str, _: DateTime<Utc>) -> Result<(), LedgerError> {
         self.write(Call::Release(claim.key.clone()), "release").await
+    }
+
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError> {
+        self.write(Call::List(claim.key.clone()), "quarantine view").await
     }
 
     async fn record_missed(&self, req: &ClaimRequest, _: &str) -> Result<Option<LedgerRow>, LedgerError> {

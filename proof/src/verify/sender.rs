@@ -148,6 +148,9 @@ fn scripted_sender(
     };
     Arc::new(
         NoticeSender::new(ledger, Arc::new(ScriptedMailer { script: ports.script }), renderer, policy, keys)
+            // As shipped: the queue redelivers, so claims are made off the quarantine view and the
+            // model checks that none is acked while it is off.
+            .redelivered_by_queue()
             // The model decides when a send times out (it answers "unknown"); the real timer
             // never fires.
             .with_budget(SendBudget {
@@ -484,13 +487,14 @@ impl Core {
                     )));
                 }
             },
-            Call::Claim(_, aliases) => Step::Claim { key, alias: self.alias(&aliases)? },
+            Call::Claim(_, aliases, listed) => Step::Claim { key, alias: self.alias(&aliases)?, listed },
             Call::RecordMissed(_, aliases) => Step::RecordMissed { key, alias: self.alias(&aliases)? },
             Call::Send(_) => Step::Send { key },
             Call::CommitSent(_, id) => Step::CommitSent { key, message: parse_message_id(&id)? },
             Call::CommitRejected(_) => Step::CommitRejected { key },
             Call::Release(_) => Step::Release { key },
             Call::Withdraw(_, aliases) => Step::Withdraw { key, alias: self.alias(&aliases)? },
+            Call::List(_) => Step::List { key },
         })
     }
 
@@ -510,11 +514,12 @@ impl Core {
         key: u8,
         now: Phase,
         t: u8,
-        state: RowState,
+        (state, listed): (RowState, bool),
     ) -> Result<LedgerRow, VerifyError> {
         let job = &self.notice(notice)?.job;
         let mut req = ClaimRequest::for_job(job, self.key(key)?.clone(), now.at());
         req.token = token(t);
+        req.on_quarantine_view = listed;
         let detail = (state == RowState::Missed).then(|| "send window closed".to_owned());
         Ok(req.to_row(state, detail))
     }

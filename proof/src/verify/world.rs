@@ -15,8 +15,8 @@ pub(super) const MAX_SENDS: usize = 8;
 pub(super) const MAX_NOTICES: usize = 3;
 
 /// Most port calls one job makes (read, token, claim, send, commit — and, while the key secret
-/// rotates, the placement's read of the older key first).
-pub(super) const MAX_CALLS: usize = 6;
+/// rotates, the placement's read of the older key first; a held claim put on the quarantine view).
+pub(super) const MAX_CALLS: usize = 7;
 
 /// Most records one receive hands a worker (an SQS batch, as the sender Lambda gets it).
 pub(super) const MAX_BATCH: usize = 2;
@@ -255,6 +255,8 @@ pub(super) enum Step {
     Claim {
         key: u8,
         alias: Option<u8>,
+        /// Made on the quarantine view (`ClaimRequest::on_quarantine_view`).
+        listed: bool,
     },
     RecordMissed {
         key: u8,
@@ -277,6 +279,10 @@ pub(super) enum Step {
     Withdraw {
         key: u8,
         alias: Option<u8>,
+    },
+    /// `key`'s open claim put on the quarantine view.
+    List {
+        key: u8,
     },
     /// The batch's one ledger read (`NoticeSender::prefetch`): the rows of these keys, in the
     /// order the sender asked for them.
@@ -308,6 +314,7 @@ impl Step {
             Step::CommitRejected { .. } => "commit rejected",
             Step::Release { .. } => "release",
             Step::Withdraw { .. } => "withdraw",
+            Step::List { .. } => "quarantine view",
             Step::BatchRead { .. } => "batch read",
             Step::BatchToken { .. } => "batch token take",
             Step::Done { .. } => "ack/retry",

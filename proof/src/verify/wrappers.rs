@@ -12,6 +12,9 @@
 //! * [`Wiring::NoAliases`]: a first write under the newer secret version goes without its alias
 //!   at the older key (an adapter that drops `ClaimRequest::aliases`, or a plain put instead of
 //!   the transaction).
+//! * [`Wiring::NoQuarantineView`]: putting an open claim on the quarantine view answers "done"
+//!   without a write (an adapter whose `put_on_quarantine_view` does nothing, over an index that
+//!   lists only what it is given).
 
 use std::sync::Arc;
 
@@ -31,6 +34,8 @@ pub(super) enum Wiring {
     FailedReadIsFree,
     TokenAfterClaim,
     NoAliases,
+    /// The quarantine view write answers "done" without asking the ledger.
+    NoQuarantineView,
 }
 
 /// A ledger port wrapped for a mutant (with [`Wiring::Real`], a plain pass-through).
@@ -47,7 +52,9 @@ impl RowReader for WiredLedger {
         match self.wiring {
             Wiring::SkipRead => Ok(None),
             Wiring::FailedReadIsFree => Ok(self.inner.get(key).await.unwrap_or(None)),
-            Wiring::Real | Wiring::TokenAfterClaim | Wiring::NoAliases => self.inner.get(key).await,
+            Wiring::Real | Wiring::TokenAfterClaim | Wiring::NoAliases | Wiring::NoQuarantineView => {
+                self.inner.get(key).await
+            }
         }
     }
 
@@ -57,7 +64,9 @@ impl RowReader for WiredLedger {
         match self.wiring {
             Wiring::SkipRead => Ok(Vec::new()),
             Wiring::FailedReadIsFree => Ok(self.inner.get_many(keys).await.unwrap_or_default()),
-            Wiring::Real | Wiring::TokenAfterClaim | Wiring::NoAliases => self.inner.get_many(keys).await,
+            Wiring::Real | Wiring::TokenAfterClaim | Wiring::NoAliases | Wiring::NoQuarantineView => {
+                self.inner.get_many(keys).await
+            }
         }
     }
 }
@@ -107,6 +116,13 @@ impl ClaimLedger for WiredLedger {
 
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.inner.release(claim, reason, at).await
+    }
+
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError> {
+        if self.wiring == Wiring::NoQuarantineView {
+            return Ok(());
+        }
+        self.inner.put_on_quarantine_view(claim).await
     }
 
     async fn record_missed(

@@ -239,6 +239,10 @@ impl<L: Ledger> ClaimLedger for FaultyLedger<L> {
         }
         Ok(())
     }
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError> {
+        self.commit_gate()?;
+        self.inner.put_on_quarantine_view(claim).await
+    }
     async fn record_missed(
         &self,
         req: &ClaimRequest,

@@ -220,6 +220,12 @@ impl RowReader for ReleasedBetween {
 
 #[async_trait::async_trait]
 impl notice_ledger::ledger::ClaimLedger for ReleasedBetween {
+    async fn put_on_quarantine_view(
+        &self,
+        claim: &notice_ledger::ledger::Claim,
+    ) -> Result<(), notice_ledger::LedgerError> {
+        self.inner.put_on_quarantine_view(claim).await
+    }
     async fn claim(
         &self,
         req: &notice_ledger::ledger::ClaimRequest,

@@ -50,7 +50,8 @@ pub(crate) fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-/// The item for `row`. Open claims get the GSI keys and never an expiry (TTL must not delete a
+/// The item for `row`. Open claims get the GSI keys when they are on the quarantine view
+/// ([`LedgerRow::on_quarantine_view`]), and never an expiry (TTL must not delete a
 /// claim nobody has resolved); aliases neither (never expired, never on the quarantine view: see
 /// [`expires`]); every other state gets `expires_at` and never the GSI keys.
 pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
@@ -88,7 +89,7 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
     }
     if expires(row.state) {
         item.insert(attr::EXPIRES_AT.to_owned(), n(expires_at));
-    } else if row.state == RowState::Claimed {
+    } else if row.state == RowState::Claimed && row.on_quarantine_view {
         let since = row.claimed_at.unwrap_or(row.updated_at);
         item.insert(attr::OPEN_SHARD.to_owned(), s(open_shard(&row.key)));
         item.insert(attr::OPEN_SINCE.to_owned(), n(since.timestamp_millis()));
@@ -121,6 +122,7 @@ pub fn item_to_row(item: &Item) -> Result<LedgerRow, LedgerError> {
         revision: u64::try_from(revision).map_err(|_| corrupt(attr::REVISION, "is negative"))?,
         content_digest: opt_s(item, attr::CONTENT_DIGEST)?.map(str::to_owned),
         claimed_at: opt_time(item, attr::CLAIMED_AT)?,
+        on_quarantine_view: item.contains_key(attr::OPEN_SINCE),
         updated_at: get_time(item, attr::UPDATED_AT)?,
         message_id: opt_s(item, attr::MESSAGE_ID)?.map(str::to_owned),
         detail: opt_s(item, attr::DETAIL)?.map(str::to_owned),

@@ -197,6 +197,10 @@ impl ClaimLedger for PostgresLedger {
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.transition(claim, RowState::Released, at, None, Some(reason)).await
     }
+    /// Nothing to write: the partial index `notices_open_claims` lists every open claim.
+    async fn put_on_quarantine_view(&self, _claim: &Claim) -> Result<(), LedgerError> {
+        Ok(())
+    }
     async fn record_missed(
         &self,
         req: &ClaimRequest,

@@ -1,7 +1,7 @@
 //! Rows ↔ ledger rows, and error text.
 
 use chrono::{DateTime, Timelike, Utc};
-use notice_ledger::ledger::{ClaimToken, LedgerRow, RenderedNotice};
+use notice_ledger::ledger::{ClaimToken, LedgerRow, RenderedNotice, RowState};
 use notice_ledger::{LedgerError, NoticeKey};
 use tokio_postgres::Row;
 
@@ -30,6 +30,8 @@ pub(crate) fn read_row(row: &Row) -> Result<LedgerRow, LedgerError> {
             .map_err(|_| LedgerError::Corrupt(format!("column `revision`: {revision:?} is not a u64")))?,
         content_digest: col(row, 8)?,
         claimed_at: col(row, 9)?,
+        // The partial index `notices_open_claims` lists every open claim.
+        on_quarantine_view: state == RowState::Claimed.as_str(),
         updated_at: col(row, 10)?,
         message_id: col(row, 11)?,
         detail: col(row, 12)?,

@@ -6,7 +6,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use notice_ledger::ledger::rules::{permits, Verdict, Write};
-use notice_ledger::ledger::{ClaimToken, LedgerRow, QuarantineView, RenderedNotice, RowReader};
+use notice_ledger::ledger::{ClaimToken, LedgerRow, QuarantineView, RenderedNotice, RowReader, RowState};
 use notice_ledger::LedgerError;
 use notice_ledger::NoticeKey;
 
@@ -47,6 +47,8 @@ pub(crate) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerRow, Ledg
                 .map_err(|_| LedgerError::Corrupt(format!("revision {revision}")))?,
             content_digest: row.get(8).map_err(sql)?,
             claimed_at: claimed_at.map(ts).transpose()?,
+            // The partial index `notices_open_claims` lists every open claim.
+            on_quarantine_view: state == RowState::Claimed.as_str(),
             updated_at: ts(updated_at)?,
             message_id: row.get(11).map_err(sql)?,
             detail: row.get(12).map_err(sql)?,

@@ -48,6 +48,7 @@ async fn an_old_file_gains_the_evidence_columns_and_keeps_its_rows() {
         jurisdiction: Some("US-CA".into()),
         rendered: None,
         aliases: Vec::new(),
+        on_quarantine_view: true,
     };
     assert!(matches!(ledger.claim(&req).await.expect("claim"), ClaimOutcome::Minted(_)));
     let row = ledger.get(&key).await.expect("read").expect("row");
@@ -84,6 +85,7 @@ fn claim_request(key: &NoticeKey, at: chrono::DateTime<Utc>) -> ClaimRequest {
         jurisdiction: Some("DE".into()),
         rendered: None,
         aliases: Vec::new(),
+        on_quarantine_view: true,
     }
 }
 

@@ -57,6 +57,59 @@ pub async fn open_claims_lists_old_claims_oldest_first_within_the_limit(ledger: 
     assert_eq!(open.iter().map(|r| &r.key).collect::<Vec<_>>(), expected[6..].to_vec());
 }
 
+/// A claim made off the quarantine view (the sender Lambda's, whose queue redelivers) is listed
+/// exactly when its row says so — never by an index-keeping ledger before it is put on; always by
+/// one whose view is every open claim — and `put_on_quarantine_view` lists it, under its own
+/// token only, and does nothing to a row that has moved on.
+pub async fn claims_made_off_the_view_are_listed_when_put_on(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+    let off = |key: &NoticeKey| notice_ledger::ledger::ClaimRequest {
+        on_quarantine_view: false,
+        ..request(key, t(0))
+    };
+    let (a, b, gone) = (fresh_key(), fresh_key(), fresh_key());
+    let claim_a = mint(l, &off(&a)).await;
+    let claim_b = mint(l, &off(&b)).await;
+    let claim_gone = mint(l, &off(&gone)).await;
+    let listed = |open: &[LedgerRow], key: &NoticeKey| open.iter().any(|r| &r.key == key);
+
+    let open = l.open_claims(t(100), 1000).await.unwrap_or_else(|e| panic!("{e}"));
+    let stored_a = row(l, &a).await;
+    assert_eq!(listed(&open, &a), stored_a.on_quarantine_view, "the view lists what the row says");
+    let every_claim = stored_a.on_quarantine_view;
+
+    // Someone else's token lists nothing; the holder's does.
+    let stranger = notice_ledger::ledger::Claim {
+        token: notice_ledger::ledger::ClaimToken::random(),
+        ..claim_a.clone()
+    };
+    l.put_on_quarantine_view(&stranger).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(row(l, &a).await.on_quarantine_view, every_claim, "a stranger's token lists nothing");
+    l.put_on_quarantine_view(&claim_a).await.unwrap_or_else(|e| panic!("{e}"));
+    l.put_on_quarantine_view(&claim_a).await.unwrap_or_else(|e| panic!("twice: {e}"));
+    let stored_a = row(l, &a).await;
+    assert!(stored_a.on_quarantine_view && stored_a.state == RowState::Claimed);
+    assert_eq!(stored_a.claimed_at, Some(t(0)), "claim time kept");
+
+    // A row that has moved on: nothing to list, and no error.
+    l.commit_sent(&claim_gone, "m-gone", t(5)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.put_on_quarantine_view(&claim_gone).await.unwrap_or_else(|e| panic!("moved on: {e}"));
+    assert_eq!(row(l, &gone).await.state, RowState::Sent);
+
+    let open = l.open_claims(t(100), 1000).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(listed(&open, &a), "put on: listed");
+    assert_eq!(listed(&open, &b), every_claim, "not put on: listed only where the view is every open claim");
+    assert!(!listed(&open, &gone), "sent: never listed");
+    let (count, _) = l.count_open_claims(t(100)).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(count, open.len(), "the count agrees with the list");
+
+    // Leaving `claimed` takes a listed claim off the view.
+    l.commit_sent(&claim_a, "m-a", t(6)).await.unwrap_or_else(|e| panic!("{e}"));
+    l.commit_sent(&claim_b, "m-b", t(6)).await.unwrap_or_else(|e| panic!("{e}"));
+    let open = l.open_claims(t(100), 1000).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(!listed(&open, &a) && !listed(&open, &b));
+}
+
 /// Provider events resolve a quarantined claim, teach the ledger unknown sends, never move a row
 /// backwards, and record a second message id once as a duplicate.
 pub async fn provider_evidence_resolves_learns_and_detects_duplicates(ledger: Arc<dyn Ledger>) {
@@ -239,6 +292,7 @@ pub async fn backfill_never_overwrites(ledger: Arc<dyn Ledger>) {
         revision: 2,
         content_digest: None,
         claimed_at: None,
+        on_quarantine_view: false,
         updated_at: t(-1000),
         message_id: Some("legacy-1".into()),
         detail: Some("backfilled".into()),

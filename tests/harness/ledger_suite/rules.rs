@@ -40,6 +40,8 @@ async fn seed(
         revision: 0,
         content_digest: Some("digest-1".into()),
         claimed_at: Some(t(-100)),
+        // Seeded as an index-keeping ledger lists it and every other ledger reads it back.
+        on_quarantine_view: state == RowState::Claimed,
         updated_at: t(-100),
         message_id: None,
         detail: None,
@@ -121,6 +123,7 @@ pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
                         revision: 0,
                         content_digest: None,
                         claimed_at: None,
+                        on_quarantine_view: false,
                         updated_at: t(0),
                         message_id: Some("legacy".into()),
                         detail: None,

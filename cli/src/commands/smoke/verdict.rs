@@ -120,6 +120,7 @@ mod tests {
             revision: 0,
             content_digest: None,
             claimed_at: None,
+            on_quarantine_view: false,
             updated_at: Utc::now(),
             message_id: (state == RowState::Sent).then(|| "m-1".to_owned()),
             detail: None,

@@ -204,6 +204,7 @@ impl Model {
             revision: 0,
             content_digest: None,
             claimed_at: row.claimed_at.then(epoch),
+            on_quarantine_view: row.listed,
             updated_at: epoch(),
             message_id: row.message.map(message_id),
             detail: None,
@@ -244,6 +245,7 @@ impl Model {
             token: row.claim_token.as_ref().map(parse_token).transpose()?,
             notice: row.content_digest.as_deref().map(|d| self.core.notice_of_digest(d)).transpose()?,
             claimed_at: row.claimed_at.is_some(),
+            listed: row.state == RowState::Claimed && row.on_quarantine_view,
             message: row.message_id.as_deref().map(parse_message_id).transpose()?,
             duplicates,
             status: row.delivery_status,
@@ -281,7 +283,7 @@ type Cache<K, V> = RefCell<FastMap<K, V>>;
 pub(super) struct Calls {
     verdicts: Cache<(u8, Option<Row>, Probe), Verdict>,
     evidence: Cache<(u8, Option<Row>, u8, u8), Applied>,
-    written: Cache<(u8, u8, Phase, u8, RowState), Row>,
+    written: Cache<(u8, u8, Phase, u8, RowState, bool), Row>,
     on_view: Cache<(u8, Row), bool>,
     tombstones: Cache<(u8, u8, Phase), Row>,
     aliases: Cache<(u8, u8, Row), Row>,
@@ -372,18 +374,19 @@ impl Model {
         })
     }
 
-    /// The row a claim (`Claimed`) or a recorded miss (`Missed`) with token `t` writes: the real
-    /// request's own `to_row`.
+    /// The row a claim (`Claimed`) or a recorded miss (`Missed`) with token `t` writes, on the
+    /// quarantine view or not as the sender's request asked (`listed`): the real request's own
+    /// `to_row`.
     pub(super) fn written(
         &self,
         notice: u8,
         key: u8,
         now: Phase,
         t: u8,
-        state: RowState,
+        (state, listed): (RowState, bool),
     ) -> Result<Row, VerifyError> {
-        remember(&self.calls.written, (notice, key, now, t, state), || {
-            self.compact(&self.core.written_row(notice, key, now, t, state)?)
+        remember(&self.calls.written, (notice, key, now, t, state, listed), || {
+            self.compact(&self.core.written_row(notice, key, now, t, (state, listed))?)
         })
     }
 

@@ -57,6 +57,8 @@ pub(super) struct Row {
     /// Whose identity and content the row holds (`None`: learned from provider events).
     pub(super) notice: Option<u8>,
     pub(super) claimed_at: bool,
+    /// An open claim on the quarantine view (`LedgerRow::on_quarantine_view`).
+    pub(super) listed: bool,
     pub(super) message: Option<u8>,
     pub(super) duplicates: u8,
     pub(super) status: Option<DeliveryStatus>,

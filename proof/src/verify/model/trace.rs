@@ -129,7 +129,7 @@ impl Model {
         attempts: &[Option<Attempt>; 2],
     ) -> String {
         let key = match step {
-            Step::Claim { key, alias: Some(a) }
+            Step::Claim { key, alias: Some(a), .. }
             | Step::RecordMissed { key, alias: Some(a) }
             | Step::Withdraw { key, alias: Some(a) } => {
                 format!("{} (alias at {})", self.key_name(*key), self.key_name(*a))
@@ -143,6 +143,7 @@ impl Model {
             | Step::CommitSent { key, .. }
             | Step::CommitRejected { key }
             | Step::Release { key }
+            | Step::List { key }
             | Step::Withdraw { key, .. } => self.key_name(*key),
             Step::BatchRead { .. } | Step::BatchToken { .. } | Step::Done { .. } => String::new(),
         };

@@ -91,6 +91,10 @@ pub struct NoticeSender {
     rate_gate: Option<Arc<dyn RateGate>>,
     /// The time of the writes that follow a send ([`crate::clock`]).
     clock: Arc<dyn Clock>,
+    /// Whether a message this sender does not finish comes back (a queue's redelivery): then
+    /// its claims are made off the quarantine view, and whoever finds one left open puts it on
+    /// ([`NoticeSender::redelivered_by_queue`]).
+    redelivered: bool,
 }
 
 impl NoticeSender {
@@ -113,7 +117,20 @@ impl NoticeSender {
             metrics: Arc::new(Metrics::default()),
             rate_gate: None,
             clock: Arc::new(SystemClock),
+            redelivered: false,
         }
+    }
+
+    /// For hosts whose queue gives an unfinished message back (the sender Lambda, and the models
+    /// that run it): claims are made off the quarantine view, so a notice claimed, sent and
+    /// committed writes no index entry. A claim can then stay open unlisted only until its
+    /// message's next delivery, which finds it held and puts it on the view before anything
+    /// acks that message; a sender that leaves its own claim open (an unknown send, a lost
+    /// commit) puts it on first. Without this (`noticectl send` reads files: nothing comes back)
+    /// every claim is listed as it is made.
+    pub fn redelivered_by_queue(mut self) -> Self {
+        self.redelivered = true;
+        self
     }
 
     /// Stamps the writes that follow a send with `clock` (default: the wall clock).

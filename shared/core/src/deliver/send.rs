@@ -42,7 +42,8 @@ impl NoticeSender {
         }
         self.note_unlisted_jurisdiction(job, m);
         let key = &placed.key;
-        let req = ClaimRequest::for_job(job, key.clone(), now).with_aliases(placed.aliases.clone());
+        let mut req = ClaimRequest::for_job(job, key.clone(), now).with_aliases(placed.aliases.clone());
+        req.on_quarantine_view = !self.redelivered;
         if let WindowDecision::Missed { closed_at } = decision {
             return self.record_missed(&req, closed_at, m).await;
         }
@@ -145,7 +146,7 @@ impl NoticeSender {
         };
         match read {
             Ok(Some(row)) if permits(Some(&row), Write::Claim { token: &req.token }) == Verdict::Refuse => {
-                if let Some(outcome) = self.refused(req, &row, m) {
+                if let Some(outcome) = self.refused(req, &row, m).await {
                     return ControlFlow::Break(outcome);
                 }
                 held_in_shadow = true;
@@ -174,7 +175,7 @@ impl NoticeSender {
                 Metrics::incr(&m.claims_minted);
                 ControlFlow::Continue(Some(claim))
             }
-            Ok(ClaimOutcome::Held(row)) => match self.refused(req, &row, m) {
+            Ok(ClaimOutcome::Held(row)) => match self.refused(req, &row, m).await {
                 Some(outcome) => ControlFlow::Break(outcome),
                 None => ControlFlow::Continue(None),
             },
@@ -243,10 +244,15 @@ impl NoticeSender {
                         Metrics::incr(&m.rejected);
                         Outcome::Rejected { reason }
                     }
-                    Err(e) => self.quarantine(format!("rejected ({reason}) but commit failed: {e}"), m),
+                    Err(e) => {
+                        self.quarantine(claim, format!("rejected ({reason}) but commit failed: {e}"), None, m)
+                            .await
+                    }
                 }
             }
-            SendResult::Unknown { reason } => self.quarantine(format!("send outcome unknown: {reason}"), m),
+            SendResult::Unknown { reason } => {
+                self.quarantine(claim, format!("send outcome unknown: {reason}"), None, m).await
+            }
         }
     }
 
@@ -268,12 +274,8 @@ impl NoticeSender {
             Err(e) => {
                 // The message is out; the claim stays and the provider's Send event resolves it.
                 Metrics::incr(&m.ledger_errors);
-                Metrics::incr(&m.quarantined);
                 error!(message_id = %message_id, error = %e, "sent but commit failed: claim left for the reconciler");
-                Outcome::Quarantined {
-                    reason: format!("commit failed after send: {e}"),
-                    message_id: Some(message_id),
-                }
+                self.quarantine(claim, format!("commit failed after send: {e}"), Some(message_id), m).await
             }
         }
     }
@@ -309,14 +311,55 @@ impl NoticeSender {
         }
     }
 
-    fn quarantine(&self, reason: String, m: &Metrics) -> Outcome {
+    /// Our own claim stays open: on the quarantine view first (when it was made off it), then
+    /// acked as quarantined. If that write fails the message is retried instead: its next
+    /// delivery finds the claim held and puts it on the view ([`NoticeSender::watch`]).
+    async fn quarantine(
+        &self,
+        claim: &Claim,
+        reason: String,
+        message_id: Option<String>,
+        m: &Metrics,
+    ) -> Outcome {
         Metrics::incr(&m.quarantined);
         error!(%reason, "claim quarantined: outcome unknown, resolve from provider events");
-        Outcome::Quarantined { reason, message_id: None }
+        if self.redelivered {
+            if let Err(e) = self.ledger.put_on_quarantine_view(claim).await {
+                Metrics::incr(&m.ledger_errors);
+                error!(error = %e, "could not put the claim on the quarantine view: retried, the next delivery puts it there");
+                return Outcome::LedgerUnavailable(format!(
+                    "{reason}; the quarantine view write failed: {e}"
+                ));
+            }
+        }
+        Outcome::Quarantined { reason, message_id }
+    }
+
+    /// A claim another delivery holds goes on the quarantine view before this message is acked or
+    /// handed back: if its sender is gone, this row is the only trace, and a claim made off the
+    /// view is listed by nobody else. Nothing to write for any other row or one listed already.
+    /// `Err` with the outcome when the write failed: the message is retried, never acked over an
+    /// unlisted claim.
+    pub(super) async fn watch(&self, row: &LedgerRow, m: &Metrics) -> Result<(), Outcome> {
+        if row.state != RowState::Claimed || row.on_quarantine_view {
+            return Ok(());
+        }
+        let Some(token) = row.claim_token.clone() else {
+            Metrics::incr(&m.ledger_errors);
+            error!("an open claim without a claim token: retried");
+            return Err(Outcome::LedgerUnavailable("an open claim without a claim token".into()));
+        };
+        let claim =
+            Claim { key: row.key.clone(), token, claimed_at: row.claimed_at.unwrap_or(row.updated_at) };
+        self.ledger.put_on_quarantine_view(&claim).await.map_err(|e| {
+            Metrics::incr(&m.ledger_errors);
+            error!(error = %e, "could not put a held claim on the quarantine view: retried");
+            Outcome::LedgerUnavailable(format!("the quarantine view write failed: {e}"))
+        })
     }
 
     /// The key already has a row. `None` means "send anyway" (shadow mode only).
-    fn refused(&self, req: &ClaimRequest, row: &LedgerRow, m: &Metrics) -> Option<Outcome> {
+    async fn refused(&self, req: &ClaimRequest, row: &LedgerRow, m: &Metrics) -> Option<Outcome> {
         let conflict = row.content_digest.as_deref().is_some_and(|d| d != req.content_digest);
         if conflict {
             Metrics::incr(&m.payload_conflicts);
@@ -329,6 +372,9 @@ impl NoticeSender {
         }
         if conflict {
             return Some(Outcome::PayloadConflict { state: row.state });
+        }
+        if let Err(outcome) = self.watch(row, m).await {
+            return Some(outcome);
         }
         Some(self.held(row, req.at, m))
     }
@@ -399,7 +445,10 @@ impl NoticeSender {
                 error!(closed_at = %closed_at, "missed the send window: recorded, not sent");
                 Outcome::Missed { closed_at }
             }
-            Ok(Some(row)) => self.held(&row, req.at, m),
+            Ok(Some(row)) => match self.watch(&row, m).await {
+                Ok(()) => self.held(&row, req.at, m),
+                Err(outcome) => outcome,
+            },
             Err(e) => {
                 Metrics::incr(&m.ledger_errors);
                 error!(error = %e, "could not record missed window");

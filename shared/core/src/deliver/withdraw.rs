@@ -50,6 +50,9 @@ impl NoticeSender {
                 Outcome::InFlight { until, withdraw: true }
             }
             WithdrawAnswer::TooLate => {
+                if let Err(outcome) = self.watch(&held, m).await {
+                    return outcome;
+                }
                 if let Some(until) = self.in_flight_until(&held, now) {
                     // The queue policy hides a withdraw's wait and never parks it (see `queue.rs`).
                     info!(until = %until, "withdraw meets a claim that may still be in flight: back when its sender is done");

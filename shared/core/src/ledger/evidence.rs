@@ -85,6 +85,7 @@ pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
         revision: 0,
         content_digest: None,
         claimed_at: None,
+        on_quarantine_view: false,
         updated_at: ev.at,
         message_id: Some(ev.message_id.clone()),
         detail: Some("learned from provider events".into()),

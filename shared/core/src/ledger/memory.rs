@@ -96,7 +96,11 @@ impl QuarantineView for MemoryLedger {
         let mut open: Vec<LedgerRow> = self
             .lock()
             .values()
-            .filter(|r| r.state == RowState::Claimed && r.claimed_at.is_some_and(|t| t < claimed_before))
+            .filter(|r| {
+                r.state == RowState::Claimed
+                    && r.on_quarantine_view
+                    && r.claimed_at.is_some_and(|t| t < claimed_before)
+            })
             .cloned()
             .collect();
         open.sort_by_key(|r| r.claimed_at);
@@ -149,6 +153,14 @@ impl ClaimLedger for MemoryLedger {
     }
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         self.transition(claim, RowState::Released, at, |row| row.detail = Some(reason.to_owned()))
+    }
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError> {
+        if let Some(row) = self.lock().get_mut(&claim.key) {
+            if row.state == RowState::Claimed && row.claim_token.as_ref() == Some(&claim.token) {
+                row.on_quarantine_view = true;
+            }
+        }
+        Ok(())
     }
     async fn record_missed(
         &self,

@@ -75,6 +75,14 @@ pub trait ClaimLedger: RowReader {
     /// retry may claim and send.
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError>;
 
+    /// Puts the open claim `claim` names on the quarantine view (what the reporter and
+    /// `noticectl quarantine list` read), if the row is still `claimed` under `claim.token`; `Ok`
+    /// when it is there already or has moved on (nothing left to watch). Called by whoever learns
+    /// that a claim may stay open — its own sender after an unknown outcome, a later delivery that
+    /// finds it held — before that message is acked; never on the claim → commit path, so a
+    /// notice sent and committed writes no index entry ([`LedgerRow::on_quarantine_view`]).
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError>;
+
     /// Writes a `missed` row unless the key already has a row other than `released`, which is
     /// returned instead.
     async fn record_missed(&self, req: &ClaimRequest, reason: &str)

@@ -202,6 +202,14 @@ pub struct LedgerRow {
     /// Digest of the content inputs of the job that claimed it (absent on backfilled rows).
     pub content_digest: Option<String>,
     pub claimed_at: Option<DateTime<Utc>>,
+    /// Whether the quarantine view lists this open claim. A claim is made off the view when its
+    /// sender's queue redelivers (so the common claim → commit writes no index entry, and the
+    /// reporter's index costs nothing per notice); whoever learns that it may stay open — its own
+    /// sender after an unknown send, or a later delivery that finds it held — puts it on before its
+    /// message is acked ([`crate::ledger::ClaimLedger::put_on_quarantine_view`]). Ledgers whose
+    /// view is every open claim (SQLite, PostgreSQL: a partial index) read it as `true` on every
+    /// open claim. Meaningless on any other state.
+    pub on_quarantine_view: bool,
     pub updated_at: DateTime<Utc>,
     /// The provider's message id of the send.
     pub message_id: Option<String>,
@@ -244,6 +252,10 @@ pub struct ClaimRequest {
     /// also put an alias at each (no row there, or an alias), in the same atomic write. Empty
     /// outside a rotation: one conditional write, as always ([`crate::keyring`]).
     pub aliases: Vec<NoticeKey>,
+    /// Whether the claim goes on the quarantine view as it is made
+    /// ([`LedgerRow::on_quarantine_view`]): for hosts whose unfinished messages never come back
+    /// (`noticectl send` reads files), since no later delivery would put it there.
+    pub on_quarantine_view: bool,
 }
 
 impl ClaimRequest {
@@ -261,6 +273,7 @@ impl ClaimRequest {
             jurisdiction: job.jurisdiction.clone(),
             rendered: None,
             aliases: Vec::new(),
+            on_quarantine_view: true,
         }
     }
 
@@ -289,6 +302,7 @@ impl ClaimRequest {
             revision: self.revision,
             content_digest: Some(self.content_digest.clone()),
             claimed_at: (state == RowState::Claimed).then_some(self.at),
+            on_quarantine_view: state == RowState::Claimed && self.on_quarantine_view,
             updated_at: self.at,
             message_id: None,
             detail,
@@ -316,6 +330,7 @@ impl LedgerRow {
             revision: row.revision,
             content_digest: None,
             claimed_at: None,
+            on_quarantine_view: false,
             updated_at: row.updated_at,
             message_id: None,
             detail: Some(format!("alias: the notice lives under secret version v{}", row.key.version())),
@@ -387,6 +402,7 @@ impl WithdrawRequest {
             revision: self.revision,
             content_digest: None,
             claimed_at: None,
+            on_quarantine_view: false,
             updated_at: self.at,
             message_id: None,
             detail: Some(self.detail.clone()),

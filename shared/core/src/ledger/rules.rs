@@ -146,6 +146,7 @@ mod tests {
             revision: 0,
             content_digest: None,
             claimed_at: None,
+            on_quarantine_view: false,
             updated_at: Utc::now(),
             message_id: None,
             detail: None,

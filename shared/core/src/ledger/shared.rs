@@ -59,6 +59,9 @@ impl<T: ClaimLedger + ?Sized> ClaimLedger for std::sync::Arc<T> {
     async fn release(&self, claim: &Claim, reason: &str, at: DateTime<Utc>) -> Result<(), LedgerError> {
         (**self).release(claim, reason, at).await
     }
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError> {
+        (**self).put_on_quarantine_view(claim).await
+    }
     async fn record_missed(
         &self,
         req: &ClaimRequest,

@@ -84,6 +84,7 @@ async fn the_memory_ledger_keeps_what_rendered_the_message() {
         jurisdiction: None,
         rendered: None,
         aliases: Vec::new(),
+        on_quarantine_view: true,
     };
     let with = request('a').with_rendered(rendered());
     assert!(matches!(ledger.claim(&with).await.unwrap(), ClaimOutcome::Minted(_)));

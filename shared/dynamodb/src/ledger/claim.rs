@@ -16,7 +16,7 @@ use notice_ledger::NoticeKey;
 use super::{DynamoLedger, WriteFailure};
 use crate::expr::Expr;
 use crate::hot::{TransactFailure, TransactPut};
-use crate::item::{attr, n, row_to_item, s, to_millis};
+use crate::item::{attr, n, open_shard, row_to_item, s, to_millis};
 
 /// `claim`/`record_missed` may write only where no row exists or the row was released.
 pub(super) const CLAIMABLE: &str = "attribute_not_exists(#notice_key) OR #state = :released";
@@ -243,6 +243,29 @@ impl ClaimLedger for DynamoLedger {
             row.detail.as_deref() == Some(reason)
         })
         .await
+    }
+    /// One `UpdateItem` that gives the row the open-claims index keys, guarded by the claim's
+    /// state and token: the only index write a notice ever costs, and only when its claim may
+    /// stay open. A failed condition means the row has moved on: nothing to watch.
+    async fn put_on_quarantine_view(&self, claim: &Claim) -> Result<(), LedgerError> {
+        let mut e = Expr::new(String::new());
+        let update =
+            format!("SET {} = :shard, {} = :since", e.name_of(attr::OPEN_SHARD), e.name_of(attr::OPEN_SINCE));
+        let condition =
+            format!("{} = :claimed AND {} = :token", e.name_of(attr::STATE), e.name_of(attr::CLAIM_TOKEN));
+        e.value(":shard", s(open_shard(&claim.key)))
+            .value(":since", n(claim.claimed_at.timestamp_millis()))
+            .value(":claimed", s(RowState::Claimed.as_str()))
+            .value(":token", s(claim.token.as_str()));
+        let result = self
+            .lean
+            .update_item(&self.table, &Self::key_item(&claim.key), &update, &condition, &e.names, &e.values)
+            .await
+            .map_err(|f| self.hot_failure("UpdateItem", f));
+        match result {
+            Ok(()) | Err(WriteFailure::Condition(_)) => Ok(()),
+            Err(WriteFailure::Other(e)) => Err(e),
+        }
     }
     async fn record_missed(
         &self,

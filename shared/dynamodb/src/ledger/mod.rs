@@ -10,9 +10,12 @@
 //! instead of reporting a conflict. Single reads go through it too; only the operator-pace
 //! queries and scans (the quarantine view, the key and time scans) use the SDK client.
 //!
-//! Open claims carry `open_shard` (the key's first hex character) and `open_since` (claim time,
-//! epoch ms), the keys of the sparse GSI `open_claims`; every transition out of `claimed` removes
-//! them, so the quarantine view queries 16 small partitions and never scans the table.
+//! Open claims on the quarantine view carry `open_shard` (the key's first hex character) and
+//! `open_since` (claim time, epoch ms), the keys of the sparse GSI `open_claims`; every transition
+//! out of `claimed` removes them, so the quarantine view queries 16 small partitions and never
+//! scans the table. A claim made off the view (`ClaimRequest::on_quarantine_view` false: the
+//! sender Lambda's) has neither until `put_on_quarantine_view` gives them, so a notice claimed,
+//! sent and committed costs two writes and no index write.
 //! `expires_at` (epoch seconds) is the table's TTL: last write plus the retention period, set only
 //! once a row leaves `claimed` — an open claim never expires, however long it waits for a human.
 

@@ -27,6 +27,7 @@ fn claimed_row() -> LedgerRow {
         revision: 3,
         content_digest: Some("digest".into()),
         claimed_at: Some(at(1_700_000_000_123)),
+        on_quarantine_view: false,
         updated_at: at(1_700_000_000_123),
         message_id: None,
         detail: None,
@@ -40,10 +41,21 @@ fn claimed_row() -> LedgerRow {
 
 #[test]
 fn claimed_row_round_trips_with_index_keys() {
-    let row = claimed_row();
+    let row = LedgerRow { on_quarantine_view: true, ..claimed_row() };
     let item = row_to_item(&row, 42);
     assert_eq!(item.get(attr::OPEN_SHARD), Some(&s("c")));
     assert_eq!(item.get(attr::OPEN_SINCE), Some(&n(1_700_000_000_123i64)));
+    assert!(!item.contains_key(attr::EXPIRES_AT), "an open claim must never expire");
+    assert_eq!(item_to_row(&item).expect("round trip"), row);
+}
+
+/// A claim made off the quarantine view (the sender Lambda's) carries no index keys: its claim
+/// and commit write the table alone.
+#[test]
+fn claimed_row_off_the_view_has_no_index_keys() {
+    let row = claimed_row();
+    let item = row_to_item(&row, 42);
+    assert!(!item.contains_key(attr::OPEN_SHARD) && !item.contains_key(attr::OPEN_SINCE));
     assert!(!item.contains_key(attr::EXPIRES_AT), "an open claim must never expire");
     assert_eq!(item_to_row(&item).expect("round trip"), row);
 }

@@ -26,7 +26,7 @@ impl Model {
             Step::Read { key } => self.read_call(out, s, w, job, step, key),
             Step::Place { key } => self.place_call(out, s, w, job, step, key),
             Step::Token { key } => self.token_call(out, s, w, job, step, key),
-            Step::Claim { key, alias } | Step::RecordMissed { key, alias } => {
+            Step::Claim { key, alias, .. } | Step::RecordMissed { key, alias } => {
                 self.claim_call(out, s, w, (job, info), step, (key, alias))
             }
             Step::Send { key } => self.send_call(out, s, w, (job, info), step, key),
@@ -34,6 +34,7 @@ impl Model {
                 self.commit_call(out, s, w, job, step, key)
             }
             Step::Withdraw { key, alias } => self.withdraw_call(out, s, w, (job, info), step, (key, alias)),
+            Step::List { key } => self.list_call(out, s, w, step, key),
             Step::BatchRead { keys } => self.batch_read(out, s, w, job, step, keys),
             Step::BatchToken { keys } => self.batch_token(out, s, w, job, step, keys),
             Step::Done { .. } => Ok(()),
@@ -162,6 +163,7 @@ impl Model {
         let row = s.rows[usize::from(key)];
         let held = row.map(|r| Answer::Held { state: r.state, digest: r.notice, young: false });
         let missed = matches!(step, Step::RecordMissed { .. });
+        let listed = matches!(step, Step::Claim { listed: true, .. });
         // Written with an alias: the whole write is refused, reporting the older key's row,
         // when that row takes no alias (the notice already lives there).
         let alias_refused = self.alias_refused(s, alias)?;
@@ -179,7 +181,7 @@ impl Model {
                 (Some(h), Some(a)) => Some((h, s.rows[usize::from(a)])),
                 _ => {
                     let state = if missed { RowState::Missed } else { RowState::Claimed };
-                    let written = Some(Some(self.written(info.notice, key, job.now, t, state)?));
+                    let written = Some(Some(self.written(info.notice, key, job.now, t, (state, listed))?));
                     let ok = if missed { Answer::Recorded } else { Answer::Minted };
                     branches.push((ok, written, !missed));
                     if ambiguous {
@@ -296,6 +298,34 @@ impl Model {
         }
         let branches = answers.into_iter().map(|(answer, row)| (answer, row.map(Some), None));
         self.written_answers(out, s, w, step, (key, None), branches)
+    }
+
+    /// `key`'s open claim put on the quarantine view: written (listed, if the key still has an
+    /// open claim), or failing (applied or not under `Faults::Ambiguous`). The real write is
+    /// guarded by the claim's token; the model lists whichever claim the key holds then, so a
+    /// claim released and claimed again in between is listed too. That can only list more than
+    /// the real write does, never less: the release and the claim in between are each a move the
+    /// search also takes without this write, so an unlisted claim it hides is found on that path.
+    fn list_call(
+        &self,
+        out: &mut Vec<Succ>,
+        s: &State,
+        w: usize,
+        step: Step,
+        key: u8,
+    ) -> Result<(), VerifyError> {
+        let listed = s.rows[usize::from(key)]
+            .filter(|r| r.state == RowState::Claimed && !r.listed)
+            .map(|r| Row { listed: true, ..r });
+        let mut answers: Vec<(Answer, Option<Option<Row>>, Option<u8>)> =
+            vec![(Answer::Written, listed.map(Some), None)];
+        if self.bounds.ledger_faults == Faults::Ambiguous && listed.is_some() {
+            answers.push((Answer::Failed, listed.map(Some), None));
+        }
+        if self.bounds.ledger_faults != Faults::Off {
+            answers.push((Answer::Failed, None, None));
+        }
+        self.written_answers(out, s, w, step, (key, None), answers)
     }
 
     /// The producer's withdraw of `key` (with an alias at the older key if the sender writes
