@@ -31,7 +31,7 @@ impl InputItem {
     pub fn job(&self) -> Result<Job, InvalidJob> {
         match &self.unreadable {
             Some(problem) => Err(InvalidJob::new("body", problem.clone())),
-            None => Job::parse(&self.body),
+            None => Job::parse(&self.body, &notice_texts::Icu),
         }
     }
 }

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use notice_ledger::keyring::KeyRing;
-use notice_ledger::notices::NoticeConfig;
-use notice_ledger::render::Renderer;
-use notice_ledger::Notices;
+use notice_ledger::{Notices, WindowPolicy};
 use notice_setup::notices::ConfigSpec;
+use notice_texts::notices::NoticeConfig;
+use notice_texts::Renderer;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct ConfigArg {
@@ -60,8 +60,13 @@ impl ConfigArg {
     /// The texts and the policy in force, with the manage links of `keys` (the links never shape
     /// a verdict; a command that shows no link may pass any ring).
     pub(crate) fn notices(&self, keys: &KeyRing) -> anyhow::Result<Notices> {
-        let (renderer, policy) = notice_setup::notices::notices_from(&self.spec()?, keys)?;
-        Ok(Notices { renderer, policy })
+        let (renderer, policy) = self.texts(keys)?;
+        Ok(Notices { texts: renderer, policy })
+    }
+
+    /// [`Self::notices`] as the texts themselves (`noticectl send` builds its sender on them).
+    pub(crate) fn texts(&self, keys: &KeyRing) -> anyhow::Result<(Arc<Renderer>, WindowPolicy)> {
+        Ok(notice_setup::notices::notices_from(&self.spec()?, keys)?)
     }
 }
 
@@ -76,5 +81,5 @@ pub(crate) fn builtin_with_policy(text: &str, keys: &KeyRing) -> anyhow::Result<
     })?;
     let policy = config.policy().clone();
     let links = notice_setup::config::links_from_env(keys)?;
-    Ok(Notices { renderer: Arc::new(Renderer::new(Arc::new(config), links)), policy })
+    Ok(Notices { texts: Arc::new(Renderer::new(Arc::new(config), links)), policy })
 }

@@ -30,6 +30,7 @@ fn job(kind: &str, revision: u64, charge: DateTime<Utc>) -> Job {
         &serde_json::json!({"subscription_id": SUB, "period_start": PERIOD, "kind": kind, "revision": revision,
             "email": "ada@example.com", "charge_at": charge.to_rfc3339(), "jurisdiction": "US-CA"})
         .to_string(),
+        &notice_texts::Icu,
     )
     .unwrap()
 }

@@ -150,7 +150,7 @@ fn quarantine_takes_an_open_claims_later_version_key_as_printed() {
     // A claim under v2 that never got its commit (the sender died after claiming).
     let k = key(d, "sub_c");
     assert!(k.starts_with("v2-"), "a notice the ledger has not seen is keyed under v2: {k}");
-    let parsed = notice_ledger::Job::parse(&job("sub_c")).expect("job");
+    let parsed = notice_ledger::Job::parse(&job("sub_c"), &notice_texts::Icu).expect("job");
     let claim_key = notice_ledger::NoticeKey::parse(&k).expect("a v2 key");
     let an_hour_ago = chrono::Utc::now() - chrono::Duration::hours(1);
     tokio::runtime::Runtime::new().expect("runtime").block_on(async {

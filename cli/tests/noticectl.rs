@@ -202,7 +202,7 @@ fn quarantine_release_is_refused_without_confirmation_and_audited_with_it() {
     std::fs::write(state.join("secret"), "quarantine-test-secret").unwrap();
     // A worker claimed the notice and died: an open claim, older than any cut-off.
     let body = job("sub_q", 0, "2026-12-04T09:00:00Z");
-    let parsed = notice_ledger::Job::parse(&body).unwrap();
+    let parsed = notice_ledger::Job::parse(&body, &notice_texts::Icu).unwrap();
     let key = parsed.key(&notice_ledger::NoticeSecret::new("quarantine-test-secret").unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -271,7 +271,7 @@ fn claim(
 ) -> notice_ledger::NoticeKey {
     std::fs::create_dir_all(state).unwrap();
     std::fs::write(state.join("secret"), secret).unwrap();
-    let parsed = notice_ledger::Job::parse(body).unwrap();
+    let parsed = notice_ledger::Job::parse(body, &notice_texts::Icu).unwrap();
     let key = parsed.key(&notice_ledger::NoticeSecret::new(secret).unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -323,7 +323,7 @@ fn with_now_every_time_a_send_writes_is_the_pinned_one() {
     std::fs::write(dir.path().join("one.jsonl"), &body).unwrap();
     let out = noticectl(dir.path(), &["send", "one.jsonl", "--now", NOW]);
     assert!(out.status.success(), "{:?}", text(&out));
-    let key = notice_ledger::Job::parse(&body)
+    let key = notice_ledger::Job::parse(&body, &notice_texts::Icu)
         .unwrap()
         .key(&notice_ledger::NoticeSecret::new("pinned-test-secret").unwrap());
     let row = tokio::runtime::Runtime::new().unwrap().block_on(async {

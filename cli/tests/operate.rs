@@ -49,7 +49,7 @@ async fn seeded() -> (Moto, DynamoLedger, tempfile::TempDir) {
     let secret = NoticeSecret::new(SECRET).unwrap();
     // Jobs 0..6 were sent, 6 is an open claim, 7 was released: 8..10 are new.
     for i in 0..8 {
-        let parsed = Job::parse(&job(i)).unwrap();
+        let parsed = Job::parse(&job(i), &notice_texts::Icu).unwrap();
         let req = ClaimRequest::for_job(&parsed, parsed.key(&secret), Utc::now());
         let ClaimOutcome::Minted(claim) = ledger.claim(&req).await.unwrap() else { panic!("seed claim") };
         match i {
@@ -124,7 +124,9 @@ async fn replay_dry_run_counts_against_the_ledger_and_enqueue_sends_only_new_job
     for m in drain_messages(&moto, &queue).await {
         let batch = m.message_attributes().and_then(|a| a.get("replay_batch")).and_then(|v| v.string_value());
         assert_eq!(batch, Some("b-42"));
-        bodies.push(Job::parse(m.body().unwrap()).unwrap().identity.subscription_id().to_owned());
+        bodies.push(
+            Job::parse(m.body().unwrap(), &notice_texts::Icu).unwrap().identity.subscription_id().to_owned(),
+        );
     }
     bodies.sort();
     assert_eq!(bodies, ["sub_7", "sub_8", "sub_9"], "only the released and the unseen jobs");
@@ -149,7 +151,7 @@ async fn backfill_writes_only_missing_rows_and_is_idempotent() {
     assert!(stdout(&second).contains("backfilled 0 row(s) as sent"), "{}", stdout(&second));
 
     let secret = NoticeSecret::new(SECRET).unwrap();
-    let key = |i| Job::parse(&job(i)).unwrap().key(&secret);
+    let key = |i| Job::parse(&job(i), &notice_texts::Icu).unwrap().key(&secret);
     let row8 = ledger.get(&key(8)).await.unwrap().unwrap();
     assert_eq!((row8.state, row8.origin.as_str()), (RowState::Sent, "backfill"));
     assert_eq!(
@@ -212,7 +214,7 @@ async fn enqueue_parks_a_far_future_job_where_the_sender_would_and_parked_cancel
     let body = serde_json::json!({"subscription_id": "sub_far", "period_start": "2026-12-01",
         "kind": "renewal_notice_t72", "email": "far@example.com", "charge_at": charge})
     .to_string();
-    let parsed = Job::parse(&body).unwrap();
+    let parsed = Job::parse(&body, &notice_texts::Icu).unwrap();
     let key = parsed.key(&NoticeSecret::new(SECRET).unwrap());
     let role = "arn:aws:iam::123456789012:role/parking";
     let enqueue =
@@ -233,7 +235,10 @@ async fn enqueue_parks_a_far_future_job_where_the_sender_would_and_parked_cancel
     let target = schedule.target().unwrap();
     assert_eq!(target.arn(), "arn:aws:sqs:us-east-1:123456789012:reminders");
     assert_eq!(target.role_arn(), role);
-    assert_eq!(Job::parse(target.input().unwrap()).unwrap().content_digest(), parsed.content_digest());
+    assert_eq!(
+        Job::parse(target.input().unwrap(), &notice_texts::Icu).unwrap().content_digest(),
+        parsed.content_digest()
+    );
 
     let list = noticectl(&moto, dir.path(), &["parked", "--schedule-group", "parked", "list"]);
     assert!(
@@ -282,7 +287,7 @@ async fn backfill_into_dynamodb_keeps_rows_for_notice_retention_days_like_the_la
         .output()
         .expect("run noticectl");
     assert!(stdout(&out).contains("backfilled 2 row(s) as sent"), "{}", stdout(&out));
-    let key = Job::parse(&job(8)).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+    let key = Job::parse(&job(8), &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
     let item = moto
         .dynamodb()
         .await
@@ -348,7 +353,7 @@ async fn replay_of_a_mostly_delivered_backlog_stops_unless_forced() {
     let ledger = DynamoLedger::new(notice_setup::aws::dynamodb_client(&moto.sdk_config().await), TABLE);
     let secret = NoticeSecret::new(SECRET).unwrap();
     for i in 0..40 {
-        let parsed = Job::parse(&job(i)).unwrap();
+        let parsed = Job::parse(&job(i), &notice_texts::Icu).unwrap();
         let req = ClaimRequest::for_job(&parsed, parsed.key(&secret), Utc::now());
         let ClaimOutcome::Minted(claim) = ledger.claim(&req).await.unwrap() else { panic!("seed claim") };
         ledger.commit_sent(&claim, &format!("ses-{i}"), Utc::now()).await.unwrap();
@@ -388,7 +393,7 @@ async fn replay_of_a_mostly_delivered_backlog_stops_unless_forced() {
     assert!(out.contains("enqueued 1 of 1 as replay batch b-forced"), "{out}");
     let bodies = drain(&moto, &queue).await;
     assert_eq!(bodies.len(), 1, "only the new job");
-    assert_eq!(Job::parse(&bodies[0]).unwrap().identity.subscription_id(), "sub_40");
+    assert_eq!(Job::parse(&bodies[0], &notice_texts::Icu).unwrap().identity.subscription_id(), "sub_40");
     eprintln!("measured: replay of 41 jobs (40 delivered): without --force 0 enqueued (exit 3); with --force 1 enqueued");
 }
 
@@ -400,7 +405,7 @@ async fn quarantine_release_refuses_while_ses_events_are_queued_or_dead_lettered
     let events = moto.create_queue("ses-events").await;
     let dlq = moto.create_queue("ses-events-dlq").await;
     let secret = NoticeSecret::new(SECRET).unwrap();
-    let key = Job::parse(&job(6)).unwrap().key(&secret); // the seeded open claim
+    let key = Job::parse(&job(6), &notice_texts::Icu).unwrap().key(&secret); // the seeded open claim
     let ledger_arg = format!("dynamodb:{TABLE}");
     let release = |extra: &[&str]| {
         let mut args = vec![
@@ -452,7 +457,7 @@ async fn quarantine_release_goes_ahead_when_the_ses_event_queues_are_empty() {
     let (moto, ledger, dir) = seeded().await;
     let events = moto.create_queue("ses-events").await;
     let dlq = moto.create_queue("ses-events-dlq").await;
-    let key = Job::parse(&job(6)).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+    let key = Job::parse(&job(6), &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
     let ledger_arg = format!("dynamodb:{TABLE}");
     let out = Command::new(env!("CARGO_BIN_EXE_noticectl"))
         .env("NOTICE_OPERATOR", "ops-test")
@@ -487,7 +492,7 @@ async fn a_withdrawn_key_in_dynamodb_is_never_replayed_and_a_sent_one_is_too_lat
     let queue = moto.create_queue("reminders").await;
     let ledger_arg = format!("dynamodb:{TABLE}");
     let secret = NoticeSecret::new(SECRET).unwrap();
-    let key = |i| Job::parse(&job(i)).unwrap().key(&secret);
+    let key = |i| Job::parse(&job(i), &notice_texts::Icu).unwrap().key(&secret);
     let withdraw = |sub: &str, extra: &[&str]| {
         let mut args = vec![
             "withdraw",
@@ -535,7 +540,7 @@ async fn a_withdrawn_key_in_dynamodb_is_never_replayed_and_a_sent_one_is_too_lat
     let mut subs: Vec<String> = drain(&moto, &queue)
         .await
         .iter()
-        .map(|b| Job::parse(b).unwrap().identity.subscription_id().to_owned())
+        .map(|b| Job::parse(b, &notice_texts::Icu).unwrap().identity.subscription_id().to_owned())
         .collect();
     subs.sort();
     assert_eq!(subs, ["sub_7", "sub_9"], "the withdrawn sub_8 is not enqueued");
@@ -584,7 +589,7 @@ async fn a_replay_is_paced_by_provider_and_the_tail_does_not_wait_behind_it() {
                 .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::SentTimestamp))
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap();
-            (at, Job::parse(m.body().unwrap()).unwrap().recipient_domain())
+            (at, Job::parse(m.body().unwrap(), &notice_texts::Icu).unwrap().recipient_domain())
         })
         .collect();
     assert_eq!(sent.len(), 32);

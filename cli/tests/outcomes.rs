@@ -26,6 +26,7 @@ fn job(sub: &str) -> Job {
         &serde_json::json!({"subscription_id": sub, "period_start": "2026-10-01", "kind": "renewal_notice_t72",
             "email": format!("{sub}@example.com"), "charge_at": "2026-10-01T09:00:00Z"})
         .to_string(),
+        &notice_texts::Icu,
     )
     .unwrap()
 }
@@ -71,6 +72,7 @@ async fn seeded() -> (Moto, tempfile::TempDir) {
     ledger.claim(&ClaimRequest::for_job(&open, open.key(&secret), day)).await.unwrap();
     let Message::Withdraw(w): Message = Message::parse(
         r#"{"action":"withdraw","subscription_id":"sub_w","period_start":"2026-10-01","kind":"renewal_notice_t72","reason":"cancelled"}"#,
+        &notice_texts::Icu,
     )
     .unwrap() else {
         panic!("a withdraw")

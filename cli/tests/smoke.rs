@@ -54,7 +54,7 @@ async fn row_state(
 ) -> Option<RowState> {
     let job = serde_json::json!({"subscription_id": format!("{run}-{name}"), "period_start": charge_day, "kind": kind,
         "revision": 0, "email": "x@example.com", "charge_at": format!("{charge_day}T00:00:00Z")});
-    let key = Job::from_value(&job)
+    let key = Job::from_value(&job, &notice_texts::Icu)
         .expect("job")
         .key(&NoticeSecret::new(notice_e2e::sender_app::SECRET).expect("s"));
     let ledger = notice_e2e::sender_app::ledger(&stack.env).await;

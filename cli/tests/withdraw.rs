@@ -24,7 +24,7 @@ fn identity(sub: &str) -> serde_json::Value {
 }
 
 fn key(sub: &str) -> NoticeKey {
-    Job::parse(&job(sub)).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
+    Job::parse(&job(sub), &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
 }
 
 /// A state directory whose local secret is [`SECRET`], so the test derives the CLI's keys.
@@ -220,7 +220,9 @@ async fn a_file_of_withdraws_counts_every_state_names_a_bad_line_and_lists_the_t
     {
         let ledger = ledger(dir.path());
         let at = Utc::now();
-        let req = |sub: &str| ClaimRequest::for_job(&Job::parse(&job(sub)).unwrap(), key(sub), at);
+        let req = |sub: &str| {
+            ClaimRequest::for_job(&Job::parse(&job(sub), &notice_texts::Icu).unwrap(), key(sub), at)
+        };
         assert!(matches!(ledger.claim(&req("sub_claim")).await.unwrap(), ClaimOutcome::Minted(_)));
         let ClaimOutcome::Minted(claim) = ledger.claim(&req("sub_rel")).await.unwrap() else {
             panic!("claim sub_rel")

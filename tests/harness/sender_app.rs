@@ -11,12 +11,12 @@ use notice_dynamodb::ledger::DynamoLedger;
 use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::RowState;
 use notice_ledger::links::ManageLinks;
-use notice_ledger::render::Renderer;
 use notice_ledger::{Job, Mode, NoticeKey, NoticeSecret, WindowPolicy};
 use notice_sender::{handle, SenderApp, SenderSettings};
 use notice_setup::assemble::{GateClock, SendConfig};
 use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
+use notice_texts::Renderer;
 use serde_json::{json, Value};
 
 use crate::{start_moto, Moto};
@@ -108,7 +108,7 @@ pub fn job_charged(sub: &str, revision: u64, charge_at: chrono::DateTime<Utc>) -
 }
 
 pub fn key_of(body: &Value) -> NoticeKey {
-    Job::from_value(body).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
+    Job::from_value(body, &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
 }
 
 /// Puts the bodies on the queue and receives them back, so records carry real receipt handles.

@@ -16,11 +16,11 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Context, LambdaEvent};
 use notice_configstore::{point, publish};
 use notice_dynamodb::ledger::DynamoLedger;
-use notice_ledger::notices::Bundle;
 use notice_reconciler::ReconcilerApp;
 use notice_sender::SenderApp;
 use notice_setup::aws;
 use notice_setup::notices::{load_published, ConfigSpec};
+use notice_texts::notices::Bundle;
 use serde_json::{json, Value};
 
 use crate::sender_app::{self, app_with, record, settings, Env, SECRET, TABLE};

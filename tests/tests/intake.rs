@@ -139,14 +139,14 @@ async fn stack() -> Stack {
 
 /// The US example configuration (examples/notices-us): its obligations choose the intake's kinds,
 /// its texts and windows are the sender's.
-fn us_example() -> notice_ledger::notices::NoticeConfig {
+fn us_example() -> notice_texts::notices::NoticeConfig {
     let dir = notice_e2e::workspace_root().join("examples/notices-us");
     notice_setup::notices::load_local(&notice_setup::notices::ConfigSpec::Dir(dir))
         .expect("the US example loads")
 }
 
 /// The stack with the intake's kinds, and the sender under `config` (the built-in texts without).
-async fn stack_with(kinds: Kinds, config: Option<notice_ledger::notices::NoticeConfig>) -> Stack {
+async fn stack_with(kinds: Kinds, config: Option<notice_texts::notices::NoticeConfig>) -> Stack {
     let env = sender_app::env().await;
     let sdk = env.moto.sdk_config().await;
     // The endpoint secret lives in Secrets Manager, read as the deployed intake reads it.
@@ -171,6 +171,7 @@ async fn stack_with(kinds: Kinds, config: Option<notice_ledger::notices::NoticeC
             kinds,
             TimeZone::parse("UTC").unwrap(),
             KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+            std::sync::Arc::new(notice_texts::Icu),
         ),
         ledger: Arc::new(DynamoLedger::new(dynamodb.clone(), TABLE)),
         key_gate: KeyGate::new(Arc::new(DynamoKeyCheck::new(dynamodb, TABLE)), false),
@@ -184,7 +185,7 @@ async fn stack_with(kinds: Kinds, config: Option<notice_ledger::notices::NoticeC
             "https://billing.example.com/manage",
             NoticeSecret::new(SECRET).unwrap().derive_subkey("l"),
         );
-        settings.send.renderer = Arc::new(notice_ledger::render::Renderer::new(Arc::new(config), links));
+        settings.send.renderer = Arc::new(notice_texts::Renderer::new(Arc::new(config), links));
     }
     let sender = sender_app::app_with(&env, settings, None).await;
     Stack { env, intake, sender }

@@ -22,7 +22,6 @@ use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{ClaimRequest, Ledger, RenderedNotice, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketStore, MemoryBuckets};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{
     ConfigError, Job, LedgerError, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy,
@@ -30,6 +29,7 @@ use notice_ledger::{
 use notice_postgres::{PostgresLedger, MIGRATION, QUARANTINE_QUERY};
 use notice_setup::ledger_url::ledger_for;
 use notice_sqlite::SqliteLedger;
+use notice_texts::Renderer;
 
 async fn memory_ledger() -> SuiteFixture {
     let key_checks = Arc::new(MemoryKeyCheck::default());
@@ -413,7 +413,7 @@ fn job(i: usize) -> Job {
         r#"{{"subscription_id":"sub_race_{i}","period_start":"2026-10-01","kind":"renewal_notice_t72",
             "email":"user{i}@example.com","charge_at":"2026-10-04T09:00:00Z"}}"#
     );
-    Job::parse(&body).unwrap_or_else(|e| panic!("job {i}: {e}"))
+    Job::parse(&body, &notice_texts::Icu).unwrap_or_else(|e| panic!("job {i}: {e}"))
 }
 
 fn now() -> DateTime<Utc> {

@@ -14,9 +14,9 @@ use chrono::Utc;
 use notice_configstore::{point, publish, ConfigLocation};
 use notice_e2e::sender_app::{self, app_with, batch, invoke, key_of, settings};
 use notice_ledger::ledger::RowReader;
-use notice_ledger::notices::{Bundle, ConfigVersion};
 use notice_sender::SenderApp;
 use notice_setup::notices::{load_published, ConfigSpec, ConfigWatch};
+use notice_texts::notices::{Bundle, ConfigVersion};
 use serde_json::{json, Value};
 
 const BUCKET: &str = "acme-notice-config";

@@ -85,7 +85,7 @@ async fn the_sender_publishes_each_batchs_outcomes_in_one_call() {
     let hours = s.hours_before_charge.unwrap_or_default();
     assert!((47.9..=48.01).contains(&hours), "{hours}");
     assert_eq!(s.jurisdiction.as_deref(), Some("US-CA"));
-    let in_force = app.sender().notices().renderer.config().version().to_string();
+    let in_force = app.sender().notices().texts.version();
     assert_eq!(s.config_version.as_deref(), Some(in_force.as_str()), "the version it was judged under");
     assert_eq!(s.published_by, PublishedBy::Sender);
     assert!(events[1].reason.as_deref().unwrap_or_default().contains("send window closed"));

@@ -13,7 +13,6 @@ use notice_e2e::{start_moto, start_ses_stub, StubReply};
 use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{DeliveryStatus, Origin, RowState};
 use notice_ledger::links::ManageLinks;
-use notice_ledger::render::Renderer;
 use notice_ledger::{Job, Mode, NoticeKey, NoticeSecret, WindowPolicy};
 use notice_reconciler::ReconcilerApp;
 use notice_reporter::ReporterApp;
@@ -22,6 +21,7 @@ use notice_ses::events::SNS_VALIDATION_TEXT;
 use notice_setup::assemble::{GateClock, SendConfig};
 use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
+use notice_texts::Renderer;
 use serde_json::{json, Value};
 
 const TABLE: &str = "notices";
@@ -33,7 +33,7 @@ fn job(sub: &str) -> Value {
 }
 
 fn key(sub: &str) -> NoticeKey {
-    Job::from_value(&job(sub)).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
+    Job::from_value(&job(sub), &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap())
 }
 
 fn ses_event(event_type: &str, key: Option<&NoticeKey>, message_id: &str) -> Value {
@@ -320,7 +320,7 @@ async fn events_for_a_withdrawn_notice_move_it_only_on_a_send() {
     let ledger = Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE));
     let reconciler = ReconcilerApp { ledger: ledger.clone(), concurrency: 1 };
     let withdrawal = notice_ledger::job::Withdrawal {
-        identity: Job::from_value(&job("sub_withdrawn")).unwrap().identity,
+        identity: Job::from_value(&job("sub_withdrawn"), &notice_texts::Icu).unwrap().identity,
         reason: Some("cancelled".into()),
     };
     let k = key("sub_withdrawn");

@@ -18,10 +18,10 @@ use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::rate::{BucketGate, RateLimits};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{Job, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 use notice_setup::aws;
+use notice_texts::Renderer;
 use serde_json::json;
 
 const TABLE: &str = "notices";
@@ -225,7 +225,7 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
         assert_eq!(outcome, Outcome::Suppressed { state: RowState::Sent });
     }
     assert_eq!(bucket_tat(&moto, "slow.example").await, drained, "duplicates took no token");
-    let key = Job::parse(&late).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+    let key = Job::parse(&late, &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
     let row =
         DynamoLedger::new(aws::dynamodb_client(&moto.sdk_config().await), TABLE).get(&key).await.unwrap();
     assert!(row.is_none(), "the limited job claimed nothing: {row:?}");

@@ -277,7 +277,7 @@ async fn reference_producers_enqueue_messages_the_sender_accepts_under_the_rust_
             let line = usize::try_from(record["line"].as_u64().expect("line")).expect("line fits");
             let (_, (subscription_id, period_start, kind, revision)) = FACTS[line - 1];
 
-            let message = Message::parse(&body)
+            let message = Message::parse(&body, &notice_texts::Icu)
                 .unwrap_or_else(|e| panic!("{lang:?} line {line}: the sender refuses the body: {e}\n{body}"));
             let expected =
                 Identity::new(subscription_id, period_start, kind, revision).expect("expected identity");
@@ -332,7 +332,10 @@ async fn reference_producers_enqueue_messages_the_sender_accepts_under_the_rust_
         assert!(out.status.success(), "{lang:?} --dry-run of the example: {}", text(&out.stderr));
         let these: Vec<Message> = text(&out.stdout)
             .lines()
-            .map(|l| Message::parse(l).unwrap_or_else(|e| panic!("{lang:?}: example line refused: {e}\n{l}")))
+            .map(|l| {
+                Message::parse(l, &notice_texts::Icu)
+                    .unwrap_or_else(|e| panic!("{lang:?}: example line refused: {e}\n{l}"))
+            })
             .collect();
         assert!(!these.is_empty());
         bodies.push(these);

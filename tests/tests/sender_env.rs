@@ -104,10 +104,13 @@ async fn configured_only_through_the_environment_and_refusing_to_start_without_i
     let app = SenderApp::from_env().await.expect("starts with the secret from Secrets Manager");
     let loaded = notice_ledger::NoticeSecret::new(saved.clone()).unwrap();
     assert!(!format!("{loaded:?}").contains(&saved), "the secret never prints");
-    let expected = notice_ledger::Job::from_value(&body)
+    let expected = notice_ledger::Job::from_value(&body, &notice_texts::Icu)
         .unwrap()
         .key(&notice_ledger::NoticeSecret::new(saved.clone()).unwrap());
-    assert_eq!(app.sender().key(&notice_ledger::Job::from_value(&body).unwrap()), expected);
+    assert_eq!(
+        app.sender().key(&notice_ledger::Job::from_value(&body, &notice_texts::Icu).unwrap()),
+        expected
+    );
     std::env::remove_var("NOTICE_KEY_SECRET_ARN");
     std::env::set_var("NOTICE_KEY_SECRET", &saved);
 

@@ -7,14 +7,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
-use notice_ledger::config_check::sample_job;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::locale::{Locale, TimeZone};
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, SendResult};
-use notice_ledger::notices::{Bundle, NoticeConfig, Problem};
-use notice_ledger::render::Renderer;
 use notice_ledger::NoticeSecret;
+use notice_texts::config_check::sample_job;
+use notice_texts::notices::{Bundle, NoticeConfig, Problem};
+use notice_texts::Renderer;
 
 use crate::exit::Exit;
 use crate::terminal::escape;
@@ -167,7 +167,7 @@ async fn preview(dir: &Path, kind: &str, customer: Customer<'_>, out: &Path) -> 
             ));
         }
     };
-    let locale = Locale::parse(locale).map_err(|e| anyhow!("--locale: {e}"))?;
+    let locale = Locale::parse(locale, &notice_texts::Icu).map_err(|e| anyhow!("--locale: {e}"))?;
     let mut job = sample_job(&config, kind, &locale, jurisdiction).map_err(|e| anyhow!("{e}"))?;
     if let Some(zone) = time_zone {
         job.time_zone = Some(TimeZone::parse(zone).map_err(|e| anyhow!("--time-zone: {e}"))?);

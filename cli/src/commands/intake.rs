@@ -121,7 +121,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: IntakeArgs) -> anyhow::Result<
         kinds.describe(),
         target.describe()
     );
-    let mut planner = IntakePlanner::with_kinds(kinds, zone, ring);
+    let mut planner = IntakePlanner::with_kinds(kinds, zone, ring, std::sync::Arc::new(notice_texts::Icu));
     if let Some(key) = args.stripe_api_key.as_deref().filter(|k| !k.trim().is_empty()) {
         // The error names the option, never the value.
         let key = ApiKey::parse(key).map_err(|e| anyhow::anyhow!("NOTICE_STRIPE_API_KEY {e}"))?;

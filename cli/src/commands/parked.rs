@@ -72,7 +72,7 @@ fn describe(s: &ParkedSchedule) -> String {
     let notice = s
         .body
         .as_deref()
-        .and_then(|b| Job::parse(b).ok())
+        .and_then(|b| Job::parse(b, &notice_texts::Icu).ok())
         .map(|j| j.identity.key_material())
         .unwrap_or_else(|| "(unreadable body)".into());
     format!(

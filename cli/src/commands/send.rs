@@ -14,10 +14,12 @@ use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::rate::RateLimits;
-use notice_ledger::render::Renderer;
-use notice_ledger::{DeliverContext, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy};
+use notice_ledger::{
+    DeliverContext, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, WindowPolicy,
+};
 use notice_setup::assemble::{assemble, GateClock, SendConfig, SenderPorts};
 use notice_setup::config;
+use notice_texts::Renderer;
 
 use crate::exit::Exit;
 use crate::input::{read_items, InputItem};
@@ -60,7 +62,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
     // limits, the claim lifetime and the ledger's address.
     let notices = args
         .config
-        .notices(&KeyRing::from(NoticeSecret::new("noticectl send: links made after the secret")?))?;
+        .texts(&KeyRing::from(NoticeSecret::new("noticectl send: links made after the secret")?))?;
     config::rate_limits_from_env()?;
     notice_setup::settings::claim_lifetime_from_env(SEND_TIMEOUT)?;
     notice_setup::secret::source_from_env()?;
@@ -90,7 +92,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: SendArgs) -> anyhow::Result<Ex
 async fn local_sender(
     args: &SendArgs,
     state: &StateDir,
-    (secret, notices): (KeyRing, notice_ledger::Notices),
+    (secret, notices): (KeyRing, (Arc<Renderer>, WindowPolicy)),
     target: &LedgerTarget,
 ) -> anyhow::Result<(Arc<NoticeSender>, String, Option<RateLimits>)> {
     // A local run is a sender: a ledger without a key check gets this secret's.
@@ -99,7 +101,7 @@ async fn local_sender(
     let ledger: Arc<dyn ClaimLedger> = opened.ledger;
     let outbox = FileOutbox::new(state.outbox_dir(), &args.from)
         .with_context(|| state.outbox_dir().display().to_string())?;
-    let notice_ledger::Notices { renderer, policy } = notices;
+    let (renderer, policy) = notices;
     let renderer = Arc::new(Renderer::new(renderer.config().clone(), config::links_from_env(&secret)?));
     let texts = format!("{} {}", renderer.config().manifest().name, renderer.config().version().short());
     let config = SendConfig {

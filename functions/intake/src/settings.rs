@@ -18,13 +18,13 @@ use std::sync::Arc;
 use notice_ledger::intake::{IntakePlanner, Kinds};
 use notice_ledger::keycheck::{check_ring, KeyCheckError, KeyCheckOutcome};
 use notice_ledger::locale::TimeZone;
-use notice_ledger::notices::NoticeConfig;
 use notice_ledger::{ConfigError, Kind};
 use notice_setup::aws::SdkConfig;
 use notice_setup::ledger_url::{self, LedgerUrl};
 use notice_setup::notices::ConfigSpec;
 use notice_setup::{config, secret};
 use notice_stripe::{ApiKey, SigningSecrets, StripeApi, StripeMapping, DEFAULT_TOLERANCE_SECS};
+use notice_texts::notices::NoticeConfig;
 use tracing::info;
 
 use crate::aws::SecretsManagerSource;
@@ -150,7 +150,7 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
     let secrets = signing_secrets(&sdk).await?;
     let ledger = LedgerUrl::from_env()?;
     let opened = ledger.open_with_buckets(Some(&sdk), ledger_url::retention_days_from_env()?).await?;
-    let mut planner = IntakePlanner::with_kinds(kinds, zone, keys);
+    let mut planner = IntakePlanner::with_kinds(kinds, zone, keys, std::sync::Arc::new(notice_texts::Icu));
     let stripe_api = stripe_api(&sdk, planner.announces_price_changes()).await?;
     let customers = stripe_api.as_ref().map(|api| format!("{} ({} key)", api.base(), api.key_kind()));
     if let Some(api) = stripe_api {

@@ -53,6 +53,7 @@ fn planner() -> IntakePlanner {
         Kind::parse("renewal_notice_t72").unwrap(),
         TimeZone::parse("UTC").unwrap(),
         KeyRing::from(NoticeSecret::new(KEY_SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
     )
 }
 
@@ -126,8 +127,9 @@ async fn a_signed_renewal_is_enqueued_then_answered() {
     assert_eq!(bodies[0]["subscription_id"], "sub_8812");
     assert_eq!(bodies[0]["period_start"], "2026-10-01");
     assert_eq!(bodies[0]["template_data"]["amount"], json!({"minor": 2900, "currency": "USD"}));
-    let key =
-        notice_ledger::Job::from_value(&bodies[0]).unwrap().key(&NoticeSecret::new(KEY_SECRET).unwrap());
+    let key = notice_ledger::Job::from_value(&bodies[0], &notice_texts::Icu)
+        .unwrap()
+        .key(&NoticeSecret::new(KEY_SECRET).unwrap());
     assert_eq!(answer.body["messages"][0]["notice_key"], key.prefix());
 }
 
@@ -290,7 +292,7 @@ fn one_emf_document_names_every_counter() {
 
 #[test]
 fn the_kind_must_be_one_the_policy_in_force_sends() {
-    use notice_ledger::notices::NoticeConfig;
+    use notice_texts::notices::NoticeConfig;
     let strict = NoticeConfig::builtin(Some(
         r#"{"kinds":{"renewal_notice_t72":{"opens_hours_before":72,"closes_hours_before":24},
             "annual_renewal":{"opens_hours_before":1080,"closes_hours_before":360}}}"#,
@@ -387,6 +389,7 @@ fn priced_app(parts: Parts) -> (IntakeApp, Arc<MemQueue>) {
         notice_ledger::intake::Kinds::from_policy(&policy, None).unwrap(),
         TimeZone::parse("UTC").unwrap(),
         KeyRing::from(NoticeSecret::new(KEY_SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
     )
     .with_customers(Arc::new(StripeCustomers));
     (app, queue)

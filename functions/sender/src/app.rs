@@ -20,6 +20,7 @@ use notice_setup::aws;
 use notice_setup::ledger_url::LedgerUrl;
 use notice_setup::notices::{ConfigSpec, ConfigWatch};
 use notice_setup::settings::{OutcomeSettings, SenderSettings};
+use notice_texts::Renderer;
 use tracing::{info, warn};
 
 /// Everything the handler needs, built once per cold start ([`notice_setup::assemble`]).
@@ -48,6 +49,9 @@ pub struct SenderApp {
     /// Where each notice's outcome event goes (`None`: `NOTICE_OUTCOME_BUS` unset, none is
     /// published).
     pub(crate) outcomes: Option<Arc<dyn OutcomePublisher>>,
+    /// The texts the sender started with: a newly published version is rendered with their
+    /// manage links.
+    pub(crate) renderer: Arc<Renderer>,
 }
 
 impl SenderApp {
@@ -112,10 +116,9 @@ impl SenderApp {
         match watch.poll().await {
             Ok(None) => {}
             Ok(Some((config, location))) => {
-                let current = self.sender.notices();
                 let (name, version) = (config.manifest().name.clone(), config.version().to_string());
                 let policy = config.policy().clone();
-                let renderer = Arc::new(current.renderer.with_config(Arc::new(config)));
+                let renderer = Arc::new(self.renderer.with_config(Arc::new(config)));
                 self.sender.switch(renderer, policy);
                 info!(config = %name, version = %version, location = %location, "notice configuration switched: every notice from now on uses this version");
             }
@@ -183,6 +186,7 @@ impl SenderApp {
     ) -> Self {
         let mailer = SesMailer::new(sesv2, settings.from, settings.configuration_set);
         let ports = SenderPorts { ledger, buckets, mailer: Arc::new(mailer), parker: None };
+        let renderer = Arc::clone(&settings.send.renderer);
         let Assembled { sender, queue_policy, parker } = assemble::assemble(settings.send, ports);
         Self {
             // SQS gives back every message the handler does not finish: claims go on the
@@ -198,6 +202,7 @@ impl SenderApp {
             function_name: notice_setup::config::function_name("notice-sender"),
             config_watch: None,
             outcomes: None,
+            renderer,
         }
     }
 }

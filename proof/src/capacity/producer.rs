@@ -145,7 +145,7 @@ mod tests {
         let text = body(4_711, &n, &domains);
         assert_eq!(notice_of(&text), Some(4_711));
         assert_eq!(notice_of("n4711@gmail.com"), Some(4_711));
-        let job = notice_ledger::Job::parse(&text).map_err(|e| e.to_string());
+        let job = notice_ledger::Job::parse(&text, &notice_texts::Icu).map_err(|e| e.to_string());
         assert_eq!(job.map(|j| j.recipient_domain()), Ok("gmail.com".to_owned()));
     }
 

@@ -144,7 +144,8 @@ impl Customers {
                 continue;
             }
             // Never sent: where is it?
-            let row = match notice_ledger::Job::parse(&body(idx as u32, n, &run.domains)) {
+            let row = match notice_ledger::Job::parse(&body(idx as u32, n, &run.domains), &notice_texts::Icu)
+            {
                 Ok(job) => run.svc.dynamo.row(&job.key(&run.secret)).await,
                 Err(_) => None,
             };

@@ -13,10 +13,10 @@ use notice_ledger::links::ManageLinks;
 use notice_ledger::park::Parker;
 use notice_ledger::queue::{Disposition, QueueError, QueuedMessage};
 use notice_ledger::rate::{BucketGate, BucketStore, RateGate};
-use notice_ledger::render::Renderer;
 use notice_ledger::worker::{Record, Worker};
 use notice_ledger::{Mode, NoticeSecret, NoticeSender, QueuePolicy, SendBudget, WindowPolicy};
 use notice_setup::assemble::{assemble, queue_policy, GateClock, SendConfig, SenderPorts};
+use notice_texts::Renderer;
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -263,7 +263,8 @@ impl Run {
             let fires = if spread {
                 // The spread's offset comes from the notice key, as the sender computes it.
                 let text = body(i, &n, &self.domains);
-                let key = notice_ledger::Job::parse(&text).ok().map(|j| j.key(&self.secret));
+                let key =
+                    notice_ledger::Job::parse(&text, &notice_texts::Icu).ok().map(|j| j.key(&self.secret));
                 let closes = charge_at(opens) - chrono::TimeDelta::hours(24);
                 since_epoch(self.ctx.policy.park_time(at(opens), Some(closes), key.as_ref()))
             } else {

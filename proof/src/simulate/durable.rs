@@ -17,10 +17,10 @@ use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
-use notice_ledger::render::Renderer;
 use notice_ledger::worker::{Record, Worked, Worker};
 use notice_ledger::{NoticeKey, NoticeSecret, NoticeSender, QueuePolicy, SendBudget};
 use notice_sqlite::SqliteLedger;
+use notice_texts::Renderer;
 
 use super::args::{Params, SimLedger};
 use super::ports::{JobPorts, SimClock};

@@ -154,7 +154,12 @@ impl Run<'_> {
         let ports = JobPorts::new(self.trace.notices[notice].body.clone(), now, existing);
         let delivery = Delivery { key: Some(named.clone()), outcome: outcome.clone() };
         let metrics = Metrics::default();
-        let executor = Executor { policy: &self.queue, parker: Some(&*ports.parker), metrics: &metrics };
+        let executor = Executor {
+            policy: &self.queue,
+            parker: Some(&*ports.parker),
+            metrics: &metrics,
+            cldr: &notice_texts::Icu,
+        };
         let carried = executor.carry_out(&*ports.message, &delivery, &receive).await;
         self.apply(id, carried, &ports);
     }

@@ -89,7 +89,8 @@ impl Trace {
                 "template_data": { "plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"} },
             })
             .to_string();
-            let job = Job::parse(&body).map_err(|e| format!("simulated job {i} is invalid: {e}"))?;
+            let job = Job::parse(&body, &notice_texts::Icu)
+                .map_err(|e| format!("simulated job {i} is invalid: {e}"))?;
             let window = policy.window_for(&job);
             let opens_at = charge_at - i64::from(window.opens_hours_before) * HOUR;
             let closes_at = charge_at - i64::from(window.closes_hours_before) * HOUR;

@@ -30,12 +30,12 @@ use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{ClaimLedger, ClaimRequest, LedgerRow, Origin, RowState, WithdrawRequest};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::RateGate;
-use notice_ledger::render::Renderer;
 use notice_ledger::worker::{Record, Worker};
 use notice_ledger::{
     Job, NoticeKey, NoticeSecret, NoticeSender, Prefetched, QueuePolicy, SendBudget, WindowDecision,
     WindowPolicy,
 };
+use notice_texts::Renderer;
 
 use super::error::VerifyError;
 use super::fast_hash::FastMap;
@@ -110,7 +110,7 @@ fn world_notices(notices: usize) -> Result<Vec<Notice>, VerifyError> {
             "revision": revision, "email": email, "charge_at": "2026-10-04T09:00:00Z",
             "template_data": {"plan_name": "Coffee Box", "amount": {"minor": amount, "currency": "USD"}},
         });
-        let job = Job::parse(&body.to_string()).map_err(|e| setup(&e))?;
+        let job = Job::parse(&body.to_string(), &notice_texts::Icu).map_err(|e| setup(&e))?;
         let digest = job.content_digest();
         let mut withdraw = body.clone();
         withdraw["action"] = serde_json::json!("withdraw");

@@ -19,9 +19,9 @@ use notice_ledger::faults::FaultyLedger;
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{NoticeSecret, NoticeSender, Outcome, WindowPolicy};
+use notice_texts::Renderer;
 
 /// Accepts at once and notes how many ledger calls had been made when the send started.
 struct ProbeMailer {

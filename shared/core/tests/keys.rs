@@ -71,7 +71,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bodies_never_panic(body in ".{0,200}") {
-        let _ = Job::parse(&body);
+        let _ = Job::parse(&body, &notice_texts::Icu);
     }
 
     #[test]

@@ -11,12 +11,12 @@ use notice_ledger::faults::{FaultyLedger, RecordingMailer};
 use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketGate, RateLimits};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_texts::Renderer;
 
 const SECRET: &str = "policy-path-secret";
 const EXAMPLE: &str = include_str!("../../../docs/windows/us-ca-arl.json");
@@ -74,7 +74,7 @@ impl World {
     }
 
     async fn row_state(&self, body: &serde_json::Value) -> Option<RowState> {
-        let key = Job::from_value(body).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+        let key = Job::from_value(body, &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
         self.ledger.inner().get(&key).await.unwrap().map(|r| r.state)
     }
 }
@@ -122,7 +122,7 @@ async fn a_lower_case_jurisdiction_gets_its_codes_window_and_is_recorded_in_uppe
     assert!(matches!(w.deliver(&early, days_before(50)).await, Outcome::Deferred { .. }), "45-day ceiling");
     let sent = notice("sub_lower", "annual_renewal", Some("us-ca"));
     assert!(matches!(w.deliver(&sent, days_before(30)).await, Outcome::Sent { .. }));
-    let key = Job::from_value(&sent).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+    let key = Job::from_value(&sent, &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
     let row = w.ledger.inner().get(&key).await.unwrap().unwrap();
     assert_eq!(row.jurisdiction.as_deref(), Some("US-CA"));
     assert!(w.sender.metrics().drain().unlisted_jurisdictions.is_empty(), "US-CA is named");

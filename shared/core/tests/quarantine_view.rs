@@ -11,8 +11,8 @@ use notice_ledger::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, 
 use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::{QuarantineView, RowReader, RowState};
 use notice_ledger::links::ManageLinks;
-use notice_ledger::render::Renderer;
 use notice_ledger::{DeliverContext, Job, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_texts::Renderer;
 
 const JOB: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",
   "email":"ada@example.com","charge_at":"2026-10-04T09:00:00Z","template_data":{"plan_name":"Coffee Box"}}"#;
@@ -55,7 +55,7 @@ impl World {
     }
 
     async fn row(&self) -> notice_ledger::ledger::LedgerRow {
-        let key = self.sender.key(&Job::parse(JOB).unwrap());
+        let key = self.sender.key(&Job::parse(JOB, &notice_texts::Icu).unwrap());
         self.ledger.inner().get(&key).await.unwrap().unwrap()
     }
 

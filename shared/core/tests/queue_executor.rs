@@ -25,7 +25,7 @@ fn now() -> DateTime<Utc> {
 }
 
 fn key() -> NoticeKey {
-    Job::parse(BODY).unwrap().key(&NoticeSecret::new("executor-test").unwrap())
+    Job::parse(BODY, &notice_texts::Icu).unwrap().key(&NoticeSecret::new("executor-test").unwrap())
 }
 
 /// A message that records every call and fails the ones it is told to.
@@ -114,7 +114,12 @@ async fn carry(
 ) -> (notice_ledger::queue::Carried, Metrics) {
     let metrics = Metrics::default();
     let policy = QueuePolicy { parking: parker.is_some(), park_spread: Duration::ZERO };
-    let executor = Executor { policy: &policy, parker: parker.map(|p| p as &dyn Parker), metrics: &metrics };
+    let executor = Executor {
+        policy: &policy,
+        parker: parker.map(|p| p as &dyn Parker),
+        metrics: &metrics,
+        cldr: &notice_texts::Icu,
+    };
     let key = key();
     let delivery = Delivery { key: Some(key.clone()), outcome };
     let receive = Receive { key: Some(&key), count, now: now(), jitter: 0.5 };

@@ -11,13 +11,13 @@ use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, RowReader, 
 use notice_ledger::links::ManageLinks;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget,
     WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_texts::Renderer;
 
 const SECRET: &str = "rate-path-secret";
 
@@ -74,7 +74,7 @@ impl World {
     }
 
     async fn state(&self, body: &str) -> Option<RowState> {
-        let key = Job::parse(body).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+        let key = Job::parse(body, &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
         self.ledger.inner().get(&key).await.unwrap().map(|r| r.state)
     }
 }
@@ -95,7 +95,7 @@ async fn duplicates_with_an_empty_bucket_are_suppressed_and_spend_no_token() {
     }
     // An in-flight claim (another worker's) holds its duplicates too, without a token.
     let b = job("sub_b", "slow.example");
-    let parsed = Job::parse(&b).unwrap();
+    let parsed = Job::parse(&b, &notice_texts::Icu).unwrap();
     let theirs = ClaimRequest::for_job(&parsed, parsed.key(&NoticeSecret::new(SECRET).unwrap()), now());
     assert!(matches!(w.ledger.inner().claim(&theirs).await.unwrap(), ClaimOutcome::Minted(_)));
     assert!(matches!(w.deliver(&b, now()).await, Outcome::InFlight { .. }));

@@ -13,9 +13,9 @@ use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
-use notice_ledger::render::Renderer;
 use notice_ledger::{DeliverContext, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 use notice_sqlite::SqliteLedger;
+use notice_texts::Renderer;
 
 const V1: &str = "the-first-key-secret-of-this-ledger";
 const V2: &str = "the-second-key-secret-of-this-ledger";
@@ -103,10 +103,10 @@ async fn a_job_sent_under_v1_and_replayed_after_the_switch_is_suppressed() {
     assert!(matches!(replay, Outcome::Suppressed { state: RowState::Sent }), "{replay:?}");
     assert_eq!(key, Some(old_key.clone()), "the notice lives under its v1 key");
     assert_eq!(w.sends(), 1);
-    let new_key = w
-        .new
-        .sender
-        .key(&notice_ledger::Job::from_value(&serde_json::from_str(&job("sub_1")).unwrap()).unwrap());
+    let new_key = w.new.sender.key(
+        &notice_ledger::Job::from_value(&serde_json::from_str(&job("sub_1")).unwrap(), &notice_texts::Icu)
+            .unwrap(),
+    );
     assert_eq!(new_key.version(), 2);
     assert_eq!(w.ledger.get(&new_key).await.unwrap(), None, "nothing written under v2");
 }
@@ -287,7 +287,9 @@ impl notice_ledger::ledger::ClaimLedger for ReleasedBetween {
 #[tokio::test]
 async fn a_placement_gone_stale_is_placed_again_never_suppressed() {
     let w = world();
-    let job = notice_ledger::Job::from_value(&serde_json::from_str(&job("sub_5")).unwrap()).unwrap();
+    let job =
+        notice_ledger::Job::from_value(&serde_json::from_str(&job("sub_5")).unwrap(), &notice_texts::Icu)
+            .unwrap();
     let v1_key = w.old.sender.key(&job);
     let ledger = Arc::new(ReleasedBetween {
         inner: w.ledger.clone(),

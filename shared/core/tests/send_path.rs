@@ -13,13 +13,13 @@ use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, Ledger, Row
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::outbox::FileOutbox;
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, Mode, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget,
     WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_texts::Renderer;
 
 const JOB: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",
   "email":"ada@example.com","charge_at":"2026-10-04T09:00:00Z","template_data":{"plan_name":"Coffee Box"}}"#;
@@ -84,7 +84,7 @@ impl World {
     }
 
     async fn state(&self) -> Option<RowState> {
-        let key = self.sender.key(&Job::parse(JOB).unwrap());
+        let key = self.sender.key(&Job::parse(JOB, &notice_texts::Icu).unwrap());
         self.ledger.inner().get(&key).await.unwrap().map(|r| r.state)
     }
 }
@@ -238,7 +238,7 @@ async fn commit_failing_after_send_leaves_the_claim_for_the_reconciler() {
 async fn a_duplicate_held_by_a_claim_in_flight_waits_and_sends_once_the_claimer_releases() {
     // Another delivery of the same job claimed and is still sending (a duplicate receive).
     let w = World::new(vec![]);
-    let job = Job::parse(JOB).unwrap();
+    let job = Job::parse(JOB, &notice_texts::Icu).unwrap();
     let req = ClaimRequest::for_job(&job, w.sender.key(&job), now());
     let ClaimOutcome::Minted(claim) = w.ledger.inner().claim(&req).await.unwrap() else {
         panic!("not minted")
@@ -432,7 +432,7 @@ async fn a_california_annual_notice_is_deferred_at_50_days_sent_at_30_and_missed
 
     // The rows keep the evidence: the charge and the jurisdiction each was judged in.
     for (body, state) in [(&ca, RowState::Sent), (&late, RowState::Missed)] {
-        let key = w.sender.key(&Job::parse(body).unwrap());
+        let key = w.sender.key(&Job::parse(body, &notice_texts::Icu).unwrap());
         let row = w.ledger.inner().get(&key).await.unwrap().expect("a row");
         assert_eq!(
             (row.state, row.charge_at, row.jurisdiction.as_deref()),

@@ -11,12 +11,12 @@ use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, RowReader, 
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::NotAccepted;
 use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
-use notice_ledger::render::Renderer;
 use notice_ledger::DeliverContext;
 use notice_ledger::{
     Job, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget, WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_texts::Renderer;
 
 const SECRET: &str = "withdraw-path-secret";
 
@@ -80,7 +80,7 @@ impl World {
     }
 
     async fn state(&self, sub: &str) -> Option<RowState> {
-        let key = Job::parse(&job(sub)).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+        let key = Job::parse(&job(sub), &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
         self.ledger.inner().get(&key).await.unwrap().map(|r| r.state)
     }
 
@@ -120,7 +120,7 @@ async fn a_withdraw_before_its_job_suppresses_every_copy_and_spends_no_token() {
 async fn two_withdraws_leave_one_tombstone_and_both_are_acked() {
     let w = world(vec![]);
     assert_eq!(w.deliver(&withdraw("twice"), now()).await, Outcome::Withdrawn { already: false });
-    let key = Job::parse(&job("twice")).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
+    let key = Job::parse(&job("twice"), &notice_texts::Icu).unwrap().key(&NoticeSecret::new(SECRET).unwrap());
     let first = w.ledger.inner().get(&key).await.unwrap();
     let second = w.deliver(&withdraw("twice"), now() + chrono::Duration::minutes(5)).await;
     assert_eq!(second, Outcome::Withdrawn { already: true });
@@ -146,7 +146,7 @@ async fn a_withdraw_after_the_send_is_too_late_and_the_row_stays_sent() {
 #[tokio::test]
 async fn a_withdraw_meeting_a_claim_in_flight_waits_and_wins_if_the_claim_is_released() {
     let w = world(vec![]);
-    let parsed = Job::parse(&job("racing")).unwrap();
+    let parsed = Job::parse(&job("racing"), &notice_texts::Icu).unwrap();
     let req = ClaimRequest::for_job(&parsed, parsed.key(&NoticeSecret::new(SECRET).unwrap()), now());
     let ClaimOutcome::Minted(claim) = w.ledger.inner().claim(&req).await.unwrap() else { panic!("minted") };
 
@@ -164,7 +164,7 @@ async fn a_withdraw_meeting_a_claim_in_flight_waits_and_wins_if_the_claim_is_rel
     assert_eq!(w.sent(), 0);
 
     // A claim older than the claim lifetime is quarantined: it may have gone, so too late.
-    let stale = Job::parse(&job("stale")).unwrap();
+    let stale = Job::parse(&job("stale"), &notice_texts::Icu).unwrap();
     let req = ClaimRequest::for_job(&stale, stale.key(&NoticeSecret::new(SECRET).unwrap()), now());
     assert!(matches!(w.ledger.inner().claim(&req).await.unwrap(), ClaimOutcome::Minted(_)));
     let late = w.deliver(&withdraw("stale"), now() + chrono::Duration::minutes(5)).await;
@@ -237,7 +237,7 @@ async fn a_withdraw_after_a_not_accepted_send_wins_over_the_retry() {
 #[tokio::test]
 async fn a_withdraw_waiting_on_a_long_lived_claim_hides_and_never_parks() {
     let w = world_with_claim_lifetime(vec![], Duration::from_secs(30 * 60));
-    let parsed = Job::parse(&job("slow_claim")).unwrap();
+    let parsed = Job::parse(&job("slow_claim"), &notice_texts::Icu).unwrap();
     let req = ClaimRequest::for_job(&parsed, parsed.key(&NoticeSecret::new(SECRET).unwrap()), now());
     assert!(matches!(w.ledger.inner().claim(&req).await.unwrap(), ClaimOutcome::Minted(_)));
     let held = w.deliver(&withdraw("slow_claim"), now()).await;

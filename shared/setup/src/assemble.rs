@@ -14,8 +14,8 @@ use notice_ledger::mailer::redirect::RedirectMailer;
 use notice_ledger::mailer::Mailer;
 use notice_ledger::park::Parker;
 use notice_ledger::rate::{BucketGate, BucketStore, MxLookup, RateGate, RateLimits, Rollup};
-use notice_ledger::render::Renderer;
 use notice_ledger::{Mode, NoticeSender, QueuePolicy, SendBudget, WindowPolicy};
+use notice_texts::Renderer;
 use tracing::{error, info, warn};
 
 /// How the rate gate tells time.

@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use notice_ledger::notices::{Bundle, NoticeConfig, Problem};
-use notice_ledger::render::Renderer;
 use notice_ledger::{ConfigError, WindowPolicy};
+use notice_texts::Renderer;
+use notice_texts::{Bundle, NoticeConfig, Problem};
 
 use crate::config::optional;
 
@@ -192,7 +192,7 @@ async fn fetch(
 ) -> Result<NoticeConfig, ConfigError> {
     let invalid = |reason: String| ConfigError::Invalid { name: CONFIG_VAR, reason };
     let bytes = store.fetch(location).await.map_err(|e| invalid(e.to_string()))?;
-    let version = notice_ledger::notices::ConfigVersion::parse(&format!("sha256:{}", location.version_hex()))
+    let version = notice_texts::notices::ConfigVersion::parse(&format!("sha256:{}", location.version_hex()))
         .map_err(|e| invalid(format!("{location}: {e}")))?;
     let shown = location.to_string();
     let bundle =

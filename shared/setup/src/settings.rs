@@ -1,18 +1,24 @@
 //! One settings struct per binary, read from the environment once at start-up: a binary fails
 //! before its first message when a setting is missing or invalid.
 
+#[cfg(any(feature = "texts", all(feature = "eventbridge", feature = "dynamodb")))]
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "texts")]
 use notice_ledger::keyring::KeyRing;
-use notice_ledger::notices::NoticeConfig;
-use notice_ledger::render::Renderer;
 use notice_ledger::{ConfigError, SendBudget};
+#[cfg(feature = "texts")]
+use notice_texts::{NoticeConfig, Renderer};
 
+#[cfg(feature = "texts")]
 use crate::assemble::{GateClock, SendConfig};
 use crate::config;
+#[cfg(feature = "texts")]
 use crate::ledger_url::{self, LedgerUrl};
+#[cfg(feature = "texts")]
 use crate::notices::{self, ConfigSpec};
+#[cfg(feature = "texts")]
 use crate::secret;
 
 /// EventBridge Scheduler parking (`NOTICE_SCHEDULE_GROUP`, `NOTICE_SCHEDULER_ROLE_ARN`).
@@ -61,7 +67,8 @@ impl OutcomeSettings {
     }
 }
 
-/// Configuration of the sender, read once at start-up.
+/// Configuration of the sender, read once at start-up (feature `texts`: it holds the renderer).
+#[cfg(feature = "texts")]
 pub struct SenderSettings {
     /// The ledger, decided once: `NOTICE_LEDGER_URL` (`dynamodb:TABLE`, `postgres://…`,
     /// `sqlite:PATH`), else the DynamoDB table in `NOTICE_TABLE`. Its store keeps the rate buckets.
@@ -87,6 +94,7 @@ pub struct SenderSettings {
     pub config_location: Option<String>,
 }
 
+#[cfg(feature = "texts")]
 impl SenderSettings {
     /// Reads the environment and fails — before the first message — when a required setting is
     /// missing or invalid.

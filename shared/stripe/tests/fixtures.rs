@@ -197,6 +197,7 @@ async fn both_shapes_plan_the_same_job_for_the_same_subscription() {
         Kind::parse("renewal_notice_t72").unwrap(),
         TimeZone::parse("UTC").unwrap(),
         KeyRing::from(NoticeSecret::new("e2e-secret-0123456789").unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
     );
     let mut old = upcoming_2024();
     set(&mut old, "/subscription", json!("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw"));

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use notice_ledger::ledger::LedgerRow;
-use notice_ledger::notices::NoticeConfig;
-use notice_ledger::render::Renderer;
 use notice_ledger::{Job, NoticeKey};
+use notice_texts::notices::NoticeConfig;
+use notice_texts::Renderer;
 use serde::Serialize;
 
 use super::output::short_digest;

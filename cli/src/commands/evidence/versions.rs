@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use notice_configstore::{ConfigLocation, ConfigStore, StoreError};
-use notice_ledger::notices::{Bundle, ConfigVersion, NoticeConfig};
+use notice_texts::notices::{Bundle, ConfigVersion, NoticeConfig};
 use serde::Serialize;
 
 use crate::terminal::escape;

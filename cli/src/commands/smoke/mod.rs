@@ -150,7 +150,7 @@ pub(crate) async fn run(state_dir: std::path::PathBuf, args: SmokeArgs) -> anyho
 async fn read_stack(
     state_dir: &std::path::Path,
     name: &str,
-) -> anyhow::Result<(Stack, notice_ledger::notices::NoticeConfig)> {
+) -> anyhow::Result<(Stack, notice_texts::notices::NoticeConfig)> {
     let sdk = notice_setup::aws::load_sdk_config().await;
     let outputs = stack::outputs(&sdk, name).await?;
     let secret = notice_setup::secret::fetch(&sdk, &outputs.key_secret_arn)
@@ -252,7 +252,8 @@ impl<'a> Run<'a> {
     }
 
     fn key(&self, job: &Value) -> anyhow::Result<NoticeKey> {
-        let job = Job::from_value(job).map_err(|e| anyhow::anyhow!("the smoke job is invalid: {e}"))?;
+        let job = Job::from_value(job, &notice_texts::Icu)
+            .map_err(|e| anyhow::anyhow!("the smoke job is invalid: {e}"))?;
         Ok(self.stack.secret.key(&job.identity))
     }
 

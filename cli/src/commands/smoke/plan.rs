@@ -3,8 +3,8 @@
 //! content it requires) and nothing but the run's identities is touched.
 
 use chrono::{DateTime, Duration, Utc};
-use notice_ledger::notices::NoticeConfig;
 use notice_ledger::policy::Window;
+use notice_texts::notices::NoticeConfig;
 use serde_json::{json, Map, Value};
 
 /// SES's mailbox simulator: accepted by SES in and out of the sandbox, never a real mailbox, and
@@ -217,7 +217,8 @@ mod tests {
         assert_eq!(plan.kind, "renewal_notice_t72", "the manifest's first kind");
         assert_eq!(plan.probes.len(), 4);
         for probe in &plan.probes {
-            let job = Job::from_value(&probe.job).unwrap_or_else(|e| panic!("{e}: {}", probe.job));
+            let job = Job::from_value(&probe.job, &notice_texts::Icu)
+                .unwrap_or_else(|e| panic!("{e}: {}", probe.job));
             assert!(plan.window.contains(job.charge_at, now()), "{}", probe.job);
             assert!(job.identity.subscription_id().starts_with("smoke-20261202t053000z-"));
             assert!(job.email.ends_with("@simulator.amazonses.com"), "{}", job.email);

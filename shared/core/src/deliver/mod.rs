@@ -69,7 +69,7 @@ use crate::mailer::Mailer;
 use crate::metrics::Metrics;
 use crate::policy::WindowPolicy;
 use crate::rate::RateGate;
-use crate::render::Renderer;
+use crate::render::Texts;
 
 /// The sender: ports plus configuration. Cheap to share (`Arc`) across concurrent jobs. Made by
 /// [`NoticeSender::new`] (the ports and the send policy), refined with the `with_*` methods.
@@ -103,14 +103,14 @@ impl NoticeSender {
     pub fn new(
         ledger: Arc<dyn ClaimLedger>,
         mailer: Arc<dyn Mailer>,
-        renderer: Arc<Renderer>,
+        texts: Arc<dyn Texts>,
         policy: WindowPolicy,
         keys: impl Into<KeyRing>,
     ) -> Self {
         Self {
             ledger,
             mailer,
-            notices: RwLock::new(Arc::new(Notices { renderer, policy })),
+            notices: RwLock::new(Arc::new(Notices { texts, policy })),
             keys: keys.into(),
             mode: Mode::Enforce,
             budget: SendBudget::default(),
@@ -156,15 +156,15 @@ impl NoticeSender {
     }
 
     pub fn with_policy(self, policy: WindowPolicy) -> Self {
-        let renderer = Arc::clone(&self.notices().renderer);
-        self.switch(renderer, policy);
+        let texts = Arc::clone(&self.notices().texts);
+        self.switch(texts, policy);
         self
     }
 
     /// Puts another configuration in force for every delivery that starts from now on (one in
     /// flight finishes under the one it started with).
-    pub fn switch(&self, renderer: Arc<Renderer>, policy: WindowPolicy) {
-        let next = Arc::new(Notices { renderer, policy });
+    pub fn switch(&self, texts: Arc<dyn Texts>, policy: WindowPolicy) {
+        let next = Arc::new(Notices { texts, policy });
         match self.notices.write() {
             Ok(mut current) => *current = next,
             Err(poisoned) => *poisoned.into_inner() = next,

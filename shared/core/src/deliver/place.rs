@@ -110,6 +110,7 @@ mod tests {
         let job = crate::job::Job::from_value(
             &serde_json::json!({"subscription_id":"s","period_start":"2026-10-01",
             "kind":"k","email":"a@example.com","charge_at":"2026-10-04T09:00:00Z"}),
+            &crate::locale::SimpleTags,
         )
         .unwrap();
         let mut row = ClaimRequest::for_job(&job, k.clone(), chrono::Utc::now()).to_row(state, None);

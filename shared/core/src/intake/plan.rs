@@ -15,7 +15,7 @@ use crate::identity::{Identity, Kind, NoticeKey};
 use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
-use crate::locale::{Locale, Money, TimeZone};
+use crate::locale::{Cldr, Locale, Money, TimeZone};
 use crate::policy::{Contract, Obligations, Occasion, WindowPolicy};
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
@@ -96,23 +96,25 @@ struct OwedKind {
 }
 
 /// Plans the messages for billing facts: which kinds are owed, the billing system's time zone,
-/// and the key ring (to find a notice's rows under every active secret version).
+/// the key ring (to find a notice's rows under every active secret version), and the checks a
+/// job is parsed with (the texts crate's `Icu`: the customer's locale and the amount).
 pub struct IntakePlanner {
     kinds: Kinds,
     billing_zone: TimeZone,
     keys: KeyRing,
+    cldr: Arc<dyn Cldr>,
     /// Where a price change's customer facts are read (`None`: price changes cannot be planned).
     customers: Option<Arc<dyn CustomerSource>>,
 }
 
 impl IntakePlanner {
     /// A planner that gives every notice `kind` (a deployment without obligations).
-    pub fn new(kind: Kind, billing_zone: TimeZone, keys: KeyRing) -> Self {
-        Self::with_kinds(Kinds::Stated(kind), billing_zone, keys)
+    pub fn new(kind: Kind, billing_zone: TimeZone, keys: KeyRing, cldr: Arc<dyn Cldr>) -> Self {
+        Self::with_kinds(Kinds::Stated(kind), billing_zone, keys, cldr)
     }
 
-    pub fn with_kinds(kinds: Kinds, billing_zone: TimeZone, keys: KeyRing) -> Self {
-        Self { kinds, billing_zone, keys, customers: None }
+    pub fn with_kinds(kinds: Kinds, billing_zone: TimeZone, keys: KeyRing, cldr: Arc<dyn Cldr>) -> Self {
+        Self { kinds, billing_zone, keys, cldr, customers: None }
     }
 
     /// The same, reading a price change's customer facts from `customers`.
@@ -177,7 +179,7 @@ impl IntakePlanner {
         let period_start =
             self.period_start(renewal.period_start_at).map_err(|e| refused("period_start", e))?;
         let amount = json!({"minor": renewal.amount_minor, "currency": renewal.currency});
-        Money::from_value(&amount).map_err(|e| refused("amount", e))?;
+        Money::from_value(&amount, self.cldr.as_ref()).map_err(|e| refused("amount", e))?;
         let mut template_data = Map::new();
         template_data.insert("amount".into(), amount);
         if let Some(plan) = renewal.plan_name.as_deref().filter(|p| !p.trim().is_empty()) {
@@ -194,7 +196,7 @@ impl IntakePlanner {
         });
         if let Some(obj) = body.as_object_mut() {
             if let Some(locale) = renewal.locale.as_deref() {
-                match Locale::parse(locale) {
+                match Locale::parse(locale, self.cldr.as_ref()) {
                     Ok(l) => {
                         obj.insert("locale".into(), Value::String(l.as_str().to_owned()));
                     }
@@ -212,7 +214,7 @@ impl IntakePlanner {
                 }
             }
         }
-        Job::from_value(&body).map_err(|e| refused(e.field, e.reason))
+        Job::from_value(&body, self.cldr.as_ref()).map_err(|e| refused(e.field, e.reason))
     }
 
     /// The messages for one fact: at most one send or a few withdraws, chosen from the ledger's

@@ -22,6 +22,7 @@ fn planner_with(keys: KeyRing) -> IntakePlanner {
         Kind::parse("renewal_notice_t72").unwrap(),
         TimeZone::parse("America/Los_Angeles").unwrap(),
         keys,
+        std::sync::Arc::new(crate::locale::SimpleTags),
     )
 }
 
@@ -362,6 +363,7 @@ fn obliged() -> IntakePlanner {
         Kinds::from_policy(&policy, None).unwrap(),
         TimeZone::parse("America/Los_Angeles").unwrap(),
         KeyRing::from(NoticeSecret::new(S1).unwrap()),
+        std::sync::Arc::new(crate::locale::SimpleTags),
     )
 }
 
@@ -494,6 +496,7 @@ fn priced_with(customers: Arc<Customers>) -> IntakePlanner {
         Kinds::from_policy(&policy, None).unwrap(),
         TimeZone::parse("America/Los_Angeles").unwrap(),
         KeyRing::from(NoticeSecret::new(S1).unwrap()),
+        std::sync::Arc::new(crate::locale::SimpleTags),
     )
     .with_customers(customers)
 }
@@ -677,6 +680,7 @@ async fn a_price_change_without_a_rule_looks_nothing_up_and_a_lookup_failure_dec
         Kinds::from_policy(&policy, None).unwrap(),
         TimeZone::parse("America/Los_Angeles").unwrap(),
         KeyRing::from(NoticeSecret::new(S1).unwrap()),
+        std::sync::Arc::new(crate::locale::SimpleTags),
     );
     assert!(bare.announces_price_changes());
     let err = bare

@@ -23,7 +23,7 @@ const WITHDRAW: &str = r#"{"action":"withdraw","subscription_id":"sub_8812","per
   "kind":"renewal_notice_t72","revision":2,"reason":"cancelled at period end"}"#;
 
 fn message(body: &str) -> Message {
-    Message::parse(body).unwrap_or_else(|e| panic!("{e}"))
+    Message::parse(body, &crate::locale::SimpleTags).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn key_of(m: &Message) -> NoticeKey {

@@ -6,7 +6,7 @@ fn job(jurisdiction: Option<&str>, kind: &str) -> Job {
     if let Some(j) = jurisdiction {
         v["jurisdiction"] = j.into();
     }
-    Job::from_value(&v).unwrap()
+    Job::from_value(&v, &crate::locale::SimpleTags).unwrap()
 }
 
 fn at(s: &str) -> DateTime<Utc> {

@@ -33,6 +33,7 @@ use super::settle::{settle, Settled};
 use super::{QueueAction, QueuePolicy, Receive, MAX_VISIBILITY};
 use crate::deliver::{Delivery, Outcome};
 use crate::error::Fault;
+use crate::locale::Cldr;
 use crate::metrics::Metrics;
 use crate::park::{ParkRefusal, ParkRequest, Parker};
 
@@ -93,12 +94,14 @@ pub struct Carried {
     pub refused: Option<ParkRefusal>,
 }
 
-/// Everything carrying out needs besides the message: the deployment's policy, its parker, and the
-/// counters the queue work increments (`ParkedJobs`, `RequeuedJobs`, `PayloadConflicts`).
+/// Everything carrying out needs besides the message: the deployment's policy, its parker, the
+/// counters the queue work increments (`ParkedJobs`, `RequeuedJobs`, `PayloadConflicts`), and the
+/// checks a job is parsed with (a parked body is compared with the message's by content).
 pub struct Executor<'a> {
     pub policy: &'a QueuePolicy,
     pub parker: Option<&'a dyn Parker>,
     pub metrics: &'a Metrics,
+    pub cldr: &'a dyn Cldr,
 }
 
 impl Executor<'_> {
@@ -192,7 +195,7 @@ impl Executor<'_> {
         };
         let request =
             ParkRequest { key, at, body: message.body(), queue_arn, replay_batch: message.replay_batch() };
-        match settle(parker, self.policy, &request, receive).await {
+        match settle(parker, self.policy, &request, receive, self.cldr).await {
             Settled::Parked => {
                 Metrics::incr(&self.metrics.parked);
                 info!(until = %at, "parked");

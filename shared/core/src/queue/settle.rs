@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::{QueueAction, QueuePolicy, Receive};
 use crate::job::Job;
+use crate::locale::Cldr;
 use crate::park::{parked_conflicts, ParkError, ParkRequest, Parked, Parker};
 
 /// What the queue does once a park was asked for: the one reading of a [`Parker`]'s answer.
@@ -34,11 +35,12 @@ pub async fn settle(
     policy: &QueuePolicy,
     request: &ParkRequest<'_>,
     receive: &Receive<'_>,
+    cldr: &dyn Cldr,
 ) -> Settled {
     match parker.park(request).await {
         Ok(Parked::Scheduled) => Settled::Parked,
         Ok(Parked::AlreadyParked { body, at }) => {
-            if Job::parse(request.body).is_ok_and(|job| parked_conflicts(&job, body.as_deref())) {
+            if Job::parse(request.body, cldr).is_ok_and(|job| parked_conflicts(&job, body.as_deref(), cldr)) {
                 return Settled::Conflict;
             }
             let why = match at {
@@ -58,6 +60,7 @@ mod tests {
 
     use super::*;
     use crate::identity::NoticeKey;
+    use crate::locale::SimpleTags;
     use crate::park::ParkRefusal;
 
     const BODY: &str = r#"{"subscription_id":"s","period_start":"2026-10-01","kind":"k",
@@ -86,10 +89,10 @@ mod tests {
 
     async fn settled_on(answer: fn() -> Result<Parked, ParkError>, jitter: f64, count: u32) -> Settled {
         let secret = crate::identity::NoticeSecret::new("park-settle-test-secret").unwrap();
-        let key = Job::parse(BODY).unwrap().key(&secret);
+        let key = Job::parse(BODY, &SimpleTags).unwrap().key(&secret);
         let request = ParkRequest { key: &key, at: now(), body: BODY, queue_arn: "arn", replay_batch: None };
         let receive = Receive { key: Some(&key), count, now: now(), jitter };
-        settle(&Scripted(answer), &QueuePolicy::parking(), &request, &receive).await
+        settle(&Scripted(answer), &QueuePolicy::parking(), &request, &receive, &SimpleTags).await
     }
 
     #[tokio::test]

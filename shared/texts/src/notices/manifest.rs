@@ -6,8 +6,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::bundle::{BundleError, MANIFEST};
-use crate::identity::Kind;
-use crate::locale::Locale;
+use crate::locale::{Icu, Locale};
+use notice_ledger::identity::Kind;
 
 /// A checked manifest.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,7 +67,7 @@ impl Manifest {
         if raw.name.trim().is_empty() {
             problems.push(err("`name` is empty".into()));
         }
-        let default_locale = match Locale::parse(&raw.default_locale) {
+        let default_locale = match Locale::parse(&raw.default_locale, &Icu) {
             Ok(l) => Some(l),
             Err(e) => {
                 problems.push(err(format!("`default_locale`: {e}")));
@@ -76,7 +76,7 @@ impl Manifest {
         };
         let mut locales = Vec::new();
         for l in &raw.locales {
-            match Locale::parse(l) {
+            match Locale::parse(l, &Icu) {
                 Ok(locale) if locales.contains(&locale) => {
                     problems.push(err(format!("`locales` names {l:?} twice")));
                 }

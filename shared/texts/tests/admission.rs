@@ -1,6 +1,7 @@
 //! The admission's verdicts, each step refusing what it should and naming the field, under the
 //! example configuration (examples/notices-de: a policy that lists its kinds and requires content
-//! in California).
+//! in California). The admission is the core's (`notice_ledger::admission`); it judges here under
+//! the texts that ship.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,16 +9,17 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
-use super::*;
-use crate::identity::NoticeSecret;
-use crate::links::ManageLinks;
-use crate::notices::{Bundle, NoticeConfig};
+use notice_ledger::admission::*;
+use notice_ledger::identity::NoticeSecret;
+use notice_ledger::links::ManageLinks;
+use notice_ledger::WindowDecision;
+use notice_texts::{Bundle, NoticeConfig, Renderer};
 
 fn notices_from(dir: &Path) -> Notices {
     let config = NoticeConfig::load(Bundle::from_dir(dir).unwrap()).unwrap();
     let policy = config.policy().clone();
     let links = ManageLinks::new("https://billing.example.com/manage", NoticeSecret::new("l").unwrap());
-    Notices { renderer: Arc::new(Renderer::new(Arc::new(config), links)), policy }
+    Notices { texts: Arc::new(Renderer::new(Arc::new(config), links)), policy }
 }
 
 fn example() -> Notices {

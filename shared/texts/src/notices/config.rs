@@ -10,8 +10,9 @@ use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use super::bundle::{self, Bundle, BundleError, ConfigVersion};
 use super::manifest::Manifest;
 use super::problem::Problem;
-use crate::locale::Locale;
-use crate::policy::WindowPolicy;
+use crate::locale::{fallback_chain, Locale};
+use notice_ledger::policy::WindowPolicy;
+pub use notice_ledger::render::TemplateSet;
 
 /// The three parts of a notice, in the order they are rendered.
 pub const PARTS: [&str; 3] = ["subject.txt", "body.txt", "body.html"];
@@ -23,29 +24,6 @@ pub(crate) const BUILTIN_TEMPLATES: [(&str, &str); 3] = [
     ("templates/en.body.html", include_str!("../../templates/en.body.html")),
 ];
 pub(crate) const BUILTIN_MANIFEST: &str = include_str!("../../templates/manifest.json");
-
-/// Which texts answered a notice: the kind they were written for (`None`: shared by every kind)
-/// and their locale.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TemplateSet {
-    pub kind: Option<String>,
-    pub locale: String,
-}
-
-impl TemplateSet {
-    /// The template file name (inside `templates/`) of one part.
-    pub fn file(&self, part: &str) -> String {
-        match &self.kind {
-            Some(kind) => format!("{kind}.{}.{part}", self.locale),
-            None => format!("{}.{part}", self.locale),
-        }
-    }
-
-    /// `<kind>/<locale>` as recorded on a ledger row (`*` for texts shared by every kind).
-    pub fn label(&self) -> String {
-        format!("{}/{}", self.kind.as_deref().unwrap_or("*"), self.locale)
-    }
-}
 
 /// A template file name read back: its set and part. `None`: not a template name.
 pub fn parse_template_name(name: &str) -> Option<(TemplateSet, &'static str)> {
@@ -216,8 +194,8 @@ impl NoticeConfig {
     /// The texts answering `kind` in `locale` (`None`: the default locale): the first locale of
     /// the fallback chain with texts, the kind's own before the shared ones.
     pub fn resolve(&self, kind: &str, locale: Option<&Locale>) -> Option<TemplateSet> {
-        let mut chain: Vec<String> = locale.map(Locale::fallback_chain).unwrap_or_default();
-        chain.extend(self.manifest.default_locale.fallback_chain());
+        let mut chain: Vec<String> = locale.map(fallback_chain).unwrap_or_default();
+        chain.extend(fallback_chain(&self.manifest.default_locale));
         for loc in chain {
             for k in [Some(kind.to_owned()), None] {
                 let set = TemplateSet { kind: k, locale: loc.clone() };
@@ -271,6 +249,7 @@ pub(crate) fn template_error(e: &minijinja::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::locale::Icu;
 
     #[test]
     fn template_names_read_back() {
@@ -292,7 +271,7 @@ mod tests {
     fn builtin_loads_and_answers_any_locale_in_english() {
         let config = NoticeConfig::builtin(None).unwrap();
         assert!(config.is_builtin());
-        let de = Locale::parse("de-AT").unwrap();
+        let de = Locale::parse("de-AT", &Icu).unwrap();
         assert_eq!(config.resolve("anything", Some(&de)).unwrap().label(), "*/en");
         let other =
             NoticeConfig::builtin(Some(r#"{"default":{"opens_hours_before":48,"closes_hours_before":24}}"#))

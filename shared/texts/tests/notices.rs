@@ -1,4 +1,4 @@
-//! The notice configuration end to end in the core: the German example bundle checks clean; each
+//! The notice configuration end to end with the core: the German example bundle checks clean; each
 //! kind of mistake is named with its file (and line where there is one); the locale fallback
 //! chain; a template printing a variable the job lacks is rejected at send time before any claim;
 //! the claim row records the configuration version, the texts and the rendering's digest; a
@@ -13,9 +13,9 @@ use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::locale::Locale;
-use notice_ledger::notices::{Bundle, NoticeConfig, Problem};
-use notice_ledger::render::{rendered_digest, Renderer};
+use notice_ledger::render::rendered_digest;
 use notice_ledger::{DeliverContext, Job, NoticeSecret, NoticeSender, Outcome};
+use notice_texts::{Bundle, Icu, NoticeConfig, Problem, Renderer};
 
 fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/notices-de")
@@ -60,7 +60,7 @@ fn job(kind: &str, locale: Option<&str>, zone: Option<&str>, data: serde_json::V
     if let Some(z) = zone {
         v["time_zone"] = z.into();
     }
-    Job::from_value(&v).unwrap()
+    Job::from_value(&v, &Icu).unwrap()
 }
 
 fn data() -> serde_json::Value {
@@ -257,5 +257,5 @@ async fn the_row_records_what_was_sent_and_a_switch_applies_to_the_next_notice()
     assert_eq!(rendered.rendered_digest, rendered_digest(&sent[1].subject, &sent[1].text, &sent[1].html));
     let first_row = ledger.get(&first.key(&secret)).await.unwrap().unwrap();
     assert_ne!(first_row.rendered.unwrap().config_version, rendered.config_version);
-    assert_eq!(Locale::parse("de").unwrap().as_str(), "de");
+    assert_eq!(Locale::parse("de", &Icu).unwrap().as_str(), "de");
 }

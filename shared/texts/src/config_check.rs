@@ -7,16 +7,16 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::identity::NoticeSecret;
-use crate::job::Job;
-use crate::links::ManageLinks;
-use crate::locale::Locale;
+use crate::locale::{Icu, Locale};
 use crate::notices::bundle::{self, Bundle, TEMPLATES};
 use crate::notices::config::{
     parse_template_name, NoticeConfig, TemplateSet, BUILTIN_MANIFEST, BUILTIN_TEMPLATES, PARTS,
 };
 use crate::notices::problem::Problem;
 use crate::render::{self, Renderer};
+use notice_ledger::identity::NoticeSecret;
+use notice_ledger::job::Job;
+use notice_ledger::links::ManageLinks;
 
 /// A configuration is only ever made checked: the constructors live beside the check.
 impl NoticeConfig {
@@ -85,7 +85,7 @@ fn names(config: &NoticeConfig, problems: &mut Vec<Problem>) {
     for (name, source) in config.bundle().templates() {
         let path = format!("{TEMPLATES}{name}");
         let Some((set, _)) = parse_template_name(name) else { continue };
-        match Locale::parse(&set.locale) {
+        match Locale::parse(&set.locale, &Icu) {
             Ok(l) if l.as_str() != set.locale => problems.push(Problem::file(
                 &path,
                 None,
@@ -185,7 +185,7 @@ fn renders(config: &NoticeConfig, policy_kinds: Vec<String>, problems: &mut Vec<
                 continue;
             };
             let texts_language =
-                Locale::parse(&set.locale).map(|l| l.language().to_owned()).unwrap_or_default();
+                Locale::parse(&set.locale, &Icu).map(|l| l.language().to_owned()).unwrap_or_default();
             if texts_language != locale.language() {
                 problems.push(Problem::file(
                     "manifest.json",
@@ -278,7 +278,7 @@ pub fn sample_job(
     kind: &str,
     locale: &Locale,
     jurisdiction: Option<&str>,
-) -> Result<Job, crate::error::InvalidJob> {
+) -> Result<Job, notice_ledger::error::InvalidJob> {
     let mut body = serde_json::json!({
         "subscription_id": "sub_sample",
         "period_start": "2026-12-31",
@@ -291,7 +291,7 @@ pub fn sample_job(
     if let (Some(j), Some(obj)) = (jurisdiction, body.as_object_mut()) {
         obj.insert("jurisdiction".into(), Value::String(j.to_owned()));
     }
-    Job::from_value(&body)
+    Job::from_value(&body, &Icu)
 }
 
 fn first_line_using(source: &str, variable: &str) -> Option<usize> {
