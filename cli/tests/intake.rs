@@ -112,3 +112,55 @@ fn an_event_no_rule_can_place_is_refused_naming_the_fact_and_exits_one() {
     assert!(out.stdout.is_empty(), "nothing to enqueue");
     assert!(stderr.contains("co-anniversary") && stderr.contains("the subscription's start"), "{stderr}");
 }
+
+/// Issue 49: the row and `noticectl evidence` name the rule that made the notice. An annual
+/// Californian's `invoice.upcoming`, planned and sent with no AWS, is on the ledger under
+/// California's annual-term rule, and `evidence` shows the rule and its statute (the block and
+/// `--json`); the job carries it as `obligation`.
+#[test]
+fn evidence_names_the_california_annual_rule_that_made_the_notice() {
+    let state = tempfile::tempdir().unwrap();
+    let annual = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/stripe/upcoming-annual.json");
+    let planned = intake(state.path(), annual);
+    assert_eq!(planned.status.code(), Some(0), "{}", String::from_utf8_lossy(&planned.stderr));
+    let bodies = messages(&planned);
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(bodies[0]["obligation"], "US-CA/ca-annual-term");
+    let period = bodies[0]["period_start"].as_str().unwrap().to_owned();
+
+    let sent =
+        noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", NOW], Some(&planned.stdout));
+    let report = String::from_utf8_lossy(&sent.stdout).into_owned();
+    assert_eq!(sent.status.code(), Some(0), "{report}{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(report.contains("1 sent"), "{report}");
+
+    let evidence = |extra: &[&str]| {
+        let mut args = vec![
+            "evidence",
+            "--subscription-id",
+            "sub_annual_ca",
+            "--period-start",
+            &period,
+            "--config",
+            EXAMPLE,
+        ];
+        args.extend_from_slice(extra);
+        let out = noticectl(state.path(), &args, None);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        text
+    };
+    let blocks = evidence(&[]);
+    assert!(
+        blocks.contains("  rule       US-CA/ca-annual-term — Cal. Bus. & Prof. Code section 17602"),
+        "{blocks}"
+    );
+    let json: Value = serde_json::from_str(&evidence(&["--json"])).unwrap();
+    let notice = &json["notices"][0];
+    assert_eq!(notice["kind"], "annual_renewal");
+    assert_eq!(notice["state"], "sent");
+    assert_eq!(notice["obligation"], "US-CA/ca-annual-term");
+    assert!(notice["obligation_description"].as_str().unwrap().contains("section 17602"), "{notice}");
+    let wide = evidence(&["--wide"]);
+    assert!(wide.contains("US-CA/ca-annual-term"), "{wide}");
+}

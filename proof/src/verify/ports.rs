@@ -153,6 +153,7 @@ impl ScriptedLedger {
             charge_at: None,
             jurisdiction: None,
             rendered: None,
+            obligation: None,
         }
     }
 

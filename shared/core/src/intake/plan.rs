@@ -165,7 +165,7 @@ impl IntakePlanner {
     }
 
     /// The job of kind `kind` announcing `renewal` at `revision`, validated as the sender will
-    /// validate it.
+    /// validate it (no obligation rule named: a stated kind's job).
     pub fn job(
         &self,
         event_type: &str,
@@ -173,6 +173,19 @@ impl IntakePlanner {
         renewal: &Renewal,
         revision: u64,
     ) -> Result<Job, Refused> {
+        self.owed_job(event_type, &OwedKind { kind: kind.to_owned(), rule: None }, renewal, revision)
+    }
+
+    /// The job of an owed kind: as [`IntakePlanner::job`], naming the rule that owes it
+    /// (`obligation`), so the claim row records why the customer was told.
+    fn owed_job(
+        &self,
+        event_type: &str,
+        owed: &OwedKind,
+        renewal: &Renewal,
+        revision: u64,
+    ) -> Result<Job, Refused> {
+        let kind = owed.kind.as_str();
         let refused = |field: &str, reason: String| Refused::new(event_type, field, reason);
         let period_start =
             self.period_start(renewal.period_start_at).map_err(|e| refused("period_start", e))?;
@@ -210,6 +223,9 @@ impl IntakePlanner {
                     }
                     Err(e) => tracing::warn!(jurisdiction = j, error = %e, "customer jurisdiction left out"),
                 }
+            }
+            if let Some(rule) = &owed.rule {
+                obj.insert("obligation".into(), Value::String(rule.clone()));
             }
         }
         Job::from_value(&body).map_err(|e| refused(e.field, e.reason))
@@ -251,10 +267,7 @@ impl IntakePlanner {
         let owed = obligations
             .owed(&contract)
             .map_err(|e| Refused::new(event_type, "obligations", e.to_string()))?;
-        Ok(owed
-            .into_iter()
-            .map(|o| OwedKind { kind: o.kind.to_owned(), rule: Some(format!("{}/{}", o.scope, o.rule.name)) })
-            .collect())
+        Ok(owed.iter().map(|o| OwedKind { kind: o.kind.to_owned(), rule: Some(o.rule_id()) }).collect())
     }
 
     async fn plan_renewal(
@@ -274,11 +287,11 @@ impl IntakePlanner {
             }]);
         }
         let mut out = Vec::new();
-        for OwedKind { kind, rule } in owed {
-            if let Some(rule) = &rule {
-                tracing::info!(kind, rule, "notice owed");
+        for owed in owed {
+            if let Some(rule) = &owed.rule {
+                tracing::info!(kind = owed.kind, rule, "notice owed");
             }
-            out.extend(self.plan_kind(event_type, &kind, renewal, ledger).await?);
+            out.extend(self.plan_kind(event_type, &owed, renewal, ledger).await?);
         }
         Ok(out)
     }
@@ -287,11 +300,12 @@ impl IntakePlanner {
     async fn plan_kind(
         &self,
         event_type: &str,
-        kind: &str,
+        owed: &OwedKind,
         renewal: &Renewal,
         ledger: &dyn RowReader,
     ) -> Result<Vec<IntakeDecision>, PlanError> {
-        let job = self.job(event_type, kind, renewal, 0)?;
+        let kind = owed.kind.as_str();
+        let job = self.owed_job(event_type, owed, renewal, 0)?;
         let digest = job.content_digest();
         let (subscription_id, period_start) = (renewal.subscription_id.as_str(), period_of(&job));
         let at = (subscription_id, period_start.as_str(), kind);
@@ -299,7 +313,7 @@ impl IntakePlanner {
         let choice = revision::choose(&scanned, &digest).ok_or_else(|| too_many(event_type))?;
         Ok(match choice {
             RevisionChoice::Reuse(revision) => {
-                vec![IntakeDecision::Send(self.job(event_type, kind, renewal, revision)?)]
+                vec![IntakeDecision::Send(self.owed_job(event_type, owed, renewal, revision)?)]
             }
             RevisionChoice::Withdrawn(revision) => vec![IntakeDecision::Ignore {
                 reason: format!(
@@ -312,7 +326,7 @@ impl IntakePlanner {
                     let reason = format!("superseded by revision {revision}: the announced terms changed");
                     out.push(IntakeDecision::Withdraw(self.withdrawal(event_type, at, old, &reason)?));
                 }
-                out.push(IntakeDecision::Send(self.job(event_type, kind, renewal, revision)?));
+                out.push(IntakeDecision::Send(self.owed_job(event_type, owed, renewal, revision)?));
                 out
             }
         })
@@ -377,14 +391,15 @@ impl IntakePlanner {
         }
         let change_back = change.in_force_minor == Some(change.amount_minor);
         let mut out = Vec::new();
-        for OwedKind { kind, rule } in owed {
-            if let Some(rule) = &rule {
+        for owed in owed {
+            let kind = owed.kind.as_str();
+            if let Some(rule) = &owed.rule {
                 tracing::info!(kind, rule, change_back, "price-change notice owed");
             }
-            let job = self.job(event_type, &kind, &renewal, 0)?;
+            let job = self.owed_job(event_type, &owed, &renewal, 0)?;
             let digest = job.content_digest();
             let period_start = period_of(&job);
-            let at = (renewal.subscription_id.as_str(), period_start.as_str(), kind.as_str());
+            let at = (renewal.subscription_id.as_str(), period_start.as_str(), kind);
             let scanned = self.scan(event_type, at, ledger).await?;
             let choice =
                 revision::price_change(&scanned, &digest, change_back).ok_or_else(|| too_many(event_type))?;
@@ -396,7 +411,7 @@ impl IntakePlanner {
             };
             match choice {
                 PriceChoice::Reuse(revision) => {
-                    out.push(IntakeDecision::Send(self.job(event_type, &kind, &renewal, revision)?));
+                    out.push(IntakeDecision::Send(self.owed_job(event_type, &owed, &renewal, revision)?));
                 }
                 PriceChoice::Withdraw(revisions) => {
                     out.extend(withdraw(revisions, "the price went back before the change was announced")?);
@@ -408,7 +423,7 @@ impl IntakePlanner {
                     let reason =
                         format!("{}: the price changed again", revision::superseded_mark(revision, &digest));
                     out.extend(withdraw(superseded, &reason)?);
-                    out.push(IntakeDecision::Send(self.job(event_type, &kind, &renewal, revision)?));
+                    out.push(IntakeDecision::Send(self.owed_job(event_type, &owed, &renewal, revision)?));
                 }
             }
         }

@@ -382,6 +382,10 @@ async fn the_obligations_choose_each_contracts_kind() {
     let annual = Renewal { term: Term::parse("year", 1), ..renewal(29900) };
     let decisions = plan(&p, &BillingFact::Renewal(annual), &ledger).await;
     assert_eq!(kinds_sent(&decisions), ["annual_renewal"]);
+    // The job names the rule that owes it, for the claim row and `noticectl evidence`.
+    let IntakeDecision::Send(job) = &decisions[0] else { panic!("a send") };
+    assert_eq!(job.obligation.as_deref(), Some("US-CA/ca-annual"));
+    assert_eq!(job.to_value()["obligation"], "US-CA/ca-annual");
     let monthly = renewal(2900);
     assert_eq!(kinds_sent(&plan(&p, &BillingFact::Renewal(monthly), &ledger).await), ["renewal_notice_t72"]);
     let texan =
@@ -556,6 +560,7 @@ async fn a_price_change_is_one_notice_with_the_customers_facts_and_a_redelivery_
     assert_eq!(body["jurisdiction"], "US-CA");
     assert_eq!(body["period_start"], "2026-10-01");
     assert_eq!(body["charge_at"], "2026-10-01T07:00:00+00:00");
+    assert_eq!(body["obligation"], "US-CA/ca-price-change");
     // Redelivered before the sender ran: the very same messages.
     assert_eq!(plan_price(&p, &price_change(2900, 3900), &ledger).await, first);
     // The sender took them and sent: a redelivery (and the same amount reached from another old

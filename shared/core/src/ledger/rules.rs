@@ -154,6 +154,7 @@ mod tests {
             charge_at: None,
             jurisdiction: None,
             rendered: None,
+            obligation: None,
         }
     }
 

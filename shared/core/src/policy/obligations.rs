@@ -336,6 +336,15 @@ pub struct Owed<'a> {
     pub scope: RuleScope<'a>,
 }
 
+impl Owed<'_> {
+    /// The rule's id as jobs and ledger rows carry it (`US-CA/ca-annual-term`, `default/reminder`):
+    /// the scope and the name, so a reader finds the rule in the configuration without guessing
+    /// which list it came from.
+    pub fn rule_id(&self) -> String {
+        format!("{}/{}", self.scope, self.rule.name)
+    }
+}
+
 /// Why no notice could be decided for a contract.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unowed {
@@ -368,6 +377,17 @@ impl Obligations {
             .iter()
             .flat_map(|(j, rules)| rules.iter().map(move |r| (RuleScope::Jurisdiction(j.as_str()), r)));
         default.chain(named)
+    }
+
+    /// The rule a job or row names by its id (`US-CA/ca-annual-term`, see [`Owed::rule_id`]), if
+    /// this configuration has it: evidence shows its description beside the id it stored.
+    pub fn rule(&self, id: &str) -> Option<&Rule> {
+        let (scope, name) = id.split_once('/')?;
+        let rules = match scope {
+            "default" => &self.default,
+            j => self.jurisdictions.get(j)?,
+        };
+        rules.iter().find(|r| r.name == name)
     }
 
     /// The jurisdictions that have rules of their own.
