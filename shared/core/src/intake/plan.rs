@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use super::revision::{self, PriceChoice, RevisionChoice, RevisionRows, WithdrawChoice};
 use super::{
     BillingFact, Cancellation, CustomerSource, IntakeDecision, LookupError, PriceChange, Refused, Renewal,
+    SubscriptionSource,
 };
 use crate::error::{ConfigError, LedgerError};
 use crate::identity::{Identity, Kind, NoticeKey};
@@ -16,7 +17,7 @@ use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Locale, Money, TimeZone};
-use crate::policy::{Contract, Obligations, Occasion, WindowPolicy};
+use crate::policy::{Contract, Holds, Obligations, Occasion, WindowPolicy};
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
 const PAGE: u64 = 8;
@@ -93,6 +94,8 @@ impl Kinds {
 struct OwedKind {
     kind: String,
     rule: Option<String>,
+    /// Owed by an anniversary rule: planned one renewal ahead (see [`IntakePlanner::plan`]).
+    anniversary: bool,
 }
 
 /// Plans the messages for billing facts: which kinds are owed, the billing system's time zone,
@@ -103,6 +106,9 @@ pub struct IntakePlanner {
     keys: KeyRing,
     /// Where a price change's customer facts are read (`None`: price changes cannot be planned).
     customers: Option<Arc<dyn CustomerSource>>,
+    /// Where a subscription's start (and term) are read when an anniversary rule needs them and
+    /// the event does not state them (`None`: such an event is refused, naming the fact).
+    subscriptions: Option<Arc<dyn SubscriptionSource>>,
 }
 
 impl IntakePlanner {
@@ -112,7 +118,36 @@ impl IntakePlanner {
     }
 
     pub fn with_kinds(kinds: Kinds, billing_zone: TimeZone, keys: KeyRing) -> Self {
-        Self { kinds, billing_zone, keys, customers: None }
+        Self { kinds, billing_zone, keys, customers: None, subscriptions: None }
+    }
+
+    /// The same, reading a subscription's start (and term) from `subscriptions` when an
+    /// anniversary rule needs it and the event lacks it.
+    pub fn with_subscriptions(mut self, subscriptions: Arc<dyn SubscriptionSource>) -> Self {
+        self.subscriptions = Some(subscriptions);
+        self
+    }
+
+    /// Whether some obligation rule counts anniversaries (Colorado's 12-month reminder): then the
+    /// subscription's start must be readable from the billing system, since its events do not
+    /// state it.
+    pub fn counts_anniversaries(&self) -> bool {
+        match &self.kinds {
+            Kinds::Stated(_) => false,
+            Kinds::Obligations(o) => o.rules().any(|(_, r)| r.anniversary_months.is_some()),
+        }
+    }
+
+    /// The kinds some anniversary rule owes: a cancellation withdraws them one renewal further.
+    fn anniversary_kinds(&self) -> Vec<&str> {
+        match &self.kinds {
+            Kinds::Stated(_) => Vec::new(),
+            Kinds::Obligations(o) => o
+                .rules()
+                .filter(|(_, r)| r.anniversary_months.is_some())
+                .map(|(_, r)| r.kind.as_str())
+                .collect(),
+        }
     }
 
     /// The same, reading a price change's customer facts from `customers`.
@@ -173,7 +208,12 @@ impl IntakePlanner {
         renewal: &Renewal,
         revision: u64,
     ) -> Result<Job, Refused> {
-        self.owed_job(event_type, &OwedKind { kind: kind.to_owned(), rule: None }, renewal, revision)
+        self.owed_job(
+            event_type,
+            &OwedKind { kind: kind.to_owned(), rule: None, anniversary: false },
+            renewal,
+            revision,
+        )
     }
 
     /// The job of an owed kind: as [`IntakePlanner::job`], naming the rule that owes it
@@ -252,7 +292,9 @@ impl IntakePlanner {
     /// The kinds `renewal` owes: the stated one, or the obligations' answer for its contract.
     fn owed(&self, event_type: &str, renewal: &Renewal) -> Result<Vec<OwedKind>, Refused> {
         let obligations = match &self.kinds {
-            Kinds::Stated(kind) => return Ok(vec![OwedKind { kind: kind.as_str().to_owned(), rule: None }]),
+            Kinds::Stated(kind) => {
+                return Ok(vec![OwedKind { kind: kind.as_str().to_owned(), rule: None, anniversary: false }])
+            }
             Kinds::Obligations(obligations) => obligations,
         };
         let jurisdiction =
@@ -267,15 +309,93 @@ impl IntakePlanner {
         let owed = obligations
             .owed(&contract)
             .map_err(|e| Refused::new(event_type, "obligations", e.to_string()))?;
-        Ok(owed.iter().map(|o| OwedKind { kind: o.kind.to_owned(), rule: Some(o.rule_id()) }).collect())
+        Ok(owed
+            .iter()
+            .map(|o| OwedKind {
+                kind: o.kind.to_owned(),
+                rule: Some(o.rule_id()),
+                anniversary: o.rule.anniversary_months.is_some(),
+            })
+            .collect())
     }
 
+    /// The anniversary reminders the renewal *after* `renewal` owes (`next`: that renewal, one
+    /// term later): the rules are those that speak for `renewal`'s contract, the anniversary is
+    /// judged at `next`'s charge.
+    fn anniversaries_ahead(&self, event_type: &str, next: &Renewal) -> Result<Vec<OwedKind>, Refused> {
+        let Kinds::Obligations(obligations) = &self.kinds else { return Ok(Vec::new()) };
+        let jurisdiction = next.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
+        let contract = Contract {
+            term: next.term,
+            started_at: next.started_at,
+            charge_at: Some(next.period_start_at),
+            ..Contract::new(next.occasion, jurisdiction.as_deref())
+        };
+        let (scope, candidates) = obligations.candidates(contract.occasion, contract.jurisdiction.as_deref());
+        let mut out: Vec<OwedKind> = Vec::new();
+        for rule in candidates.into_iter().filter(|r| r.anniversary_months.is_some()) {
+            match rule.holds(&contract) {
+                Holds::Yes if out.iter().any(|o| o.kind == rule.kind) => {}
+                Holds::Yes => {
+                    let id = crate::policy::Owed { kind: &rule.kind, rule, scope }.rule_id();
+                    out.push(OwedKind { kind: rule.kind.clone(), rule: Some(id), anniversary: true });
+                }
+                Holds::No => {}
+                Holds::Needs(fact) => {
+                    let reason = format!(
+                        "rule `{}` needs {}, which the billing event does not state ({})",
+                        rule.name,
+                        fact.phrase(),
+                        contract.describe()
+                    );
+                    return Err(Refused::new(event_type, "obligations", reason));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `renewal` with the subscription's start filled in when an anniversary rule could speak for
+    /// it and the event does not state it: read from the billing system (`GET
+    /// /v1/subscriptions/{id}` for Stripe). Without a subscription source it is left unstated, and
+    /// the rule that needs it refuses the event, naming the fact — never a guessed start.
+    async fn with_start(&self, event_type: &str, renewal: &Renewal) -> Result<Renewal, PlanError> {
+        let mut renewal = renewal.clone();
+        let Kinds::Obligations(obligations) = &self.kinds else { return Ok(renewal) };
+        let jurisdiction =
+            renewal.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
+        let (_, candidates) = obligations.candidates(renewal.occasion, jurisdiction.as_deref());
+        let needs = candidates.iter().any(|r| r.anniversary_months.is_some());
+        if !needs || renewal.started_at.is_some() {
+            return Ok(renewal);
+        }
+        let Some(source) = &self.subscriptions else { return Ok(renewal) };
+        match source.subscription(&renewal.subscription_id).await {
+            Ok(found) => {
+                renewal.started_at = found.started_at;
+                renewal.term = renewal.term.or(found.term);
+                Ok(renewal)
+            }
+            Err(LookupError::NotFound { id, reason }) => {
+                Err(Refused::new(event_type, "subscription", format!("{id}: {reason}")).into())
+            }
+            Err(e) => Err(PlanError::Lookup(e)),
+        }
+    }
+
+    /// A renewal's notices. An anniversary reminder (Colorado: 25–40 days before a renewal that
+    /// crosses a 12-month anniversary) is planned **one renewal ahead**: the event of the charge
+    /// before it plans it, and the sender parks it until its window opens — a billing system's
+    /// upcoming-renewal event comes a few days before each charge, which for a monthly plan is
+    /// always too late for such a window. Its own event plans it only when there was no charge
+    /// before it to plan it from (the first renewal: an annual plan's first anniversary).
     async fn plan_renewal(
         &self,
         event_type: &str,
         renewal: &Renewal,
         ledger: &dyn RowReader,
     ) -> Result<Vec<IntakeDecision>, PlanError> {
+        let renewal = &self.with_start(event_type, renewal).await?;
         let owed = self.owed(event_type, renewal)?;
         if owed.is_empty() {
             return Ok(vec![IntakeDecision::Ignore {
@@ -286,12 +406,27 @@ impl IntakePlanner {
                 ),
             }]);
         }
+        let first = is_first_renewal(renewal);
         let mut out = Vec::new();
         for owed in owed {
+            if owed.anniversary && !first {
+                tracing::info!(
+                    kind = owed.kind,
+                    rule = owed.rule,
+                    "anniversary reminder: planned from the renewal before"
+                );
+                continue;
+            }
             if let Some(rule) = &owed.rule {
                 tracing::info!(kind = owed.kind, rule, "notice owed");
             }
             out.extend(self.plan_kind(event_type, &owed, renewal, ledger).await?);
+        }
+        if let Some(next) = next_renewal(renewal) {
+            for owed in self.anniversaries_ahead(event_type, &next)? {
+                tracing::info!(kind = owed.kind, rule = owed.rule, charge_at = %next.charge_at, "anniversary reminder owed for the next renewal");
+                out.extend(self.plan_kind(event_type, &owed, &next, ledger).await?);
+            }
         }
         Ok(out)
     }
@@ -441,14 +576,73 @@ impl IntakePlanner {
         let period_start = self
             .period_start(cancellation.period_start_at)
             .map_err(|e| Refused::new(event_type, "period_start", e))?;
-        let subscription_id = cancellation.subscription_id.as_str();
         let mut out = Vec::new();
         let price_kinds = self.price_change_kinds();
-        for kind in self.kinds.all() {
+        let mut periods = vec![(period_start.clone(), self.kinds.all())];
+        let anniversary_kinds = self.anniversary_kinds();
+        if !anniversary_kinds.is_empty() {
+            periods.push((self.period_after(event_type, cancellation).await?, anniversary_kinds));
+        }
+        for (period_start, kinds) in periods {
+            self.withdraw_period(
+                event_type,
+                cancellation,
+                &period_start,
+                kinds,
+                &price_kinds,
+                ledger,
+                &mut out,
+            )
+            .await?;
+        }
+        Ok(out)
+    }
+
+    /// The period after the cancelled one (its start one term later), whose anniversary reminder
+    /// was planned ahead: the term from the event, else from the billing system's record; neither
+    /// → refused naming the term (a reminder left standing would tell a cancelled customer of a
+    /// renewal that will not happen).
+    async fn period_after(&self, event_type: &str, cancellation: &Cancellation) -> Result<String, PlanError> {
+        let term = match (cancellation.term, &self.subscriptions) {
+            (Some(term), _) => Some(term),
+            (None, Some(source)) => match source.subscription(&cancellation.subscription_id).await {
+                Ok(found) => found.term,
+                Err(LookupError::NotFound { .. }) => None,
+                Err(e) => return Err(PlanError::Lookup(e)),
+            },
+            (None, None) => None,
+        };
+        let refused = |reason: String| Refused::new(event_type, "term", reason);
+        let term = term.ok_or_else(|| {
+            refused(
+                "is not stated and cannot be read: the anniversary reminder planned for the renewal after                  this one cannot be found to withdraw"
+                    .into(),
+            )
+        })?;
+        let next = term.after(cancellation.period_start_at).ok_or_else(|| {
+            refused(format!("{term} after {} is out of range", cancellation.period_start_at))
+        })?;
+        Ok(self.period_start(next).map_err(|e| Refused::new(event_type, "period_start", e))?)
+    }
+
+    /// Withdraws the notices of `kinds` for one period of a cancelled subscription.
+    #[allow(clippy::too_many_arguments)]
+    async fn withdraw_period(
+        &self,
+        event_type: &str,
+        cancellation: &Cancellation,
+        period_start: &str,
+        kinds: Vec<&str>,
+        price_kinds: &[&str],
+        ledger: &dyn RowReader,
+        out: &mut Vec<IntakeDecision>,
+    ) -> Result<(), PlanError> {
+        let subscription_id = cancellation.subscription_id.as_str();
+        for kind in kinds {
             // Validates the identity before the ledger is read (a bad id is refused, not looked up).
-            Identity::new(subscription_id, &period_start, kind, 0)
+            Identity::new(subscription_id, period_start, kind, 0)
                 .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
-            let at = (subscription_id, period_start.as_str(), kind);
+            let at = (subscription_id, period_start, kind);
             let scanned = self.scan(event_type, at, ledger).await?;
             // A price-change kind's tombstones do not end its period (a pending notice may sit
             // past them, without a row): its first revision without a row is always withdrawn.
@@ -471,7 +665,7 @@ impl IntakePlanner {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn withdrawal(
@@ -538,6 +732,42 @@ impl IntakePlanner {
 
 /// A notice's identity but its revision: (subscription, period, kind).
 type Notice<'a> = (&'a str, &'a str, &'a str);
+
+/// Whether `renewal` is the subscription's first: no charge before it whose event could have
+/// planned its anniversary reminder (the term before its period is the subscription's start).
+fn is_first_renewal(renewal: &Renewal) -> bool {
+    match (renewal.term, renewal.started_at) {
+        (Some(term), Some(started)) => {
+            term.before(renewal.period_start_at).is_some_and(|prev| prev <= started)
+        }
+        _ => false,
+    }
+}
+
+/// The renewal one term after `renewal`: its period one term later — on the subscription's own
+/// grid when its period lies on it (anchored on the 31st: 31 March after 28 February) — charged
+/// as long after its period opens as this one, with the same amount and customer facts as in force
+/// now (a price change is announced by its own notice).
+pub(super) fn next_renewal(renewal: &Renewal) -> Option<Renewal> {
+    let term = renewal.term?;
+    let period = renewal.period_start_at;
+    let on_grid = renewal.started_at.and_then(|started| {
+        // The k-th renewal after the start is this period: the next is the (k+1)-th. Bounded: a
+        // century of the shortest term.
+        (1..=5_300u32).find_map(|k| match term.times_after(started, k) {
+            Some(at) if at == period => Some(term.times_after(started, k + 1)),
+            Some(at) if at > period => Some(None),
+            None => Some(None),
+            _ => None,
+        })
+    });
+    let next = match on_grid {
+        Some(Some(next)) => next,
+        _ => term.after(period)?,
+    };
+    let charge_at = next.checked_add_signed(renewal.charge_at.signed_duration_since(period))?;
+    Some(Renewal { period_start_at: next, charge_at, ..renewal.clone() })
+}
 
 fn period_of(job: &Job) -> String {
     job.identity.period_start().format("%Y-%m-%d").to_string()

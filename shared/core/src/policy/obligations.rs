@@ -116,12 +116,30 @@ impl Term {
     }
 
     /// The instant one term before `at` (the previous charge of a renewal at `at`).
-    fn before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub fn before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self.unit {
             Unit::Day => at.checked_sub_signed(chrono::Duration::days(i64::from(self.count))),
             Unit::Week => at.checked_sub_signed(chrono::Duration::weeks(i64::from(self.count))),
             Unit::Month => at.checked_sub_months(Months::new(self.count)),
             Unit::Year => at.checked_sub_months(Months::new(self.count.checked_mul(12)?)),
+        }
+    }
+
+    /// The instant one term after `at` (the next charge of a renewal at `at`), by the calendar as
+    /// billing systems count it (31 January + 1 month = 28 or 29 February).
+    pub fn after(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.times_after(at, 1)
+    }
+
+    /// The instant `n` terms after `at`, counted from `at` (so a subscription anchored on the
+    /// 31st renews on 31 March after 28 February, as billing systems anchor it).
+    pub fn times_after(&self, at: DateTime<Utc>, n: u32) -> Option<DateTime<Utc>> {
+        let count = self.count.checked_mul(n)?;
+        match self.unit {
+            Unit::Day => at.checked_add_signed(chrono::Duration::days(i64::from(count))),
+            Unit::Week => at.checked_add_signed(chrono::Duration::weeks(i64::from(count))),
+            Unit::Month => at.checked_add_months(Months::new(count)),
+            Unit::Year => at.checked_add_months(Months::new(count.checked_mul(12)?)),
         }
     }
 }
