@@ -315,6 +315,10 @@ fn cancellation(event_type: &str, subscription: &Value, reason: &str) -> Result<
         // The first item's price (or plan): an anniversary reminder planned a renewal ahead is
         // withdrawn one term after the period's end.
         term: subscription.pointer("/items/data/0").and_then(term),
+        started_at: subscription
+            .get("start_date")
+            .and_then(Value::as_i64)
+            .and_then(|s| DateTime::from_timestamp(s, 0)),
     }))
 }
 

@@ -122,6 +122,9 @@ pub struct Cancellation {
     /// renewal ahead (see [`IntakePlanner`]), so a cancellation also withdraws the one for the
     /// renewal after `period_start_at` — one term later.
     pub term: Option<Term>,
+    /// When the subscription began, when the event states it: the renewal after is found on the
+    /// subscription's own grid (anchored on the 31st), as the planner found it.
+    pub started_at: Option<DateTime<Utc>>,
 }
 
 /// What the billing system's subscription record states that an event may not: when the

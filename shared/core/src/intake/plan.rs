@@ -17,7 +17,7 @@ use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Locale, Money, TimeZone};
-use crate::policy::{Contract, Holds, Obligations, Occasion, WindowPolicy};
+use crate::policy::{Contract, Holds, Obligations, Occasion, Term, WindowPolicy};
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
 const PAGE: u64 = 8;
@@ -603,23 +603,27 @@ impl IntakePlanner {
     /// → refused naming the term (a reminder left standing would tell a cancelled customer of a
     /// renewal that will not happen).
     async fn period_after(&self, event_type: &str, cancellation: &Cancellation) -> Result<String, PlanError> {
-        let term = match (cancellation.term, &self.subscriptions) {
-            (Some(term), _) => Some(term),
-            (None, Some(source)) => match source.subscription(&cancellation.subscription_id).await {
-                Ok(found) => found.term,
-                Err(LookupError::NotFound { .. }) => None,
+        let (mut term, mut started) = (cancellation.term, cancellation.started_at);
+        // Only a missing term is worth a lookup: without the start, the next period is one term on.
+        if let Some(source) = self.subscriptions.as_ref().filter(|_| term.is_none()) {
+            match source.subscription(&cancellation.subscription_id).await {
+                Ok(found) => {
+                    term = term.or(found.term);
+                    started = started.or(found.started_at);
+                }
+                Err(LookupError::NotFound { .. }) => {}
                 Err(e) => return Err(PlanError::Lookup(e)),
-            },
-            (None, None) => None,
-        };
+            }
+        }
         let refused = |reason: String| Refused::new(event_type, "term", reason);
         let term = term.ok_or_else(|| {
             refused(
-                "is not stated and cannot be read: the anniversary reminder planned for the renewal after                  this one cannot be found to withdraw"
+                "is not stated and cannot be read: the anniversary reminder planned for the renewal \
+                 after this one cannot be found to withdraw"
                     .into(),
             )
         })?;
-        let next = term.after(cancellation.period_start_at).ok_or_else(|| {
+        let next = next_period(term, started, cancellation.period_start_at).ok_or_else(|| {
             refused(format!("{term} after {} is out of range", cancellation.period_start_at))
         })?;
         Ok(self.period_start(next).map_err(|e| Refused::new(event_type, "period_start", e))?)
@@ -749,11 +753,18 @@ fn is_first_renewal(renewal: &Renewal) -> bool {
 /// as long after its period opens as this one, with the same amount and customer facts as in force
 /// now (a price change is announced by its own notice).
 pub(super) fn next_renewal(renewal: &Renewal) -> Option<Renewal> {
-    let term = renewal.term?;
     let period = renewal.period_start_at;
-    let on_grid = renewal.started_at.and_then(|started| {
-        // The k-th renewal after the start is this period: the next is the (k+1)-th. Bounded: a
-        // century of the shortest term.
+    let next = next_period(renewal.term?, renewal.started_at, period)?;
+    let charge_at = next.checked_add_signed(renewal.charge_at.signed_duration_since(period))?;
+    Some(Renewal { period_start_at: next, charge_at, ..renewal.clone() })
+}
+
+/// The period after the one opening at `period`: on the subscription's own grid when `period` lies
+/// on it (the k-th term after `started` is `period`: the next is the (k+1)-th), else one term on.
+/// One computation for the planner and the cancellation, so a withdraw finds what was planned.
+fn next_period(term: Term, started: Option<DateTime<Utc>>, period: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let on_grid = started.and_then(|started| {
+        // Bounded: a century of the shortest term.
         (1..=5_300u32).find_map(|k| match term.times_after(started, k) {
             Some(at) if at == period => Some(term.times_after(started, k + 1)),
             Some(at) if at > period => Some(None),
@@ -761,12 +772,10 @@ pub(super) fn next_renewal(renewal: &Renewal) -> Option<Renewal> {
             _ => None,
         })
     });
-    let next = match on_grid {
-        Some(Some(next)) => next,
-        _ => term.after(period)?,
-    };
-    let charge_at = next.checked_add_signed(renewal.charge_at.signed_duration_since(period))?;
-    Some(Renewal { period_start_at: next, charge_at, ..renewal.clone() })
+    match on_grid {
+        Some(Some(next)) => Some(next),
+        _ => term.after(period),
+    }
 }
 
 fn period_of(job: &Job) -> String {

@@ -58,6 +58,7 @@ fn cancellation() -> BillingFact {
         period_start_at: at("2026-10-01T07:00:00Z"),
         reason: "stripe customer.subscription.deleted".into(),
         term: Term::parse("month", 1),
+        started_at: None,
     })
 }
 
@@ -922,4 +923,23 @@ fn the_next_renewal_keeps_the_subscriptions_anchor() {
     let moved = Renewal { started_at: Some(at("2026-01-15T10:00:00Z")), ..anchored.clone() };
     assert_eq!(super::plan::next_renewal(&moved).unwrap().period_start_at, at("2026-03-28T10:00:00Z"));
     assert!(super::plan::next_renewal(&Renewal { term: None, ..anchored }).is_none());
+}
+
+/// A cancellation finds the anniversary reminder planned ahead on the same grid the planner used:
+/// anchored on the 31st, the period after 28 February opens 31 March, not 28 March.
+#[tokio::test]
+async fn a_cancellation_withdraws_the_reminder_ahead_on_the_subscriptions_grid() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let cancelled = BillingFact::Cancellation(Cancellation {
+        subscription_id: "sub_8812".into(),
+        period_start_at: at("2027-02-28T10:00:00Z"),
+        reason: "stripe customer.subscription.deleted".into(),
+        term: Term::parse("month", 1),
+        started_at: Some(at("2026-01-31T10:00:00Z")),
+    });
+    let decisions = plan(&p, &cancelled, &ledger).await;
+    let IntakeDecision::Withdraw(ahead) = decisions.last().unwrap() else { panic!("a withdraw") };
+    assert_eq!(ahead.identity.kind().as_str(), "anniversary_reminder");
+    assert_eq!(ahead.identity.period_start().to_string(), "2027-03-31");
 }
