@@ -138,16 +138,20 @@ impl IntakePlanner {
         }
     }
 
-    /// The kinds some anniversary rule owes: a cancellation withdraws them one renewal further.
+    /// The kinds some anniversary rule owes, each once (two jurisdictions' rules may owe one
+    /// kind): a cancellation withdraws them one renewal further.
     fn anniversary_kinds(&self) -> Vec<&str> {
-        match &self.kinds {
+        let mut kinds: Vec<&str> = match &self.kinds {
             Kinds::Stated(_) => Vec::new(),
             Kinds::Obligations(o) => o
                 .rules()
                 .filter(|(_, r)| r.anniversary_months.is_some())
                 .map(|(_, r)| r.kind.as_str())
                 .collect(),
-        }
+        };
+        kinds.sort_unstable();
+        kinds.dedup();
+        kinds
     }
 
     /// The same, reading a price change's customer facts from `customers`.
@@ -567,6 +571,8 @@ impl IntakePlanner {
 
     /// A cancellation withdraws the period's notice of every kind the deployment can send: the
     /// event does not say which ones were owed, and a tombstone where none was owed costs one row.
+    /// The anniversary kinds are withdrawn for the period after it too: their reminder for that
+    /// renewal was planned a renewal ahead and may be parked already.
     async fn plan_cancellation(
         &self,
         event_type: &str,
