@@ -57,11 +57,20 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
         .filter(|m| m["action"] == "withdraw" && m["subscription_id"] == "sub_annual_ny")
         .map(|m| m["kind"].as_str().unwrap())
         .collect();
+    // Every kind for the cancelled period, and the anniversary reminder planned a renewal ahead
+    // for the period after it.
     assert_eq!(
         withdrawn,
-        ["anniversary_reminder", "annual_renewal", "price_change", "renewal_notice_t72", "trial_conversion"]
+        [
+            "anniversary_reminder",
+            "annual_renewal",
+            "price_change",
+            "renewal_notice_t72",
+            "trial_conversion",
+            "anniversary_reminder"
+        ]
     );
-    assert!(stderr.contains("events: 4 · jobs: 2 · withdraws: 10 · ignored: 0 · refused: 0"), "{stderr}");
+    assert!(stderr.contains("events: 4 · jobs: 2 · withdraws: 12 · ignored: 0 · refused: 0"), "{stderr}");
 
     let send = |input: &[u8]| {
         noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", NOW], Some(input))
@@ -69,7 +78,7 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
     let sent = send(&planned.stdout);
     let report = String::from_utf8_lossy(&sent.stdout).into_owned();
     assert_eq!(sent.status.code(), Some(0), "{report}{}", String::from_utf8_lossy(&sent.stderr));
-    assert!(report.contains("2 sent, 10 withdrawn"), "{report}");
+    assert!(report.contains("2 sent, 12 withdrawn"), "{report}");
     let outbox: Vec<String> = std::fs::read_dir(state.path().join("outbox"))
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
@@ -111,4 +120,188 @@ fn an_event_no_rule_can_place_is_refused_naming_the_fact_and_exits_one() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(out.stdout.is_empty(), "nothing to enqueue");
     assert!(stderr.contains("co-anniversary") && stderr.contains("the subscription's start"), "{stderr}");
+}
+
+/// Issue 49: the row and `noticectl evidence` name the rule that made the notice. An annual
+/// Californian's `invoice.upcoming`, planned and sent with no AWS, is on the ledger under
+/// California's annual-term rule, and `evidence` shows the rule and its statute (the block and
+/// `--json`); the job carries it as `obligation`.
+#[test]
+fn evidence_names_the_california_annual_rule_that_made_the_notice() {
+    let state = tempfile::tempdir().unwrap();
+    let annual = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/stripe/upcoming-annual.json");
+    let planned = intake(state.path(), annual);
+    assert_eq!(planned.status.code(), Some(0), "{}", String::from_utf8_lossy(&planned.stderr));
+    let bodies = messages(&planned);
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(bodies[0]["obligation"], "US-CA/ca-annual-term");
+    let period = bodies[0]["period_start"].as_str().unwrap().to_owned();
+
+    let sent =
+        noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", NOW], Some(&planned.stdout));
+    let report = String::from_utf8_lossy(&sent.stdout).into_owned();
+    assert_eq!(sent.status.code(), Some(0), "{report}{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(report.contains("1 sent"), "{report}");
+
+    let evidence = |extra: &[&str]| {
+        let mut args = vec![
+            "evidence",
+            "--subscription-id",
+            "sub_annual_ca",
+            "--period-start",
+            &period,
+            "--config",
+            EXAMPLE,
+        ];
+        args.extend_from_slice(extra);
+        let out = noticectl(state.path(), &args, None);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        text
+    };
+    let blocks = evidence(&[]);
+    assert!(
+        blocks.contains("  rule       US-CA/ca-annual-term — Cal. Bus. & Prof. Code section 17602"),
+        "{blocks}"
+    );
+    let json: Value = serde_json::from_str(&evidence(&["--json"])).unwrap();
+    let notice = &json["notices"][0];
+    assert_eq!(notice["kind"], "annual_renewal");
+    assert_eq!(notice["state"], "sent");
+    assert_eq!(notice["obligation"], "US-CA/ca-annual-term");
+    assert!(notice["obligation_description"].as_str().unwrap().contains("section 17602"), "{notice}");
+    let wide = evidence(&["--wide"]);
+    assert!(wide.contains("US-CA/ca-annual-term"), "{wide}");
+}
+
+/// A one-request-at-a-time stand-in for Stripe's API on 127.0.0.1:0: answers every
+/// `GET /v1/subscriptions/{id}` with `object` (Stripe's subscription object), counting requests.
+fn stripe_stand_in(object: Value) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let ok = String::from_utf8_lossy(&head).starts_with("GET /v1/subscriptions/");
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let (status, body) = if ok { (200, object.to_string()) } else { (404, "{}".to_owned()) };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (base, served)
+}
+
+/// Issue 49, item 4: Colorado's 12-month reminder, planned from the renewal before it. A monthly
+/// Coloradan whose subscription began on 1 April 2026 (read from Stripe's subscription record: the
+/// upcoming invoice does not state it) is owed, with the charge of 1 March 2027, the merchant's
+/// reminder and — for the 1 April 2027 renewal, which crosses the anniversary — the anniversary
+/// reminder, 25–40 days before it. Sent early it is deferred (the Lambda parks it), inside its
+/// window it goes out, and `evidence` names Colorado's rule.
+#[test]
+fn a_colorado_anniversary_reminder_is_planned_a_renewal_ahead_and_sent_inside_its_window() {
+    use chrono::TimeZone as _;
+    let state = tempfile::tempdir().unwrap();
+    let started = chrono::Utc.with_ymd_and_hms(2026, 4, 1, 9, 0, 0).unwrap().timestamp();
+    let (base, served) = stripe_stand_in(serde_json::json!({
+        "id": "sub_monthly_ca", "object": "subscription", "start_date": started, "status": "active",
+        "items": {"object": "list", "data": [{"object": "subscription_item",
+            "price": {"object": "price", "recurring": {"interval": "month", "interval_count": 1}}}]}
+    }));
+    let mut event: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../events/stripe/upcoming-monthly.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    event["data"]["object"]["customer_address"]["state"] = "CO".into();
+    let file = state.path().join("colorado.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&event).unwrap()).unwrap();
+    let planned = noticectl(
+        state.path(),
+        &[
+            "intake",
+            "stripe",
+            file.to_str().unwrap(),
+            "--config",
+            EXAMPLE,
+            "--billing-time-zone",
+            "UTC",
+            "--stripe-api-key",
+            "rk_test_51Restricted0Key0For0Tests",
+            "--stripe-api-base",
+            &base,
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&planned.stderr).into_owned();
+    assert_eq!(planned.status.code(), Some(0), "{stderr}");
+    assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 1, "the start was read from Stripe");
+    let bodies = messages(&planned);
+    let jobs: Vec<(&str, &str, &str)> = bodies
+        .iter()
+        .map(|m| {
+            (
+                m["kind"].as_str().unwrap(),
+                m["period_start"].as_str().unwrap(),
+                m["obligation"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        jobs,
+        [
+            ("renewal_notice_t72", "2027-03-01", "US-CO/co-reminder"),
+            ("anniversary_reminder", "2027-04-01", "US-CO/co-anniversary"),
+        ]
+    );
+    let reminder = &bodies[1];
+    assert!(reminder["charge_at"].as_str().unwrap().starts_with("2027-04-01"), "{reminder}");
+
+    let send = |now: &str| {
+        let out =
+            noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", now], Some(&planned.stdout));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // 10 February: 50 days before the anniversary renewal, before its window (40 days) opens.
+    let early = send("2027-02-10T12:00:00Z");
+    assert!(early.contains("2 job(s): 2 deferred"), "{early}");
+    // Its window opens 40 days before the 1 April charge (10:00 UTC, an hour after the period).
+    assert!(early.contains("deferred           window opens 2027-02-20T10:00:00+00:00"), "{early}");
+    // 27 February: 32 days before it, inside 25–40; and inside the 1 March reminder's 72 h.
+    let inside = send(NOW);
+    assert!(inside.contains("2 sent"), "{inside}");
+
+    let out = noticectl(
+        state.path(),
+        &[
+            "evidence",
+            "--subscription-id",
+            "sub_monthly_ca",
+            "--period-start",
+            "2027-04-01",
+            "--config",
+            EXAMPLE,
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("anniversary_reminder revision 0"), "{text}");
+    assert!(text.contains("  rule       US-CO/co-anniversary — C.R.S. section 6-1-732"), "{text}");
 }

@@ -40,7 +40,8 @@ pub use claims::{
     missed_windows_are_recorded_once, released_keys_can_be_claimed_again, revisions_are_distinct_keys,
 };
 pub use evidence::{
-    charge_time_and_jurisdiction_are_kept_as_evidence, the_rendered_notice_is_kept_as_evidence,
+    charge_time_and_jurisdiction_are_kept_as_evidence, the_obligation_rule_is_kept_as_evidence,
+    the_rendered_notice_is_kept_as_evidence,
 };
 pub use resolution::{
     backfill_never_overwrites, claims_made_off_the_view_are_listed_when_put_on,
@@ -93,6 +94,7 @@ macro_rules! ledger_suite_tests {
             every_write_obeys_the_transition_rules,
             charge_time_and_jurisdiction_are_kept_as_evidence,
             the_rendered_notice_is_kept_as_evidence,
+            the_obligation_rule_is_kept_as_evidence,
             a_tombstone_holds_off_every_claim_and_only_a_send_event_moves_it,
             a_claim_and_a_withdraw_racing_on_one_key_exclude_each_other,
             aliases_keep_a_notice_claimable_under_one_key,
@@ -267,6 +269,7 @@ pub fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         charge_at: Some(at + chrono::Duration::hours(72)),
         jurisdiction: Some("US-CA".into()),
         rendered: None,
+        obligation: None,
         aliases: Vec::new(),
         on_quarantine_view: true,
     }

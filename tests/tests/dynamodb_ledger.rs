@@ -95,6 +95,7 @@ fn request(key: &NoticeKey, at: DateTime<Utc>) -> ClaimRequest {
         charge_at: Some(at + chrono::Duration::hours(72)),
         jurisdiction: Some("US-CA".into()),
         rendered: None,
+        obligation: None,
         aliases: Vec::new(),
         on_quarantine_view: true,
     }

@@ -5,7 +5,10 @@
 //! The stories the intake exists for: the same `invoice.upcoming` delivered three times, before
 //! and after a cancellation, in either order — one notice or one withdraw, never both sent; and a
 //! price change before and after the first notice — one corrected notice per distinct amount, a
-//! redelivered change mints none.
+//! redelivered change mints none; a Stripe price change (`customer.subscription.updated`) with the
+//! customer read from a stand-in of Stripe's API, sent once, and answered 500 while the API is
+//! down; Colorado's anniversary reminder planned a renewal ahead, parked in EventBridge Scheduler,
+//! and withdrawn by a cancellation.
 
 use std::sync::Arc;
 
@@ -534,4 +537,191 @@ async fn the_us_example_owes_each_contract_its_own_notice() {
     assert!(error.contains("co-anniversary") && error.contains("the subscription's start"), "{error}");
     drain(&stack).await;
     assert!(mails_to(&stack, &colorado).await.is_empty());
+}
+
+/// A stand-in for Stripe's API on 127.0.0.1:0: `GET /v1/customers/{id}` answers `customer`
+/// (Stripe's customer object) while `up` is set, and 500 otherwise; every request is counted.
+async fn stripe_api(
+    customer: Value,
+) -> (String, Arc<std::sync::atomic::AtomicBool>, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (is_up, count) = (up.clone(), served.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match socket.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+            let asks = String::from_utf8_lossy(&head).starts_with("GET /v1/customers/");
+            let (status, body) = match (is_up.load(Ordering::SeqCst), asks) {
+                (true, true) => (200, customer.to_string()),
+                (true, false) => (404, r#"{"error":{"message":"No such object"}}"#.to_owned()),
+                (false, _) => (500, r#"{"error":{"message":"down"}}"#.to_owned()),
+            };
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+        }
+    });
+    (base, up, served)
+}
+
+/// Issue 49, item 3 on the emulator (the intake Lambda's handler, moto's SQS, DynamoDB and SES, the
+/// real sender): a Californian's price going from 29.00 to 39.00 in 20 days is one `price_change`
+/// notice, its e-mail and address read from Stripe's API (a local stand-in), sent once however
+/// often Stripe delivers the event; with Stripe's API down the webhook is answered 500 and nothing
+/// is enqueued, so Stripe delivers it again.
+#[tokio::test]
+async fn a_price_change_through_the_intake_reads_the_customer_from_stripe_and_is_sent_once() {
+    let config = us_example();
+    let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
+    let mut stack = stack_with(kinds.clone(), Some(config)).await;
+    let (base, up, served) = stripe_api(json!({
+        "id": "cus_price_ca", "object": "customer", "email": "sub_price_ca@example.com",
+        "preferred_locales": ["en-US"], "deleted": null,
+        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
+                    "postal_code": "95814", "state": "CA"}
+    }))
+    .await;
+    let key = notice_stripe::ApiKey::parse("rk_test_51Restricted0Key0For0Tests").unwrap();
+    let api = notice_stripe::StripeApi::new(&base, key).unwrap();
+    stack.intake.planner = IntakePlanner::with_kinds(
+        kinds,
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
+    )
+    .with_customers(Arc::new(api));
+
+    // The new price applies at the period's end, 20 days from now: inside 7-30 days.
+    let renewal = Renewal::in_hours("sub_price_ca", 20 * 24);
+    let applies = renewal.period_start_at.timestamp();
+    let mut sub = fixture("subscription.json");
+    set(&mut sub, "/id", json!(renewal.sub));
+    set(&mut sub, "/customer", json!("cus_price_ca"));
+    set(&mut sub, "/cancel_at_period_end", json!(false));
+    set(&mut sub, "/cancel_at", Value::Null);
+    set(&mut sub, "/items/data/0/current_period_end", json!(applies));
+    set(&mut sub, "/items/data/0/price/unit_amount", json!(3900));
+    let mut old_item = sub["items"]["data"][0].clone();
+    old_item["price"]["unit_amount"] = json!(2900);
+    let mut changed = event("evt_price", "customer.subscription.updated", sub);
+    changed["data"]["previous_attributes"] = json!({"items": {"data": [old_item]}});
+
+    // Stripe's API down: 500, nothing enqueued.
+    up.store(false, std::sync::atomic::Ordering::SeqCst);
+    let (status, answer) = deliver(&stack, &changed).await;
+    assert_eq!(status, 500, "{answer}");
+    drain(&stack).await;
+    assert!(mails_to(&stack, &renewal).await.is_empty(), "nothing was enqueued");
+
+    // Up again: Stripe's retry, and two more deliveries, are one notice.
+    up.store(true, std::sync::atomic::Ordering::SeqCst);
+    let first = deliver_ok(&stack, &changed).await;
+    // The revision a pending notice would sit at is guarded; the new amount is one past it.
+    assert_eq!(revisions(&first), [withdraw(0), send(1)], "{first}");
+    for _ in 0..2 {
+        assert_eq!(deliver_ok(&stack, &changed).await["messages"], first["messages"], "the same bodies");
+    }
+    drain(&stack).await;
+    let mails = mails_to(&stack, &renewal).await;
+    assert_eq!(mails.len(), 1, "three deliveries, one notice: {mails:?}");
+    assert!(mails[0].to_string().contains("39.00"), "the new amount: {}", mails[0]);
+    assert!(served.load(std::sync::atomic::Ordering::SeqCst) >= 4, "the customer was read, not guessed");
+
+    let key = renewal.identity_of("price_change", 1).derive_key(&NoticeSecret::new(SECRET).unwrap());
+    let row = sender_app::ledger(&stack.env).await.get(&key).await.unwrap().expect("the notice's row");
+    assert_eq!(row.state, RowState::Sent);
+    assert_eq!(row.obligation.as_deref(), Some("US-CA/ca-price-change"));
+}
+
+/// A subscription record whose start is `started` (what Stripe's `GET /v1/subscriptions/{id}`
+/// states as `start_date`), monthly.
+struct StartedAt(DateTime<Utc>);
+
+#[async_trait::async_trait]
+impl notice_ledger::intake::SubscriptionSource for StartedAt {
+    async fn subscription(
+        &self,
+        id: &str,
+    ) -> Result<notice_ledger::intake::Subscription, notice_ledger::intake::LookupError> {
+        Ok(notice_stripe::api::subscription(&json!({
+            "id": id, "object": "subscription", "start_date": self.0.timestamp(),
+            "items": {"data": [{"price": {"recurring": {"interval": "month", "interval_count": 1}}}]}
+        })))
+    }
+}
+
+/// Issue 49, item 4 on the emulator: a monthly Coloradan charged in 20 days, whose next renewal
+/// crosses the subscription's first anniversary. The upcoming invoice (its start read from the
+/// subscription record) plans the 72 h reminder and, a renewal ahead, the anniversary reminder;
+/// the real sender parks both in EventBridge Scheduler (their windows open in about 17 and 10
+/// days), named by their keys, and sends nothing yet. A cancellation then withdraws both: the
+/// reminder of the cancelled period and the one planned for the period after it.
+#[tokio::test]
+async fn a_colorado_anniversary_reminder_is_parked_a_renewal_ahead_and_a_cancellation_withdraws_it() {
+    const GROUP: &str = "notice-parked";
+    const ROLE: &str = "arn:aws:iam::123456789012:role/notice-scheduler-to-queue";
+    let config = us_example();
+    let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
+    let mut stack = stack_with(kinds.clone(), Some(config)).await;
+    stack.env.moto.create_schedule_group(GROUP).await;
+    let parker = notice_scheduler::SchedulerParker::new(stack.env.moto.scheduler().await, GROUP, ROLE);
+    stack.sender = stack.sender.with_parker(Some(Arc::new(parker)));
+
+    let renewal = Renewal::in_hours("sub_co_anniversary", 20 * 24);
+    let started = renewal.period_start_at.checked_sub_months(chrono::Months::new(11)).unwrap();
+    let next_period = started.checked_add_months(chrono::Months::new(12)).unwrap();
+    stack.intake.planner = IntakePlanner::with_kinds(
+        kinds,
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
+    )
+    .with_subscriptions(Arc::new(StartedAt(started)));
+    let mut upcoming = renewal.upcoming(2900);
+    set(&mut upcoming, "/data/object/customer_address/country", json!("US"));
+    set(&mut upcoming, "/data/object/customer_address/state", json!("CO"));
+    for _ in 0..2 {
+        assert_eq!(revisions(&deliver_ok(&stack, &upcoming).await), [send(0), send(0)]);
+    }
+    drain(&stack).await;
+
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let anniversary =
+        Identity::new(&renewal.sub, &next_period.format("%Y-%m-%d").to_string(), "anniversary_reminder", 0)
+            .unwrap()
+            .derive_key(&secret);
+    let reminder = renewal.identity(0).derive_key(&secret);
+    let scheduler = stack.env.moto.scheduler().await;
+    let listed = scheduler.list_schedules().group_name(GROUP).send().await.unwrap();
+    let mut names: Vec<String> =
+        listed.schedules().iter().filter_map(|s| s.name().map(str::to_owned)).collect();
+    names.sort();
+    let mut expected = vec![anniversary.as_str().to_owned(), reminder.as_str().to_owned()];
+    expected.sort();
+    assert_eq!(names, expected, "both parked once, named by their keys, whatever the redeliveries");
+    assert!(mails_to(&stack, &renewal).await.is_empty(), "nothing sent before the windows open");
+    assert_eq!(sender_app::state(&stack.env, &anniversary).await, None, "parked, not claimed");
+
+    // The customer cancels: the reminder of the period and the anniversary reminder planned ahead
+    // are withdrawn; the parked copies meet tombstones when they fire.
+    let answer = deliver_ok(&stack, &renewal.cancel_at_period_end()).await;
+    assert!(revisions(&answer).iter().all(|(action, _)| action == "withdraw"), "{answer}");
+    drain(&stack).await;
+    assert_eq!(sender_app::state(&stack.env, &anniversary).await, Some(RowState::Withdrawn));
+    assert_eq!(sender_app::state(&stack.env, &reminder).await, Some(RowState::Withdrawn));
 }

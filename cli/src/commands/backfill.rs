@@ -98,5 +98,6 @@ fn backfill_row(job: &Job, key: &NoticeKey, now: chrono::DateTime<Utc>) -> Ledge
         charge_at: Some(job.charge_at),
         jurisdiction: job.jurisdiction.clone(),
         rendered: None,
+        obligation: None,
     }
 }

@@ -127,9 +127,15 @@ pub(crate) async fn run(state_dir: PathBuf, args: IntakeArgs) -> anyhow::Result<
         let key = ApiKey::parse(key).map_err(|e| anyhow::anyhow!("NOTICE_STRIPE_API_KEY {e}"))?;
         let api = StripeApi::new(&args.stripe_api_base, key)
             .map_err(|e| anyhow::anyhow!("NOTICE_STRIPE_API_BASE: {e}"))?;
-        planner = planner.with_customers(Arc::new(api));
-    } else if planner.announces_price_changes() {
-        eprintln!("noticectl: no NOTICE_STRIPE_API_KEY: a price-change event will stop the run (its customer facts come from Stripe's API)");
+        let api = Arc::new(api);
+        planner = planner.with_customers(api.clone()).with_subscriptions(api);
+    } else {
+        if planner.announces_price_changes() {
+            eprintln!("noticectl: no NOTICE_STRIPE_API_KEY: a price-change event will stop the run (its customer facts come from Stripe's API)");
+        }
+        if planner.counts_anniversaries() {
+            eprintln!("noticectl: no NOTICE_STRIPE_API_KEY: an event an anniversary rule speaks for is refused (the subscription's start comes from Stripe's API)");
+        }
     }
     let mut tally = Tally::default();
     let mut out = std::io::stdout().lock();

@@ -56,6 +56,7 @@ pub(crate) async fn run(state_dir: PathBuf, args: ShowArgs) -> anyhow::Result<Ex
                 "config_version": row.rendered.as_ref().map(|r| &r.config_version),
                 "template": row.rendered.as_ref().map(|r| &r.template),
                 "rendered_digest": row.rendered.as_ref().map(|r| &r.rendered_digest),
+                "obligation": row.obligation,
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
             Ok(Exit::Ok.into())

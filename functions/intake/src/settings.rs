@@ -114,7 +114,9 @@ async fn stripe_api(sdk: &SdkConfig, needed: bool) -> Result<Option<StripeApi>, 
                 format!("set only one of {STRIPE_API_KEY_VAR} and {STRIPE_API_KEY_ARN_VAR}"),
             ))
         }
-        (Some(value), None) => ApiKey::parse(&value).map_err(|e| invalid(STRIPE_API_KEY_VAR, e.to_string()))?,
+        (Some(value), None) => {
+            ApiKey::parse(&value).map_err(|e| invalid(STRIPE_API_KEY_VAR, e.to_string()))?
+        }
         (None, Some(arn)) => {
             let client = aws_sdk_secretsmanager::Client::new(sdk);
             let out = secret::get_value(&client, &arn)
@@ -123,12 +125,11 @@ async fn stripe_api(sdk: &SdkConfig, needed: bool) -> Result<Option<StripeApi>, 
             let text = out.secret_string().unwrap_or_default();
             ApiKey::parse(text).map_err(|e| invalid(STRIPE_API_KEY_ARN_VAR, format!("{arn}: {e}")))?
         }
-        (None, None) if needed => {
-            return Err(ConfigError::Missing(
-                "NOTICE_STRIPE_API_KEY_ARN (or NOTICE_STRIPE_API_KEY): the obligations owe price-change notices, \
-                 whose customer e-mail, locale and address are read from Stripe's API",
-            ))
-        }
+        (None, None) if needed => return Err(ConfigError::Missing(
+            "NOTICE_STRIPE_API_KEY_ARN (or NOTICE_STRIPE_API_KEY): the obligations owe price-change notices \
+                 or anniversary reminders, whose customer e-mail, locale and address, or the subscription's \
+                 start, are read from Stripe's API",
+        )),
         (None, None) => return Ok(None),
     };
     let base =
@@ -151,10 +152,12 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
     let ledger = LedgerUrl::from_env()?;
     let opened = ledger.open_with_buckets(Some(&sdk), ledger_url::retention_days_from_env()?).await?;
     let mut planner = IntakePlanner::with_kinds(kinds, zone, keys, std::sync::Arc::new(notice_texts::Icu));
-    let stripe_api = stripe_api(&sdk, planner.announces_price_changes()).await?;
+    let needs_api = planner.announces_price_changes() || planner.counts_anniversaries();
+    let stripe_api = stripe_api(&sdk, needs_api).await?;
     let customers = stripe_api.as_ref().map(|api| format!("{} ({} key)", api.base(), api.key_kind()));
     if let Some(api) = stripe_api {
-        planner = planner.with_customers(Arc::new(api));
+        let api = Arc::new(api);
+        planner = planner.with_customers(api.clone()).with_subscriptions(api);
     }
     let verified = match check_ring(opened.key_checks.as_ref(), planner.keys(), false).await {
         Ok(KeyCheckOutcome::Verified(k)) => {

@@ -419,3 +419,78 @@ async fn a_price_change_is_enqueued_with_the_customers_facts_and_stripe_down_is_
     assert_eq!((answer.status, answer.body["field"].as_str()), (200, Some("customer")), "{}", answer.body);
     assert_eq!(tally.refused, 1);
 }
+
+/// Subscription records as Stripe's API would answer, read through `notice_stripe::api`'s own
+/// reading of its subscription object: `sub_8812` began on 1 October 2025 (monthly); any other id
+/// unreachable.
+struct StripeSubscriptions;
+
+#[async_trait]
+impl notice_ledger::intake::SubscriptionSource for StripeSubscriptions {
+    async fn subscription(&self, id: &str) -> Result<notice_ledger::intake::Subscription, LookupError> {
+        match id {
+            "sub_8812" => Ok(notice_stripe::api::subscription(&json!({
+                "id": "sub_8812", "object": "subscription", "start_date": 1_759_276_800_i64,
+                "items": {"data": [{"price": {"recurring": {"interval": "month", "interval_count": 1}}}]}
+            }))),
+            _ => Err(LookupError::Failed {
+                service: "Stripe API",
+                fault: Fault::Unreachable("no connection"),
+                detail: "connection refused".into(),
+            }),
+        }
+    }
+}
+
+const ANNIVERSARY: &str = r#"{
+  "kinds": {
+    "renewal_notice_t72": { "opens_hours_before": 72, "closes_hours_before": 24 },
+    "anniversary_reminder": { "opens_hours_before": 960, "closes_hours_before": 600 }
+  },
+  "obligations": {
+    "default": [
+      { "rule": "reminder", "on": "renewal", "kind": "renewal_notice_t72" },
+      { "rule": "anniversary", "on": "renewal", "anniversary_months": 12, "kind": "anniversary_reminder" }
+    ]
+  }
+}"#;
+
+/// Colorado's 12-month reminder through the handler: the upcoming invoice of the charge on
+/// 1 Sept 2026 (no start stated) has the start read from Stripe, and enqueues the reminder before
+/// that charge and the anniversary reminder of 1 Oct 2026; Stripe unreachable answers 500 and
+/// enqueues nothing, so that Stripe delivers the event again.
+#[tokio::test]
+async fn an_anniversary_reminder_is_enqueued_a_renewal_ahead_with_the_start_from_stripe() {
+    let (mut app, queue) = app(Parts::default());
+    let policy = notice_ledger::WindowPolicy::from_json(ANNIVERSARY).unwrap();
+    app.planner = IntakePlanner::with_kinds(
+        notice_ledger::intake::Kinds::from_policy(&policy, None).unwrap(),
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(KEY_SECRET).unwrap()),
+        Arc::new(notice_texts::Icu),
+    )
+    .with_subscriptions(Arc::new(StripeSubscriptions));
+    assert!(app.planner.counts_anniversaries());
+    let mut september = upcoming(Some("ada@example.com"));
+    // 1 Sept 2026 00:00 UTC opens the period; charged an hour later; a monthly line.
+    september["data"]["object"]["period_end"] = json!(1_788_220_800_i64);
+    september["data"]["object"]["next_payment_attempt"] = json!(1_788_224_400_i64);
+    september["data"]["object"]["lines"] = json!({"data": [{"type": "subscription", "proration": false,
+        "period": {"start": 1_788_220_800_i64, "end": 1_790_812_800_i64},
+        "price": {"recurring": {"interval": "month", "interval_count": 1}}}]});
+    let (answer, tally) = run(&app, &signed(&september)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(tally.jobs, 2, "{}", answer.body);
+    let bodies = queue.bodies.lock().unwrap().clone();
+    let kinds: Vec<(&str, &str)> =
+        bodies.iter().map(|b| (b["kind"].as_str().unwrap(), b["period_start"].as_str().unwrap())).collect();
+    assert_eq!(kinds, [("renewal_notice_t72", "2026-09-01"), ("anniversary_reminder", "2026-10-01")]);
+    assert_eq!(bodies[1]["obligation"], "default/anniversary");
+
+    let mut other = september.clone();
+    other["data"]["object"]["subscription"] = json!("sub_elsewhere");
+    let before = queue.bodies.lock().unwrap().len();
+    let (answer, _) = run(&app, &signed(&other)).await;
+    assert_eq!(answer.status, 500, "{}", answer.body);
+    assert_eq!(queue.bodies.lock().unwrap().len(), before, "nothing enqueued when the start cannot be read");
+}

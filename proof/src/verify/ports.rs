@@ -160,6 +160,7 @@ impl ScriptedLedger {
             charge_at: None,
             jurisdiction: None,
             rendered: None,
+            obligation: None,
         }
     }
 

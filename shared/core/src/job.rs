@@ -34,6 +34,11 @@ pub struct Job {
     /// The customer's IANA time zone: the day `charge_at` falls on for them. None: UTC.
     pub time_zone: Option<TimeZone>,
     pub template_data: Map<String, Value>,
+    /// The obligation rule that owes this notice (`<scope>/<rule>`, e.g. `US-CA/ca-annual-term`),
+    /// when a planner chose its kind from the configuration's obligations: stored on the claim row
+    /// so evidence can say *why* the customer was told, not only what and when. Not part of the
+    /// content digest (it shapes nothing the customer reads).
+    pub obligation: Option<String>,
 }
 
 impl Job {
@@ -77,7 +82,8 @@ impl Job {
             }
             Some(_) => return Err(InvalidJob::new("template_data", "must be a JSON object")),
         };
-        Ok(Self { identity, email, charge_at, jurisdiction, locale, time_zone, template_data })
+        let obligation = obligation(obj)?;
+        Ok(Self { identity, email, charge_at, jurisdiction, locale, time_zone, template_data, obligation })
     }
 
     pub fn key(&self, secret: &NoticeSecret) -> NoticeKey {
@@ -125,6 +131,9 @@ impl Job {
             }
             if let Some(z) = &self.time_zone {
                 obj.insert("time_zone".into(), Value::String(z.as_str().into()));
+            }
+            if let Some(o) = &self.obligation {
+                obj.insert("obligation".into(), Value::String(o.clone()));
             }
         }
         v
@@ -285,6 +294,35 @@ fn jurisdiction(obj: &Map<String, Value>) -> Result<Option<String>, InvalidJob> 
         }),
         Some(_) => Err(InvalidJob::new("jurisdiction", "must be a string")),
     }
+}
+
+/// Longest accepted `obligation`: a jurisdiction or `default`, `/`, and a rule name (at most 64).
+pub const MAX_OBLIGATION_LEN: usize = 128;
+
+/// `obligation`: the rule that owes the notice, `<scope>/<rule>` as a planner writes it. Checked
+/// for shape only (letters, digits, `-`, `_`, one `/`), never against the configuration: a job
+/// planned under an older configuration stays valid after a rule is renamed, and the row keeps the
+/// name it was planned under.
+fn obligation(obj: &Map<String, Value>) -> Result<Option<String>, InvalidJob> {
+    let s = match obj.get("obligation") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(InvalidJob::new("obligation", "must be a string")),
+    };
+    let part_ok =
+        |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+    let shaped = s.len() <= MAX_OBLIGATION_LEN
+        && s.split_once('/').is_some_and(|(scope, rule)| part_ok(scope) && part_ok(rule));
+    if !shaped {
+        return Err(InvalidJob::new(
+            "obligation",
+            format!(
+                "must be `<scope>/<rule>` (letters, digits, `-` and `_` on each side; at most \
+                 {MAX_OBLIGATION_LEN} characters), as the planner writes it: `US-CA/ca-annual-term`"
+            ),
+        ));
+    }
+    Ok(Some(s.clone()))
 }
 
 /// An optional string field that must parse as `T` (`locale`, `time_zone`); the error names it.

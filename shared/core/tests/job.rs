@@ -60,6 +60,15 @@ fn errors_name_the_field() {
         (with("time_zone", serde_json::json!("Europe/Atlantis")), "time_zone"),
         (with("time_zone", serde_json::json!("+02:00")), "time_zone"),
         (with("time_zone", serde_json::json!(2)), "time_zone"),
+        (with("obligation", serde_json::json!(7)), "obligation"),
+        (with("obligation", serde_json::json!("ca-annual-term")), "obligation"),
+        (with("obligation", serde_json::json!("US-CA/")), "obligation"),
+        (with("obligation", serde_json::json!("US-CA/a|b")), "obligation"),
+        (with("obligation", serde_json::json!("US-CA/a/b")), "obligation"),
+        (
+            with("obligation", serde_json::json!(format!("US/{}", "r".repeat(MAX_OBLIGATION_LEN)))),
+            "obligation",
+        ),
         (with("email", serde_json::json!("victim@example.com,attacker@evil.example")), "email"),
         (with("email", serde_json::json!("Victim <victim@example.com>")), "email"),
         (with("email", serde_json::json!("a@-b.com")), "email"),
@@ -197,4 +206,19 @@ fn digest_of_a_job_without_time_zone_is_unchanged() {
     assert_eq!(pt_br.content_digest(), "de0f9858a55ea810373ae4f60bc4a4352374306cbfc47b8df28918ebc8e8b3ee");
     let zoned = as_then(&with("time_zone", serde_json::json!("UTC")));
     assert_ne!(zoned.content_digest(), as_then(GOOD).content_digest());
+}
+
+/// A job names the rule that owes it, round-trips it, and an old job without one stays valid
+/// with the same digest: the rule says why, not what the customer reads.
+#[test]
+fn obligation_is_optional_round_tripped_and_not_digested() {
+    let plain = Job::parse(GOOD, &Icu).unwrap();
+    assert_eq!(plain.obligation, None);
+    assert!(plain.to_value().get("obligation").is_none());
+    let owed = Job::parse(&with("obligation", serde_json::json!("US-CA/ca-annual-term")), &Icu).unwrap();
+    assert_eq!(owed.obligation.as_deref(), Some("US-CA/ca-annual-term"));
+    assert_eq!(owed.to_value()["obligation"], "US-CA/ca-annual-term");
+    assert_eq!(Job::from_value(&owed.to_value(), &Icu).unwrap(), owed);
+    assert_eq!(owed.content_digest(), plain.content_digest());
+    assert!(Job::parse(&with("obligation", Value::Null), &Icu).unwrap().obligation.is_none());
 }

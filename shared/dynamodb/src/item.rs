@@ -40,6 +40,8 @@ pub(crate) mod attr {
     pub const CONFIG_VERSION: &str = "config_version";
     pub const TEMPLATE: &str = "template";
     pub const RENDERED_DIGEST: &str = "rendered_digest";
+    /// Evidence of why, optional: the obligation rule that owed the notice (`US-CA/ca-annual-term`).
+    pub const OBLIGATION: &str = "obligation";
 }
 
 pub(crate) fn s(value: &str) -> AttributeValue {
@@ -81,6 +83,7 @@ pub fn row_to_item(row: &LedgerRow, expires_at: i64) -> Item {
         (attr::CONFIG_VERSION, row.rendered.as_ref().map(|r| s(&r.config_version))),
         (attr::TEMPLATE, row.rendered.as_ref().map(|r| s(&r.template))),
         (attr::RENDERED_DIGEST, row.rendered.as_ref().map(|r| s(&r.rendered_digest))),
+        (attr::OBLIGATION, row.obligation.as_deref().map(s)),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -133,6 +136,7 @@ pub fn item_to_row(item: &Item) -> Result<LedgerRow, LedgerError> {
         charge_at: opt_time(item, attr::CHARGE_AT)?,
         jurisdiction: opt_s(item, attr::JURISDICTION)?.map(str::to_owned),
         rendered: opt_rendered(item)?,
+        obligation: opt_s(item, attr::OBLIGATION)?.map(str::to_owned),
     })
 }
 

@@ -33,7 +33,7 @@ impl PostgresLedger {
         let revision = req.revision.to_string();
         let charge_at = req.charge_at.map(to_micros);
         let rendered = req.rendered.as_ref();
-        let params: [&(dyn ToSql + Sync); 16] = [
+        let params: [&(dyn ToSql + Sync); 17] = [
             &req.key.as_str(),
             &state.as_str(),
             &req.token.as_str(),
@@ -50,6 +50,7 @@ impl PostgresLedger {
             &rendered.map(|r| r.config_version.as_str()),
             &rendered.map(|r| r.template.as_str()),
             &rendered.map(|r| r.rendered_digest.as_str()),
+            &req.obligation,
         ];
         let aliases = (!req.aliases.is_empty())
             .then(|| (req.aliases.as_slice(), req.to_row(state, detail.map(str::to_owned))));

@@ -59,7 +59,7 @@ impl PostgresLedger {
         let charge_at = row.charge_at.map(to_micros);
         let stmt = client.prepare_cached(INSERT_ROW).await.map_err(|e| self.pg("insert", e))?;
         let rendered = row.rendered.as_ref();
-        let params: [&(dyn ToSql + Sync); 20] = [
+        let params: [&(dyn ToSql + Sync); 21] = [
             &row.key.as_str(),
             &row.state.as_str(),
             &row.origin.as_str(),
@@ -80,6 +80,7 @@ impl PostgresLedger {
             &rendered.map(|r| r.config_version.as_str()),
             &rendered.map(|r| r.template.as_str()),
             &rendered.map(|r| r.rendered_digest.as_str()),
+            &row.obligation,
         ];
         let n = client.execute(&stmt, &params).await.map_err(|e| self.pg("insert", e))?;
         Ok(n == 1)

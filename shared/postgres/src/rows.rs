@@ -40,6 +40,7 @@ pub(crate) fn read_row(row: &Row) -> Result<LedgerRow, LedgerError> {
         charge_at: col(row, 15)?,
         jurisdiction: col(row, 16)?,
         rendered: RenderedNotice::from_stored(col(row, 17)?, col(row, 18)?, col(row, 19)?)?,
+        obligation: col(row, 20)?,
     })
 }
 

@@ -79,6 +79,9 @@ BEGIN
             (config_version IS NULL) = (template IS NULL) AND (template IS NULL) = (rendered_digest IS NULL));
     END IF;
 END $$;
+-- Evidence of why: the obligation rule that owed the notice (`US-CA/ca-annual-term`), from the
+-- job. Rows written before, and a producer's own jobs, stay NULL.
+ALTER TABLE notices ADD COLUMN IF NOT EXISTS obligation text;
 ";
 
 /// A secret version's key check row in `ledger_meta` (`key_check`, `key_check/v2`, …).
@@ -95,20 +98,21 @@ pub(crate) const COLUMNS: &str =
     "notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
                        revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
                        delivery_status, duplicate_message_ids, charge_at, jurisdiction, \
-                       config_version, template, rendered_digest";
+                       config_version, template, rendered_digest, obligation";
 
 pub(crate) const SELECT_ONE: &str =
     "SELECT notice_key, state, origin, claim_token, subscription_id, period_start, kind, \
                           revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
                           delivery_status, duplicate_message_ids, charge_at, jurisdiction, \
-                          config_version, template, rendered_digest FROM notices WHERE notice_key = $1";
+                          config_version, template, rendered_digest, obligation FROM notices \
+                          WHERE notice_key = $1";
 
 /// The quarantine view: open claims claimed before `$1` (timestamptz), oldest first, at most `$2`
 /// (bigint). Served by the partial index `notices_open_claims`, so it never reads decided rows.
 pub const QUARANTINE_QUERY: &str = "SELECT notice_key, state, origin, claim_token, subscription_id, \
      period_start, kind, revision::text, content_digest, claimed_at, updated_at, message_id, detail, \
      delivery_status, duplicate_message_ids, charge_at, jurisdiction, config_version, template, \
-     rendered_digest FROM notices WHERE state = 'claimed' \
+     rendered_digest, obligation FROM notices WHERE state = 'claimed' \
      AND claimed_at < $1 \
      ORDER BY claimed_at, notice_key LIMIT $2";
 
@@ -117,16 +121,16 @@ pub const QUARANTINE_QUERY: &str = "SELECT notice_key, state, origin, claim_toke
 pub(crate) const CLAIM: &str = "
 INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
                      revision, content_digest, claimed_at, updated_at, message_id, detail,
-                     charge_at, jurisdiction, config_version, template, rendered_digest)
+                     charge_at, jurisdiction, config_version, template, rendered_digest, obligation)
 VALUES ($1, $2, 'worker', $3, $4, $5, $6, $7::text::numeric, $8, $9, $10, NULL, $11, $12, $13, $14, $15,
-        $16)
+        $16, $17)
 ON CONFLICT (notice_key) DO UPDATE SET
     state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
     content_digest = excluded.content_digest, claimed_at = excluded.claimed_at,
     updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
     charge_at = excluded.charge_at, jurisdiction = excluded.jurisdiction,
     config_version = excluded.config_version, template = excluded.template,
-    rendered_digest = excluded.rendered_digest
+    rendered_digest = excluded.rendered_digest, obligation = excluded.obligation
 WHERE notices.state = 'released'
 RETURNING claim_token";
 
@@ -139,7 +143,8 @@ VALUES ($1, 'withdrawn', $2, NULL, $3, $4, $5, $6::text::numeric, NULL, NULL, $7
 ON CONFLICT (notice_key) DO UPDATE SET
     state = excluded.state, origin = excluded.origin, claim_token = NULL, content_digest = NULL,
     claimed_at = NULL, updated_at = excluded.updated_at, message_id = NULL, detail = excluded.detail,
-    charge_at = NULL, jurisdiction = NULL, config_version = NULL, template = NULL, rendered_digest = NULL
+    charge_at = NULL, jurisdiction = NULL, config_version = NULL, template = NULL, rendered_digest = NULL,
+    obligation = NULL
 WHERE notices.state = 'released'
 RETURNING notice_key";
 
@@ -159,9 +164,9 @@ pub(crate) const INSERT_ROW: &str = "
 INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
                      revision, content_digest, claimed_at, updated_at, message_id, detail,
                      delivery_status, duplicate_message_ids, charge_at, jurisdiction, config_version,
-                     template, rendered_digest)
+                     template, rendered_digest, obligation)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::numeric, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-        $18, $19, $20)
+        $18, $19, $20, $21)
 ON CONFLICT (notice_key) DO NOTHING";
 
 /// Rewrites the fields provider evidence may change (inside the transaction that locked the row).

@@ -57,15 +57,16 @@ fn insert_or_take_released(
         .query_row(
             "INSERT INTO notices (notice_key, state, origin, claim_token, subscription_id, period_start, kind,
                                   revision, content_digest, claimed_at_ms, updated_at_ms, message_id, detail,
-                                  charge_at_ms, jurisdiction, config_version, template, rendered_digest)
-             VALUES (?1, ?2, 'worker', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13, ?14, ?15, ?16)
+                                  charge_at_ms, jurisdiction, config_version, template, rendered_digest,
+                                  obligation)
+             VALUES (?1, ?2, 'worker', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
              ON CONFLICT (notice_key) DO UPDATE SET
                  state = excluded.state, origin = excluded.origin, claim_token = excluded.claim_token,
                  content_digest = excluded.content_digest, claimed_at_ms = excluded.claimed_at_ms,
                  updated_at_ms = excluded.updated_at_ms, message_id = NULL, detail = excluded.detail,
                  charge_at_ms = excluded.charge_at_ms, jurisdiction = excluded.jurisdiction,
                  config_version = excluded.config_version, template = excluded.template,
-                 rendered_digest = excluded.rendered_digest
+                 rendered_digest = excluded.rendered_digest, obligation = excluded.obligation
              WHERE notices.state = 'released'
              RETURNING claim_token",
             params![
@@ -85,6 +86,7 @@ fn insert_or_take_released(
                 req.rendered.as_ref().map(|r| &r.config_version),
                 req.rendered.as_ref().map(|r| &r.template),
                 req.rendered.as_ref().map(|r| &r.rendered_digest),
+                req.obligation,
             ],
             |r| r.get(0),
         )
@@ -105,7 +107,7 @@ fn insert_tombstone(conn: &Connection, req: &WithdrawRequest) -> Result<bool, Le
                  state = excluded.state, origin = excluded.origin, claim_token = NULL,
                  content_digest = NULL, claimed_at_ms = NULL, updated_at_ms = excluded.updated_at_ms,
                  message_id = NULL, detail = excluded.detail, charge_at_ms = NULL, jurisdiction = NULL,
-                 config_version = NULL, template = NULL, rendered_digest = NULL
+                 config_version = NULL, template = NULL, rendered_digest = NULL, obligation = NULL
              WHERE notices.state = 'released'
              RETURNING notice_key",
             params![

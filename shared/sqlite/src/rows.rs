@@ -15,7 +15,7 @@ use crate::{sql, SqliteLedger};
 pub(crate) const COLUMNS: &str =
     "notice_key, state, origin, claim_token, subscription_id, period_start, kind, revision, \
                        content_digest, claimed_at_ms, updated_at_ms, message_id, detail, delivery_status, duplicate_message_ids, \
-                       charge_at_ms, jurisdiction, config_version, template, rendered_digest";
+                       charge_at_ms, jurisdiction, config_version, template, rendered_digest, obligation";
 
 pub(crate) fn ts(ms: i64) -> Result<DateTime<Utc>, LedgerError> {
     Utc.timestamp_millis_opt(ms)
@@ -62,6 +62,7 @@ pub(crate) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<LedgerRow, Ledg
                 row.get(18).map_err(sql)?,
                 row.get(19).map_err(sql)?,
             )?,
+            obligation: row.get(20).map_err(sql)?,
         })
     };
     Ok(build())
@@ -102,7 +103,7 @@ pub(crate) fn put_aliases(
 /// Writes a whole row (insert or replace): only for read-modify-write inside a transaction.
 pub(crate) fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), LedgerError> {
     conn.execute(
-        &format!("INSERT OR REPLACE INTO notices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
+        &format!("INSERT OR REPLACE INTO notices ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
         params![
             row.key.as_str(),
             row.state.as_str(),
@@ -124,6 +125,7 @@ pub(crate) fn write_row(conn: &Connection, row: &LedgerRow) -> Result<(), Ledger
             row.rendered.as_ref().map(|r| &r.config_version),
             row.rendered.as_ref().map(|r| &r.template),
             row.rendered.as_ref().map(|r| &r.rendered_digest),
+            row.obligation,
         ],
     )
     .map_err(sql)?;

@@ -41,13 +41,15 @@ CREATE TABLE IF NOT EXISTS ledger_meta (
 /// Columns added after the first schema, with their types: [`create_schema`] adds any a
 /// file lacks when it is opened, so an older ledger file needs no migration step. Evidence: the
 /// charge a notice announced (epoch ms) and the jurisdiction it was judged in; what rendered the
-/// message ([`RenderedNotice`]: configuration version, template, digest — all three or none).
+/// message ([`RenderedNotice`]: configuration version, template, digest — all three or none); the
+/// obligation rule that owed the notice (`US-CA/ca-annual-term`).
 pub(crate) const ADDED_COLUMNS: &[(&str, &str)] = &[
     ("charge_at_ms", "INTEGER"),
     ("jurisdiction", "TEXT"),
     ("config_version", "TEXT"),
     ("template", "TEXT"),
     ("rendered_digest", "TEXT"),
+    ("obligation", "TEXT"),
 ];
 
 /// Creates `path` (if missing) and sets it to 0600 exactly: a creation mode alone is filtered by the

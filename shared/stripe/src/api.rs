@@ -1,7 +1,10 @@
 //! Stripe's API, read-only: the customer records a price change's notice needs
-//! ([`StripeApi`], the core's [`CustomerSource`]).
+//! ([`StripeApi`], the core's [`CustomerSource`]), and the subscription records an anniversary
+//! reminder needs (the core's [`SubscriptionSource`]: when the subscription began, which no
+//! upcoming-invoice event states).
 //!
-//! One `GET {base}/v1/customers/{id}` per price change, with a restricted key (read-only
+//! One `GET {base}/v1/customers/{id}` per price change, one `GET {base}/v1/subscriptions/{id}` per
+//! renewal an anniversary rule speaks for, with a restricted key (read-only
 //! Customers and Subscriptions), `Stripe-Version` pinned to [`API_VERSION`], a bounded connect
 //! and a bounded whole request ([`TIMEOUT`]), no retry here: the webhook is the retry — a failed
 //! lookup answers Stripe 500, and Stripe delivers the event again.
@@ -24,12 +27,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use chrono::DateTime;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use notice_ledger::intake::{Customer, CustomerSource, LookupError};
+use notice_ledger::intake::{Customer, CustomerSource, LookupError, Subscription, SubscriptionSource};
 use notice_ledger::Fault;
 use serde_json::Value;
 
@@ -140,7 +144,8 @@ impl StripeApi {
     }
 
     /// `GET {base}{path}`: the JSON object, or the fault Stripe's answer (or its absence) means.
-    async fn get(&self, path: &str, id: &str) -> Result<Value, LookupError> {
+    /// `action`: what a 403 means the restricted key lacks (`read customers`).
+    async fn get(&self, path: &str, id: &str, action: &str) -> Result<Value, LookupError> {
         let failed = |fault: Fault, detail: String| LookupError::Failed { service: SERVICE, fault, detail };
         let request = http::Request::get(format!("{}{path}", self.base))
             .header(http::header::AUTHORIZATION, format!("Bearer {}", self.key.0))
@@ -182,7 +187,7 @@ impl StripeApi {
                 format!("GET {path}: 401, the API key is not accepted: {}", message()),
             )),
             403 => Err(failed(
-                Fault::Denied { action: Some("read customers".into()) },
+                Fault::Denied { action: Some(action.to_owned()) },
                 format!("GET {path}: 403, the restricted key lacks read access: {}", message()),
             )),
             429 => Err(failed(Fault::Throttled, format!("GET {path}: 429, rate limited"))),
@@ -201,7 +206,7 @@ impl CustomerSource for StripeApi {
                 reason: "is not a Stripe customer id".into(),
             });
         }
-        let object = self.get(&format!("/v1/customers/{id}"), id).await?;
+        let object = self.get(&format!("/v1/customers/{id}"), id, "read customers").await?;
         if object.get("deleted").and_then(Value::as_bool) == Some(true) {
             return Err(LookupError::NotFound {
                 id: id.to_owned(),
@@ -209,6 +214,35 @@ impl CustomerSource for StripeApi {
             });
         }
         Ok(customer(&object))
+    }
+}
+
+#[async_trait]
+impl SubscriptionSource for StripeApi {
+    async fn subscription(&self, id: &str) -> Result<Subscription, LookupError> {
+        // As for a customer: an id outside Stripe's alphabet is never put in a path.
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(LookupError::NotFound {
+                id: id.to_owned(),
+                reason: "is not a Stripe subscription id".into(),
+            });
+        }
+        let object = self.get(&format!("/v1/subscriptions/{id}"), id, "read subscriptions").await?;
+        Ok(subscription(&object))
+    }
+}
+
+/// An anniversary's facts from Stripe's subscription object: `start_date` (when the subscription
+/// began — a backdated one counts from there, not from `created`) and its first item's term
+/// (`price.recurring`, or `plan` before prices). Either is `None` when the object lacks it: the
+/// rule that needs it then refuses, naming the fact.
+pub fn subscription(object: &Value) -> Subscription {
+    Subscription {
+        started_at: object
+            .get("start_date")
+            .and_then(Value::as_i64)
+            .and_then(|s| DateTime::from_timestamp(s, 0)),
+        term: object.pointer("/items/data/0").and_then(crate::events::term),
     }
 }
 

@@ -312,6 +312,13 @@ fn cancellation(event_type: &str, subscription: &Value, reason: &str) -> Result<
         subscription_id,
         period_start_at: instant(event_type, "current_period_end", end)?,
         reason: reason.to_owned(),
+        // The first item's price (or plan): an anniversary reminder planned a renewal ahead is
+        // withdrawn one term after the period's end.
+        term: subscription.pointer("/items/data/0").and_then(term),
+        started_at: subscription
+            .get("start_date")
+            .and_then(Value::as_i64)
+            .and_then(|s| DateTime::from_timestamp(s, 0)),
     }))
 }
 
@@ -345,7 +352,7 @@ fn subscription_line(invoice: &Value) -> Option<&Value> {
 /// `plan`) interval and count; where the line no longer carries the price (API 2025-03-31 and
 /// later), its period, when it spans a whole number of calendar years, months, weeks or days.
 /// `None` otherwise: a rule that needs the term then refuses the event, naming it.
-fn term(line: &Value) -> Option<Term> {
+pub(crate) fn term(line: &Value) -> Option<Term> {
     for pointer in ["/price/recurring", "/plan"] {
         if let Some(interval) = line.pointer(pointer).and_then(|r| r.get("interval")).and_then(Value::as_str)
         {

@@ -168,3 +168,81 @@ fn the_key_is_checked_and_never_shown() {
     assert!(!format!("{api:?}").contains("Restricted0Key"));
     assert!(StripeApi::new("ftp://x", ApiKey::parse(KEY).unwrap()).is_err());
 }
+
+/// Stripe's subscription object, as its API reference shows one (trimmed to the fields around
+/// those read: `start_date`, the first item's `price.recurring`).
+fn subscription_object() -> serde_json::Value {
+    json!({
+        "id": "sub_1MowQVLkdIwHu7ixeRlqHVzs",
+        "object": "subscription",
+        "billing_cycle_anchor": 1679609767,
+        "cancel_at": null,
+        "cancel_at_period_end": false,
+        "collection_method": "charge_automatically",
+        "created": 1679609767,
+        "currency": "usd",
+        "customer": "cus_Na6dX7aXxi11N4",
+        "items": {
+            "object": "list",
+            "data": [{
+                "id": "si_Na6dzxczY5fwHx",
+                "object": "subscription_item",
+                "current_period_end": 1682288167,
+                "current_period_start": 1679609767,
+                "price": {
+                    "id": "price_1MowQULkdIwHu7ixraBm864M",
+                    "object": "price",
+                    "currency": "usd",
+                    "recurring": {"interval": "month", "interval_count": 1, "usage_type": "licensed"},
+                    "type": "recurring",
+                    "unit_amount": 1000
+                },
+                "quantity": 1
+            }],
+            "has_more": false
+        },
+        "livemode": false,
+        "metadata": {},
+        "start_date": 1679609767,
+        "status": "active",
+        "trial_end": null
+    })
+}
+
+/// An anniversary's facts: the subscription's `start_date` and term, read with the same key,
+/// version and bound as a customer; a subscription Stripe does not know is not found, and a key
+/// without read access to subscriptions says so.
+#[tokio::test]
+async fn a_subscriptions_start_is_read_from_its_record() {
+    use notice_ledger::intake::SubscriptionSource;
+    let (base, seen) = stand_in(Serve::Answer(200, subscription_object().to_string())).await;
+    let found = api(&base).subscription("sub_1MowQVLkdIwHu7ixeRlqHVzs").await.unwrap();
+    assert_eq!(found.started_at.map(|t| t.timestamp()), Some(1679609767));
+    assert_eq!(found.term, notice_ledger::policy::Term::parse("month", 1));
+    let head = seen.lock().unwrap()[0].to_ascii_lowercase();
+    assert!(head.starts_with("get /v1/subscriptions/sub_1mowqvlkdiwhu7ixerlqhvzs http/1.1\r\n"), "{head}");
+    assert!(head.contains(&format!("stripe-version: {}\r\n", API_VERSION.to_ascii_lowercase())), "{head}");
+
+    let (base, _) =
+        stand_in(Serve::Answer(404, r#"{"error":{"message":"No such subscription"}}"#.into())).await;
+    assert!(matches!(api(&base).subscription("sub_1").await, Err(LookupError::NotFound { .. })));
+    let (base, _) = stand_in(Serve::Answer(403, "{}".into())).await;
+    match api(&base).subscription("sub_1").await {
+        Err(LookupError::Failed { fault: Fault::Denied { action }, .. }) => {
+            assert_eq!(action.as_deref(), Some("read subscriptions"))
+        }
+        other => panic!("expected Denied, got {other:?}"),
+    }
+    let (base, _) = stand_in(Serve::Answer(500, "{}".into())).await;
+    assert!(matches!(
+        api(&base).subscription("sub_1").await,
+        Err(LookupError::Failed { fault: Fault::Other, .. })
+    ));
+    let (base, seen) = stand_in(Serve::Answer(200, "{}".into())).await;
+    assert!(matches!(api(&base).subscription("../v1/customers").await, Err(LookupError::NotFound { .. })));
+    assert!(seen.lock().unwrap().is_empty(), "an id that is not Stripe's is never sent");
+    // A record without a start: unstated, never guessed.
+    let (base, _) =
+        stand_in(Serve::Answer(200, json!({"id": "sub_2", "object": "subscription"}).to_string())).await;
+    assert_eq!(api(&base).subscription("sub_2").await.unwrap().started_at, None);
+}

@@ -301,6 +301,7 @@ pub async fn backfill_never_overwrites(ledger: Arc<dyn Ledger>) {
         charge_at: Some(t(-500)),
         jurisdiction: Some("US-NY".into()),
         rendered: None,
+        obligation: None,
     };
     assert!(l.backfill(&backfilled).await.unwrap_or_else(|e| panic!("backfill: {e}")));
     assert_eq!(row(l, &key).await, backfilled, "written exactly");

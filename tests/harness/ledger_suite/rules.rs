@@ -50,6 +50,7 @@ async fn seed(
         charge_at: None,
         jurisdiction: None,
         rendered: None,
+        obligation: None,
     };
     assert!(l.backfill(&row).await.unwrap_or_else(|e| panic!("seed {state}: {e}")), "seed {state}");
     row
@@ -132,6 +133,7 @@ pub async fn every_write_obeys_the_transition_rules(ledger: Arc<dyn Ledger>) {
                         charge_at: None,
                         jurisdiction: None,
                         rendered: None,
+                        obligation: None,
                     });
                     let wrote = l.backfill(&LedgerRow { detail: Some("again".into()), ..row }).await;
                     if wrote.unwrap_or_else(|e| panic!("{name}/backfill: {e}")) {

@@ -129,6 +129,13 @@ pub(crate) struct NoticeEvidence {
     pub(crate) config_version: Option<String>,
     pub(crate) template: Option<String>,
     pub(crate) rendered_digest: Option<String>,
+    /// The obligation rule that owed the notice (`US-CA/ca-annual-term`), as the claim stored it
+    /// from the job: why the customer was told. `None`: a producer's own job, or a row written
+    /// before rules were recorded.
+    pub(crate) obligation: Option<String>,
+    /// That rule's `description` in the policy that judged this row (its statute), when that
+    /// policy still has the rule.
+    pub(crate) obligation_description: Option<String>,
     /// Which policy judged `window` and `inside_window`.
     pub(crate) policy: PolicyBasis,
     /// `--render`: the re-rendered notice against the stored digest.
@@ -232,6 +239,12 @@ pub(crate) fn notice_evidence(
         config_version: row.rendered.as_ref().map(|r| r.config_version.clone()),
         template: row.rendered.as_ref().map(|r| r.template.clone()),
         rendered_digest: row.rendered.as_ref().map(|r| r.rendered_digest.clone()),
+        obligation: row.obligation.clone(),
+        obligation_description: row
+            .obligation
+            .as_deref()
+            .and_then(|id| policy.obligations().rule(id))
+            .and_then(|rule| rule.description.clone()),
         policy: basis,
         render: None,
     }

@@ -68,6 +68,10 @@ pub(super) fn render_blocks(r: &Report) -> String {
         let inside = n.inside_window.map_or_else(dash, |i| if i { "yes" } else { "no" }.to_owned());
         lines.push(field("window", format!("{window} · {jurisdiction} · inside: {inside}")));
         lines.push(field("policy", policy_text(&n.policy)));
+        if let Some(rule) = &n.obligation {
+            let about = n.obligation_description.as_deref().map_or_else(String::new, |d| format!(" — {d}"));
+            lines.push(field("rule", escape(&format!("{rule}{about}"))));
+        }
         lines.push(field("message", n.message_id.as_deref().map_or_else(dash, escape)));
         lines.push(field("delivery", n.delivery_status.map_or_else(dash, str::to_owned)));
         if let (Some(config), Some(template), Some(digest)) =
@@ -164,7 +168,7 @@ fn wrap(line: &str, width: usize) -> Vec<String> {
 }
 
 /// The columns of `--wide`, one per field of [`wide_row`].
-const WIDE_COLUMNS: [&str; 17] = [
+const WIDE_COLUMNS: [&str; 18] = [
     "kind",
     "rev",
     "state",
@@ -175,6 +179,7 @@ const WIDE_COLUMNS: [&str; 17] = [
     "window",
     "inside",
     "policy",
+    "rule",
     "message id",
     "delivery",
     "template",
@@ -200,6 +205,7 @@ fn wide_row(n: &NoticeEvidence) -> Vec<String> {
             .map_or_else(dash, |w| format!("{} h → {} h", w.opens_hours_before, w.closes_hours_before)),
         n.inside_window.map_or_else(dash, |inside| if inside { "yes" } else { "no" }.to_owned()),
         n.policy.short(),
+        n.obligation.as_deref().map_or_else(dash, escape),
         n.message_id.as_deref().map_or_else(dash, escape),
         n.delivery_status.map_or_else(dash, str::to_owned),
         n.template.as_deref().map_or_else(dash, escape),

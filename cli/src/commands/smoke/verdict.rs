@@ -129,6 +129,7 @@ mod tests {
             charge_at: None,
             jurisdiction: None,
             rendered: None,
+            obligation: None,
         }
     }
 

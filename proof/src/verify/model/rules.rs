@@ -216,6 +216,7 @@ impl Model {
             charge_at: None,
             jurisdiction: None,
             rendered: None,
+            obligation: None,
         };
         if let Some(n) = row.notice {
             let notice = self.core.notice(n)?;

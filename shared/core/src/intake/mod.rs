@@ -37,6 +37,17 @@
 //!   either amount, planned after the claim, finds it and reuses or bumps as the rule says.
 //! - *The ledger cannot be read*: nothing is enqueued and the webhook is answered with an error,
 //!   so the billing system retries it later.
+//! - *An anniversary reminder is planned a renewal ahead* (the event of the charge before plans
+//!   it: the anniversary charge's own event comes too late for its window), *then the subscription
+//!   is cancelled*: the cancellation withdraws the anniversary kind for the period after the
+//!   cancelled one too, so the parked reminder meets its tombstone at the sender. A cancellation
+//!   whose term cannot be known is refused (naming `term`) rather than leave the reminder standing.
+//! - *The subscription's start cannot be read* (Stripe unreachable): nothing is enqueued and the
+//!   webhook is answered with an error, as for the ledger; an unknown subscription is refused.
+//!   Without a subscription source the rule that needs the start refuses, naming it: an
+//!   anniversary is never counted from a guessed start.
+//! - *The price changes after an anniversary reminder was planned*: the reminder keeps the amount
+//!   in force when it was planned; the change is announced by its own notice where a rule owes one.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -107,6 +118,29 @@ pub struct Cancellation {
     pub period_start_at: DateTime<Utc>,
     /// For the tombstone's audit trail (one line).
     pub reason: String,
+    /// The term between charges, when the event states it: an anniversary reminder is planned a
+    /// renewal ahead (see [`IntakePlanner`]), so a cancellation also withdraws the one for the
+    /// renewal after `period_start_at` — one term later.
+    pub term: Option<Term>,
+    /// When the subscription began, when the event states it: the renewal after is found on the
+    /// subscription's own grid (anchored on the 31st), as the planner found it.
+    pub started_at: Option<DateTime<Utc>>,
+}
+
+/// What the billing system's subscription record states that an event may not: when the
+/// subscription began (anniversaries count from it) and its term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscription {
+    pub started_at: Option<DateTime<Utc>>,
+    pub term: Option<Term>,
+}
+
+/// The billing system's subscription records, read-only (Stripe: `GET /v1/subscriptions/{id}`,
+/// `notice_stripe::api`): the port the planner reads a subscription's start through when an
+/// anniversary rule needs it and the event does not state it — looked up, never guessed.
+#[async_trait]
+pub trait SubscriptionSource: Send + Sync {
+    async fn subscription(&self, id: &str) -> Result<Subscription, LookupError>;
 }
 
 /// A changed price, as the billing system states it: the new amount first applies at the renewal

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use super::revision::{self, PriceChoice, RevisionChoice, RevisionRows, WithdrawChoice};
 use super::{
     BillingFact, Cancellation, CustomerSource, IntakeDecision, LookupError, PriceChange, Refused, Renewal,
+    SubscriptionSource,
 };
 use crate::error::{ConfigError, LedgerError};
 use crate::identity::{Identity, Kind, NoticeKey};
@@ -16,7 +17,7 @@ use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Cldr, Locale, Money, TimeZone};
-use crate::policy::{Contract, Obligations, Occasion, WindowPolicy};
+use crate::policy::{Contract, Holds, Obligations, Occasion, Term, WindowPolicy};
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
 const PAGE: u64 = 8;
@@ -93,6 +94,8 @@ impl Kinds {
 struct OwedKind {
     kind: String,
     rule: Option<String>,
+    /// Owed by an anniversary rule: planned one renewal ahead (see [`IntakePlanner::plan`]).
+    anniversary: bool,
 }
 
 /// Plans the messages for billing facts: which kinds are owed, the billing system's time zone,
@@ -105,6 +108,9 @@ pub struct IntakePlanner {
     cldr: Arc<dyn Cldr>,
     /// Where a price change's customer facts are read (`None`: price changes cannot be planned).
     customers: Option<Arc<dyn CustomerSource>>,
+    /// Where a subscription's start (and term) are read when an anniversary rule needs them and
+    /// the event does not state them (`None`: such an event is refused, naming the fact).
+    subscriptions: Option<Arc<dyn SubscriptionSource>>,
 }
 
 impl IntakePlanner {
@@ -114,7 +120,40 @@ impl IntakePlanner {
     }
 
     pub fn with_kinds(kinds: Kinds, billing_zone: TimeZone, keys: KeyRing, cldr: Arc<dyn Cldr>) -> Self {
-        Self { kinds, billing_zone, keys, cldr, customers: None }
+        Self { kinds, billing_zone, keys, cldr, customers: None, subscriptions: None }
+    }
+
+    /// The same, reading a subscription's start (and term) from `subscriptions` when an
+    /// anniversary rule needs it and the event lacks it.
+    pub fn with_subscriptions(mut self, subscriptions: Arc<dyn SubscriptionSource>) -> Self {
+        self.subscriptions = Some(subscriptions);
+        self
+    }
+
+    /// Whether some obligation rule counts anniversaries (Colorado's 12-month reminder): then the
+    /// subscription's start must be readable from the billing system, since its events do not
+    /// state it.
+    pub fn counts_anniversaries(&self) -> bool {
+        match &self.kinds {
+            Kinds::Stated(_) => false,
+            Kinds::Obligations(o) => o.rules().any(|(_, r)| r.anniversary_months.is_some()),
+        }
+    }
+
+    /// The kinds some anniversary rule owes, each once (two jurisdictions' rules may owe one
+    /// kind): a cancellation withdraws them one renewal further.
+    fn anniversary_kinds(&self) -> Vec<&str> {
+        let mut kinds: Vec<&str> = match &self.kinds {
+            Kinds::Stated(_) => Vec::new(),
+            Kinds::Obligations(o) => o
+                .rules()
+                .filter(|(_, r)| r.anniversary_months.is_some())
+                .map(|(_, r)| r.kind.as_str())
+                .collect(),
+        };
+        kinds.sort_unstable();
+        kinds.dedup();
+        kinds
     }
 
     /// The same, reading a price change's customer facts from `customers`.
@@ -167,7 +206,7 @@ impl IntakePlanner {
     }
 
     /// The job of kind `kind` announcing `renewal` at `revision`, validated as the sender will
-    /// validate it.
+    /// validate it (no obligation rule named: a stated kind's job).
     pub fn job(
         &self,
         event_type: &str,
@@ -175,6 +214,24 @@ impl IntakePlanner {
         renewal: &Renewal,
         revision: u64,
     ) -> Result<Job, Refused> {
+        self.owed_job(
+            event_type,
+            &OwedKind { kind: kind.to_owned(), rule: None, anniversary: false },
+            renewal,
+            revision,
+        )
+    }
+
+    /// The job of an owed kind: as [`IntakePlanner::job`], naming the rule that owes it
+    /// (`obligation`), so the claim row records why the customer was told.
+    fn owed_job(
+        &self,
+        event_type: &str,
+        owed: &OwedKind,
+        renewal: &Renewal,
+        revision: u64,
+    ) -> Result<Job, Refused> {
+        let kind = owed.kind.as_str();
         let refused = |field: &str, reason: String| Refused::new(event_type, field, reason);
         let period_start =
             self.period_start(renewal.period_start_at).map_err(|e| refused("period_start", e))?;
@@ -213,6 +270,9 @@ impl IntakePlanner {
                     Err(e) => tracing::warn!(jurisdiction = j, error = %e, "customer jurisdiction left out"),
                 }
             }
+            if let Some(rule) = &owed.rule {
+                obj.insert("obligation".into(), Value::String(rule.clone()));
+            }
         }
         Job::from_value(&body, self.cldr.as_ref()).map_err(|e| refused(e.field, e.reason))
     }
@@ -238,7 +298,9 @@ impl IntakePlanner {
     /// The kinds `renewal` owes: the stated one, or the obligations' answer for its contract.
     fn owed(&self, event_type: &str, renewal: &Renewal) -> Result<Vec<OwedKind>, Refused> {
         let obligations = match &self.kinds {
-            Kinds::Stated(kind) => return Ok(vec![OwedKind { kind: kind.as_str().to_owned(), rule: None }]),
+            Kinds::Stated(kind) => {
+                return Ok(vec![OwedKind { kind: kind.as_str().to_owned(), rule: None, anniversary: false }])
+            }
             Kinds::Obligations(obligations) => obligations,
         };
         let jurisdiction =
@@ -254,17 +316,92 @@ impl IntakePlanner {
             .owed(&contract)
             .map_err(|e| Refused::new(event_type, "obligations", e.to_string()))?;
         Ok(owed
-            .into_iter()
-            .map(|o| OwedKind { kind: o.kind.to_owned(), rule: Some(format!("{}/{}", o.scope, o.rule.name)) })
+            .iter()
+            .map(|o| OwedKind {
+                kind: o.kind.to_owned(),
+                rule: Some(o.rule_id()),
+                anniversary: o.rule.anniversary_months.is_some(),
+            })
             .collect())
     }
 
+    /// The anniversary reminders the renewal *after* `renewal` owes (`next`: that renewal, one
+    /// term later): the rules are those that speak for `renewal`'s contract, the anniversary is
+    /// judged at `next`'s charge.
+    fn anniversaries_ahead(&self, event_type: &str, next: &Renewal) -> Result<Vec<OwedKind>, Refused> {
+        let Kinds::Obligations(obligations) = &self.kinds else { return Ok(Vec::new()) };
+        let jurisdiction = next.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
+        let contract = Contract {
+            term: next.term,
+            started_at: next.started_at,
+            charge_at: Some(next.period_start_at),
+            ..Contract::new(next.occasion, jurisdiction.as_deref())
+        };
+        let (scope, candidates) = obligations.candidates(contract.occasion, contract.jurisdiction.as_deref());
+        let mut out: Vec<OwedKind> = Vec::new();
+        for rule in candidates.into_iter().filter(|r| r.anniversary_months.is_some()) {
+            match rule.holds(&contract) {
+                Holds::Yes if out.iter().any(|o| o.kind == rule.kind) => {}
+                Holds::Yes => {
+                    let id = crate::policy::Owed { kind: &rule.kind, rule, scope }.rule_id();
+                    out.push(OwedKind { kind: rule.kind.clone(), rule: Some(id), anniversary: true });
+                }
+                Holds::No => {}
+                Holds::Needs(fact) => {
+                    let reason = format!(
+                        "rule `{}` needs {}, which the billing event does not state ({})",
+                        rule.name,
+                        fact.phrase(),
+                        contract.describe()
+                    );
+                    return Err(Refused::new(event_type, "obligations", reason));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `renewal` with the subscription's start filled in when an anniversary rule could speak for
+    /// it and the event does not state it: read from the billing system (`GET
+    /// /v1/subscriptions/{id}` for Stripe). Without a subscription source it is left unstated, and
+    /// the rule that needs it refuses the event, naming the fact — never a guessed start.
+    async fn with_start(&self, event_type: &str, renewal: &Renewal) -> Result<Renewal, PlanError> {
+        let mut renewal = renewal.clone();
+        let Kinds::Obligations(obligations) = &self.kinds else { return Ok(renewal) };
+        let jurisdiction =
+            renewal.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
+        let (_, candidates) = obligations.candidates(renewal.occasion, jurisdiction.as_deref());
+        let needs = candidates.iter().any(|r| r.anniversary_months.is_some());
+        if !needs || renewal.started_at.is_some() {
+            return Ok(renewal);
+        }
+        let Some(source) = &self.subscriptions else { return Ok(renewal) };
+        match source.subscription(&renewal.subscription_id).await {
+            Ok(found) => {
+                renewal.started_at = found.started_at;
+                renewal.term = renewal.term.or(found.term);
+                Ok(renewal)
+            }
+            Err(LookupError::NotFound { id, reason }) => {
+                Err(Refused::new(event_type, "subscription", format!("{id}: {reason}")).into())
+            }
+            Err(e) => Err(PlanError::Lookup(e)),
+        }
+    }
+
+    /// A renewal's notices. An anniversary reminder (Colorado: 25–40 days before a renewal that
+    /// crosses a 12-month anniversary) is planned **one renewal ahead**: the event of the charge
+    /// before it plans it, and the sender parks it until its window opens — a billing system's
+    /// upcoming-renewal event comes a few days before each charge, which for a monthly plan is
+    /// always too late for such a window. Its own event plans it only when there was no charge
+    /// before it to plan it from (the first renewal: an annual plan's first anniversary).
     async fn plan_renewal(
         &self,
         event_type: &str,
         renewal: &Renewal,
         ledger: &dyn RowReader,
     ) -> Result<Vec<IntakeDecision>, PlanError> {
+        let renewal = &self.with_start(event_type, renewal).await?;
         let owed = self.owed(event_type, renewal)?;
         if owed.is_empty() {
             return Ok(vec![IntakeDecision::Ignore {
@@ -275,12 +412,27 @@ impl IntakePlanner {
                 ),
             }]);
         }
+        let first = is_first_renewal(renewal);
         let mut out = Vec::new();
-        for OwedKind { kind, rule } in owed {
-            if let Some(rule) = &rule {
-                tracing::info!(kind, rule, "notice owed");
+        for owed in owed {
+            if owed.anniversary && !first {
+                tracing::info!(
+                    kind = owed.kind,
+                    rule = owed.rule,
+                    "anniversary reminder: planned from the renewal before"
+                );
+                continue;
             }
-            out.extend(self.plan_kind(event_type, &kind, renewal, ledger).await?);
+            if let Some(rule) = &owed.rule {
+                tracing::info!(kind = owed.kind, rule, "notice owed");
+            }
+            out.extend(self.plan_kind(event_type, &owed, renewal, ledger).await?);
+        }
+        if let Some(next) = next_renewal(renewal) {
+            for owed in self.anniversaries_ahead(event_type, &next)? {
+                tracing::info!(kind = owed.kind, rule = owed.rule, charge_at = %next.charge_at, "anniversary reminder owed for the next renewal");
+                out.extend(self.plan_kind(event_type, &owed, &next, ledger).await?);
+            }
         }
         Ok(out)
     }
@@ -289,11 +441,12 @@ impl IntakePlanner {
     async fn plan_kind(
         &self,
         event_type: &str,
-        kind: &str,
+        owed: &OwedKind,
         renewal: &Renewal,
         ledger: &dyn RowReader,
     ) -> Result<Vec<IntakeDecision>, PlanError> {
-        let job = self.job(event_type, kind, renewal, 0)?;
+        let kind = owed.kind.as_str();
+        let job = self.owed_job(event_type, owed, renewal, 0)?;
         let digest = job.content_digest();
         let (subscription_id, period_start) = (renewal.subscription_id.as_str(), period_of(&job));
         let at = (subscription_id, period_start.as_str(), kind);
@@ -301,7 +454,7 @@ impl IntakePlanner {
         let choice = revision::choose(&scanned, &digest).ok_or_else(|| too_many(event_type))?;
         Ok(match choice {
             RevisionChoice::Reuse(revision) => {
-                vec![IntakeDecision::Send(self.job(event_type, kind, renewal, revision)?)]
+                vec![IntakeDecision::Send(self.owed_job(event_type, owed, renewal, revision)?)]
             }
             RevisionChoice::Withdrawn(revision) => vec![IntakeDecision::Ignore {
                 reason: format!(
@@ -314,7 +467,7 @@ impl IntakePlanner {
                     let reason = format!("superseded by revision {revision}: the announced terms changed");
                     out.push(IntakeDecision::Withdraw(self.withdrawal(event_type, at, old, &reason)?));
                 }
-                out.push(IntakeDecision::Send(self.job(event_type, kind, renewal, revision)?));
+                out.push(IntakeDecision::Send(self.owed_job(event_type, owed, renewal, revision)?));
                 out
             }
         })
@@ -379,14 +532,15 @@ impl IntakePlanner {
         }
         let change_back = change.in_force_minor == Some(change.amount_minor);
         let mut out = Vec::new();
-        for OwedKind { kind, rule } in owed {
-            if let Some(rule) = &rule {
+        for owed in owed {
+            let kind = owed.kind.as_str();
+            if let Some(rule) = &owed.rule {
                 tracing::info!(kind, rule, change_back, "price-change notice owed");
             }
-            let job = self.job(event_type, &kind, &renewal, 0)?;
+            let job = self.owed_job(event_type, &owed, &renewal, 0)?;
             let digest = job.content_digest();
             let period_start = period_of(&job);
-            let at = (renewal.subscription_id.as_str(), period_start.as_str(), kind.as_str());
+            let at = (renewal.subscription_id.as_str(), period_start.as_str(), kind);
             let scanned = self.scan(event_type, at, ledger).await?;
             let choice =
                 revision::price_change(&scanned, &digest, change_back).ok_or_else(|| too_many(event_type))?;
@@ -398,7 +552,7 @@ impl IntakePlanner {
             };
             match choice {
                 PriceChoice::Reuse(revision) => {
-                    out.push(IntakeDecision::Send(self.job(event_type, &kind, &renewal, revision)?));
+                    out.push(IntakeDecision::Send(self.owed_job(event_type, &owed, &renewal, revision)?));
                 }
                 PriceChoice::Withdraw(revisions) => {
                     out.extend(withdraw(revisions, "the price went back before the change was announced")?);
@@ -410,7 +564,7 @@ impl IntakePlanner {
                     let reason =
                         format!("{}: the price changed again", revision::superseded_mark(revision, &digest));
                     out.extend(withdraw(superseded, &reason)?);
-                    out.push(IntakeDecision::Send(self.job(event_type, &kind, &renewal, revision)?));
+                    out.push(IntakeDecision::Send(self.owed_job(event_type, &owed, &renewal, revision)?));
                 }
             }
         }
@@ -419,6 +573,8 @@ impl IntakePlanner {
 
     /// A cancellation withdraws the period's notice of every kind the deployment can send: the
     /// event does not say which ones were owed, and a tombstone where none was owed costs one row.
+    /// The anniversary kinds are withdrawn for the period after it too: their reminder for that
+    /// renewal was planned a renewal ahead and may be parked already.
     async fn plan_cancellation(
         &self,
         event_type: &str,
@@ -428,14 +584,77 @@ impl IntakePlanner {
         let period_start = self
             .period_start(cancellation.period_start_at)
             .map_err(|e| Refused::new(event_type, "period_start", e))?;
-        let subscription_id = cancellation.subscription_id.as_str();
         let mut out = Vec::new();
         let price_kinds = self.price_change_kinds();
-        for kind in self.kinds.all() {
+        let mut periods = vec![(period_start.clone(), self.kinds.all())];
+        let anniversary_kinds = self.anniversary_kinds();
+        if !anniversary_kinds.is_empty() {
+            periods.push((self.period_after(event_type, cancellation).await?, anniversary_kinds));
+        }
+        for (period_start, kinds) in periods {
+            self.withdraw_period(
+                event_type,
+                cancellation,
+                &period_start,
+                kinds,
+                &price_kinds,
+                ledger,
+                &mut out,
+            )
+            .await?;
+        }
+        Ok(out)
+    }
+
+    /// The period after the cancelled one (its start one term later), whose anniversary reminder
+    /// was planned ahead: the term from the event, else from the billing system's record; neither
+    /// → refused naming the term (a reminder left standing would tell a cancelled customer of a
+    /// renewal that will not happen).
+    async fn period_after(&self, event_type: &str, cancellation: &Cancellation) -> Result<String, PlanError> {
+        let (mut term, mut started) = (cancellation.term, cancellation.started_at);
+        // Only a missing term is worth a lookup: without the start, the next period is one term on.
+        if let Some(source) = self.subscriptions.as_ref().filter(|_| term.is_none()) {
+            match source.subscription(&cancellation.subscription_id).await {
+                Ok(found) => {
+                    term = term.or(found.term);
+                    started = started.or(found.started_at);
+                }
+                Err(LookupError::NotFound { .. }) => {}
+                Err(e) => return Err(PlanError::Lookup(e)),
+            }
+        }
+        let refused = |reason: String| Refused::new(event_type, "term", reason);
+        let term = term.ok_or_else(|| {
+            refused(
+                "is not stated and cannot be read: the anniversary reminder planned for the renewal \
+                 after this one cannot be found to withdraw"
+                    .into(),
+            )
+        })?;
+        let next = next_period(term, started, cancellation.period_start_at).ok_or_else(|| {
+            refused(format!("{term} after {} is out of range", cancellation.period_start_at))
+        })?;
+        Ok(self.period_start(next).map_err(|e| Refused::new(event_type, "period_start", e))?)
+    }
+
+    /// Withdraws the notices of `kinds` for one period of a cancelled subscription.
+    #[allow(clippy::too_many_arguments)]
+    async fn withdraw_period(
+        &self,
+        event_type: &str,
+        cancellation: &Cancellation,
+        period_start: &str,
+        kinds: Vec<&str>,
+        price_kinds: &[&str],
+        ledger: &dyn RowReader,
+        out: &mut Vec<IntakeDecision>,
+    ) -> Result<(), PlanError> {
+        let subscription_id = cancellation.subscription_id.as_str();
+        for kind in kinds {
             // Validates the identity before the ledger is read (a bad id is refused, not looked up).
-            Identity::new(subscription_id, &period_start, kind, 0)
+            Identity::new(subscription_id, period_start, kind, 0)
                 .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
-            let at = (subscription_id, period_start.as_str(), kind);
+            let at = (subscription_id, period_start, kind);
             let scanned = self.scan(event_type, at, ledger).await?;
             // A price-change kind's tombstones do not end its period (a pending notice may sit
             // past them, without a row): its first revision without a row is always withdrawn.
@@ -458,7 +677,7 @@ impl IntakePlanner {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn withdrawal(
@@ -525,6 +744,47 @@ impl IntakePlanner {
 
 /// A notice's identity but its revision: (subscription, period, kind).
 type Notice<'a> = (&'a str, &'a str, &'a str);
+
+/// Whether `renewal` is the subscription's first: no charge before it whose event could have
+/// planned its anniversary reminder (the term before its period is the subscription's start).
+fn is_first_renewal(renewal: &Renewal) -> bool {
+    match (renewal.term, renewal.started_at) {
+        (Some(term), Some(started)) => {
+            term.before(renewal.period_start_at).is_some_and(|prev| prev <= started)
+        }
+        _ => false,
+    }
+}
+
+/// The renewal one term after `renewal`: its period one term later — on the subscription's own
+/// grid when its period lies on it (anchored on the 31st: 31 March after 28 February) — charged
+/// as long after its period opens as this one, with the same amount and customer facts as in force
+/// now (a price change is announced by its own notice).
+pub(super) fn next_renewal(renewal: &Renewal) -> Option<Renewal> {
+    let period = renewal.period_start_at;
+    let next = next_period(renewal.term?, renewal.started_at, period)?;
+    let charge_at = next.checked_add_signed(renewal.charge_at.signed_duration_since(period))?;
+    Some(Renewal { period_start_at: next, charge_at, ..renewal.clone() })
+}
+
+/// The period after the one opening at `period`: on the subscription's own grid when `period` lies
+/// on it (the k-th term after `started` is `period`: the next is the (k+1)-th), else one term on.
+/// One computation for the planner and the cancellation, so a withdraw finds what was planned.
+fn next_period(term: Term, started: Option<DateTime<Utc>>, period: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let on_grid = started.and_then(|started| {
+        // Bounded: a century of the shortest term.
+        (1..=5_300u32).find_map(|k| match term.times_after(started, k) {
+            Some(at) if at == period => Some(term.times_after(started, k + 1)),
+            Some(at) if at > period => Some(None),
+            None => Some(None),
+            _ => None,
+        })
+    });
+    match on_grid {
+        Some(Some(next)) => Some(next),
+        _ => term.after(period),
+    }
+}
 
 fn period_of(job: &Job) -> String {
     job.identity.period_start().format("%Y-%m-%d").to_string()

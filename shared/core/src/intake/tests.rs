@@ -58,6 +58,8 @@ fn cancellation() -> BillingFact {
         subscription_id: "sub_8812".into(),
         period_start_at: at("2026-10-01T07:00:00Z"),
         reason: "stripe customer.subscription.deleted".into(),
+        term: Term::parse("month", 1),
+        started_at: None,
     })
 }
 
@@ -384,19 +386,183 @@ async fn the_obligations_choose_each_contracts_kind() {
     let annual = Renewal { term: Term::parse("year", 1), ..renewal(29900) };
     let decisions = plan(&p, &BillingFact::Renewal(annual), &ledger).await;
     assert_eq!(kinds_sent(&decisions), ["annual_renewal"]);
+    // The job names the rule that owes it, for the claim row and `noticectl evidence`.
+    let IntakeDecision::Send(job) = &decisions[0] else { panic!("a send") };
+    assert_eq!(job.obligation.as_deref(), Some("US-CA/ca-annual"));
+    assert_eq!(job.to_value()["obligation"], "US-CA/ca-annual");
     let monthly = renewal(2900);
     assert_eq!(kinds_sent(&plan(&p, &BillingFact::Renewal(monthly), &ledger).await), ["renewal_notice_t72"]);
     let texan =
         Renewal { jurisdiction: Some("US-TX".into()), term: Term::parse("year", 1), ..renewal(29900) };
     assert_eq!(kinds_sent(&plan(&p, &BillingFact::Renewal(texan), &ledger).await), ["renewal_notice_t72"]);
-    // Colorado, monthly, at the charge after the first anniversary: both notices.
+    // Colorado, monthly, at the charge before the first anniversary: the reminder before that
+    // charge and, planned a renewal ahead, the anniversary reminder of the next one (see below).
     let colorado = Renewal {
         jurisdiction: Some("US-CO".into()),
         started_at: Some(at("2025-10-01T07:00:00Z")),
+        period_start_at: at("2026-09-01T07:00:00Z"),
+        charge_at: at("2026-09-01T08:00:00Z"),
         ..renewal(2900)
     };
     let decisions = plan(&p, &BillingFact::Renewal(colorado), &ledger).await;
     assert_eq!(kinds_sent(&decisions), ["renewal_notice_t72", "anniversary_reminder"]);
+}
+
+/// A Colorado subscription that began on 1 October 2025 (Los Angeles), monthly unless stated.
+fn colorado(period: &str, term: &str) -> Renewal {
+    let period_start_at = at(period);
+    Renewal {
+        jurisdiction: Some("US-CO".into()),
+        started_at: Some(at("2025-10-01T07:00:00Z")),
+        period_start_at,
+        charge_at: period_start_at + chrono::Duration::hours(1),
+        term: Term::parse(term, 1),
+        ..renewal(2900)
+    }
+}
+
+/// (kind, period_start, charge_at, obligation) of each job planned.
+fn planned(decisions: &[IntakeDecision]) -> Vec<(String, String, String, String)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Send(job) => Some((
+                job.identity.kind().as_str().to_owned(),
+                job.identity.period_start().to_string(),
+                job.charge_at.to_rfc3339(),
+                job.obligation.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Colorado's 12-month reminder is owed 25–40 days before the renewal that crosses the
+/// anniversary; Stripe's upcoming-invoice event for *that* charge comes days before it — too late
+/// for a monthly plan. So the event of the charge before plans it (the sender parks it until its
+/// window opens), each redelivery plans the same body, and the anniversary charge's own event
+/// plans only its ordinary reminder.
+#[tokio::test]
+async fn an_anniversary_reminder_is_planned_from_the_renewal_before_it() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let september = plan(&p, &BillingFact::Renewal(colorado("2026-09-01T07:00:00Z", "month")), &ledger).await;
+    let rows = planned(&september);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0].0, "renewal_notice_t72");
+    assert_eq!(rows[0].3, "US-CO/co-reminder");
+    assert_eq!(
+        rows[1],
+        (
+            "anniversary_reminder".to_owned(),
+            "2026-10-01".to_owned(),
+            "2026-10-01T08:00:00+00:00".to_owned(),
+            "US-CO/co-anniversary".to_owned()
+        ),
+        "the next renewal's reminder, with the amount in force now"
+    );
+    let IntakeDecision::Send(reminder) = &september[1] else { panic!("a send") };
+    assert_eq!(reminder.template_data["amount"]["minor"], 2900);
+    let again = plan(&p, &BillingFact::Renewal(colorado("2026-09-01T07:00:00Z", "month")), &ledger).await;
+    assert_eq!(again, september, "a redelivery plans the very same bodies");
+
+    // The anniversary charge's own event: its reminder was planned already; the next charge
+    // crosses no anniversary.
+    let october = plan(&p, &BillingFact::Renewal(colorado("2026-10-01T07:00:00Z", "month")), &ledger).await;
+    assert_eq!(kinds_sent(&october), ["renewal_notice_t72"]);
+    let august = plan(&p, &BillingFact::Renewal(colorado("2026-08-01T07:00:00Z", "month")), &ledger).await;
+    assert_eq!(kinds_sent(&august), ["renewal_notice_t72"]);
+    // A year on, the same again.
+    let next_year = plan(&p, &BillingFact::Renewal(colorado("2027-09-01T07:00:00Z", "month")), &ledger).await;
+    assert_eq!(planned(&next_year)[1].1, "2027-10-01");
+}
+
+/// An annual plan's first renewal is its first anniversary, and no charge came before it whose
+/// event could have planned the reminder: its own event plans it (in time when the upcoming-renewal
+/// event comes 45 days ahead) — and, a renewal ahead, the next year's.
+#[tokio::test]
+async fn an_annual_plans_first_anniversary_is_planned_from_its_own_event_and_the_next_ahead() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let first = plan(&p, &BillingFact::Renewal(colorado("2026-10-01T07:00:00Z", "year")), &ledger).await;
+    let rows: Vec<(String, String)> = planned(&first).into_iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(
+        rows,
+        [
+            ("renewal_notice_t72".to_owned(), "2026-10-01".to_owned()),
+            ("anniversary_reminder".to_owned(), "2026-10-01".to_owned()),
+            ("anniversary_reminder".to_owned(), "2027-10-01".to_owned()),
+        ]
+    );
+    let second = plan(&p, &BillingFact::Renewal(colorado("2027-10-01T07:00:00Z", "year")), &ledger).await;
+    let rows: Vec<(String, String)> = planned(&second).into_iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(
+        rows,
+        [
+            ("renewal_notice_t72".to_owned(), "2027-10-01".to_owned()),
+            ("anniversary_reminder".to_owned(), "2028-10-01".to_owned()),
+        ],
+        "the second anniversary's reminder was planned by the first renewal's event"
+    );
+}
+
+/// Subscription records by id, counting lookups; `sub_down` unreachable, others not found.
+#[derive(Default)]
+struct Subscriptions {
+    known: std::collections::HashMap<String, Subscription>,
+    lookups: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl SubscriptionSource for Subscriptions {
+    async fn subscription(&self, id: &str) -> Result<Subscription, LookupError> {
+        self.lookups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if id == "sub_down" {
+            return Err(LookupError::Failed {
+                service: "Stripe API",
+                fault: crate::error::Fault::Unreachable("no connection"),
+                detail: "connection refused".into(),
+            });
+        }
+        self.known.get(id).cloned().ok_or_else(|| LookupError::NotFound {
+            id: id.to_owned(),
+            reason: "Stripe has no such object".into(),
+        })
+    }
+}
+
+/// The event does not state when the subscription began (Stripe's upcoming invoice never does):
+/// it is read from the subscription record — only where an anniversary rule could speak — and
+/// an unreadable record decides nothing (retried), an unknown one is refused naming it.
+#[tokio::test]
+async fn the_start_is_read_from_the_subscription_record_only_where_an_anniversary_rule_speaks() {
+    let mut known = std::collections::HashMap::new();
+    let record = Subscription { started_at: Some(at("2025-10-01T07:00:00Z")), term: Term::parse("month", 1) };
+    known.insert("sub_8812".to_owned(), record);
+    let source = Arc::new(Subscriptions { known, ..Default::default() });
+    let p = obliged().with_subscriptions(source.clone());
+    assert!(p.counts_anniversaries());
+    let ledger = MemoryLedger::new();
+    let unstated = Renewal { started_at: None, ..colorado("2026-09-01T07:00:00Z", "month") };
+    let decisions = plan(&p, &BillingFact::Renewal(unstated.clone()), &ledger).await;
+    assert_eq!(kinds_sent(&decisions), ["renewal_notice_t72", "anniversary_reminder"]);
+    assert_eq!(source.lookups.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // California speaks of no anniversary: nothing looked up.
+    plan(&p, &BillingFact::Renewal(renewal(2900)), &ledger).await;
+    assert_eq!(source.lookups.load(std::sync::atomic::Ordering::Relaxed), 1);
+
+    let down = Renewal { subscription_id: "sub_down".into(), ..unstated.clone() };
+    let err = p.plan("invoice.upcoming", &BillingFact::Renewal(down), &ledger).await.unwrap_err();
+    assert!(matches!(err, PlanError::Lookup(LookupError::Failed { .. })), "{err:?}");
+    let gone = Renewal { subscription_id: "sub_gone".into(), ..unstated.clone() };
+    let err = p.plan("invoice.upcoming", &BillingFact::Renewal(gone), &ledger).await.unwrap_err();
+    let PlanError::Refused(refused) = err else { panic!("refused expected") };
+    assert_eq!(refused.field, "subscription");
+
+    // No subscription source: refused, naming the fact — never a guessed start.
+    let err = obliged().plan("invoice.upcoming", &BillingFact::Renewal(unstated), &ledger).await.unwrap_err();
+    let PlanError::Refused(refused) = err else { panic!("refused expected") };
+    assert!(refused.reason.contains("co-anniversary") && refused.reason.contains("start"), "{refused}");
 }
 
 #[tokio::test]
@@ -423,7 +589,23 @@ async fn a_cancellation_withdraws_every_kind_the_obligations_can_owe() {
             _ => None,
         })
         .collect();
-    assert_eq!(kinds, ["anniversary_reminder", "annual_renewal", "renewal_notice_t72"]);
+    assert_eq!(
+        kinds,
+        ["anniversary_reminder", "annual_renewal", "renewal_notice_t72", "anniversary_reminder"]
+    );
+    // The last: the anniversary reminder planned a renewal ahead, one term after the period.
+    let IntakeDecision::Withdraw(ahead) = &decisions[3] else { panic!("a withdraw") };
+    assert_eq!(ahead.identity.period_start().to_string(), "2026-11-01");
+    // Delivered again: every tombstone is found, nothing more is withdrawn.
+    deliver(&p, &ledger, &decisions);
+    let again = plan(&p, &cancellation(), &ledger).await;
+    assert!(again.iter().all(|d| matches!(d, IntakeDecision::Ignore { .. })), "{again:?}");
+    // Without the term (and no record to read it from), the reminder ahead cannot be found: refused.
+    let BillingFact::Cancellation(c) = cancellation() else { unreachable!() };
+    let untermed = BillingFact::Cancellation(Cancellation { term: None, ..c });
+    let err = p.plan("customer.subscription.deleted", &untermed, &MemoryLedger::new()).await.unwrap_err();
+    let PlanError::Refused(refused) = err else { panic!("refused expected") };
+    assert_eq!(refused.field, "term");
 }
 
 #[test]
@@ -559,6 +741,7 @@ async fn a_price_change_is_one_notice_with_the_customers_facts_and_a_redelivery_
     assert_eq!(body["jurisdiction"], "US-CA");
     assert_eq!(body["period_start"], "2026-10-01");
     assert_eq!(body["charge_at"], "2026-10-01T07:00:00+00:00");
+    assert_eq!(body["obligation"], "US-CA/ca-price-change");
     // Redelivered before the sender ran: the very same messages.
     assert_eq!(plan_price(&p, &price_change(2900, 3900), &ledger).await, first);
     // The sender took them and sent: a redelivery (and the same amount reached from another old
@@ -723,4 +906,44 @@ async fn a_cancellation_withdraws_a_pending_price_change_behind_its_tombstone() 
     deliver(&p, &ledger, &decisions);
     let again = plan(&p, &cancellation(), &ledger).await;
     assert!(again.iter().all(|d| matches!(d, IntakeDecision::Ignore { .. })), "{again:?}");
+}
+
+/// The renewal planned ahead lies on the subscription's own grid: anchored on the 31st, the one
+/// after 28 February is 31 March (as Stripe anchors it), charged as long after its period opens as
+/// this one; off the grid (an anchor moved since the start), one term on.
+#[test]
+fn the_next_renewal_keeps_the_subscriptions_anchor() {
+    let anchored = Renewal {
+        started_at: Some(at("2026-01-31T10:00:00Z")),
+        period_start_at: at("2026-02-28T10:00:00Z"),
+        charge_at: at("2026-02-28T11:00:00Z"),
+        ..renewal(2900)
+    };
+    let next = super::plan::next_renewal(&anchored).unwrap();
+    assert_eq!(
+        (next.period_start_at, next.charge_at),
+        (at("2026-03-31T10:00:00Z"), at("2026-03-31T11:00:00Z"))
+    );
+    let moved = Renewal { started_at: Some(at("2026-01-15T10:00:00Z")), ..anchored.clone() };
+    assert_eq!(super::plan::next_renewal(&moved).unwrap().period_start_at, at("2026-03-28T10:00:00Z"));
+    assert!(super::plan::next_renewal(&Renewal { term: None, ..anchored }).is_none());
+}
+
+/// A cancellation finds the anniversary reminder planned ahead on the same grid the planner used:
+/// anchored on the 31st, the period after 28 February opens 31 March, not 28 March.
+#[tokio::test]
+async fn a_cancellation_withdraws_the_reminder_ahead_on_the_subscriptions_grid() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let cancelled = BillingFact::Cancellation(Cancellation {
+        subscription_id: "sub_8812".into(),
+        period_start_at: at("2027-02-28T10:00:00Z"),
+        reason: "stripe customer.subscription.deleted".into(),
+        term: Term::parse("month", 1),
+        started_at: Some(at("2026-01-31T10:00:00Z")),
+    });
+    let decisions = plan(&p, &cancelled, &ledger).await;
+    let IntakeDecision::Withdraw(ahead) = decisions.last().unwrap() else { panic!("a withdraw") };
+    assert_eq!(ahead.identity.kind().as_str(), "anniversary_reminder");
+    assert_eq!(ahead.identity.period_start().to_string(), "2027-03-31");
 }

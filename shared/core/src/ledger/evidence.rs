@@ -94,6 +94,7 @@ pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
         charge_at: None,
         jurisdiction: None,
         rendered: None,
+        obligation: None,
     }
 }
 

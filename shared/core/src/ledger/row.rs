@@ -229,6 +229,10 @@ pub struct LedgerRow {
     /// the claim (or the missed record) when the sender knew them. Absent on rows written before
     /// it was stored, on backfilled, withdrawn and learned rows.
     pub rendered: Option<RenderedNotice>,
+    /// The obligation rule that owed the notice (`US-CA/ca-annual-term`), written with the claim
+    /// or the missed record when the job named one ([`Job::obligation`]): evidence of why the
+    /// customer was told. Absent for a producer's own jobs and on rows written before it was stored.
+    pub obligation: Option<String>,
 }
 
 /// What a worker asks to claim.
@@ -248,6 +252,8 @@ pub struct ClaimRequest {
     /// What rendered the message this claim is for ([`ClaimRequest::with_rendered`]), stored on
     /// the row as evidence; `None` when the claim is made before (or without) rendering.
     pub rendered: Option<RenderedNotice>,
+    /// The rule that owed the notice, from the job, stored on the row as evidence.
+    pub obligation: Option<String>,
     /// The notice's keys under older active secret versions: the write succeeds only if it can
     /// also put an alias at each (no row there, or an alias), in the same atomic write. Empty
     /// outside a rotation: one conditional write, as always ([`crate::keyring`]).
@@ -272,6 +278,7 @@ impl ClaimRequest {
             charge_at: Some(job.charge_at),
             jurisdiction: job.jurisdiction.clone(),
             rendered: None,
+            obligation: job.obligation.clone(),
             aliases: Vec::new(),
             on_quarantine_view: true,
         }
@@ -311,6 +318,7 @@ impl ClaimRequest {
             charge_at: self.charge_at,
             jurisdiction: self.jurisdiction.clone(),
             rendered: self.rendered.clone(),
+            obligation: self.obligation.clone(),
         }
     }
 }
@@ -339,6 +347,7 @@ impl LedgerRow {
             charge_at: row.charge_at,
             jurisdiction: row.jurisdiction.clone(),
             rendered: None,
+            obligation: row.obligation.clone(),
         }
     }
 }
@@ -412,6 +421,7 @@ impl WithdrawRequest {
             charge_at: None,
             jurisdiction: None,
             rendered: None,
+            obligation: None,
         }
     }
 }

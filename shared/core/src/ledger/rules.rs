@@ -155,6 +155,7 @@ mod tests {
             charge_at: None,
             jurisdiction: None,
             rendered: None,
+            obligation: None,
         }
     }
 

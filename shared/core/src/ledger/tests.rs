@@ -83,6 +83,7 @@ async fn the_memory_ledger_keeps_what_rendered_the_message() {
         charge_at: None,
         jurisdiction: None,
         rendered: None,
+        obligation: None,
         aliases: Vec::new(),
         on_quarantine_view: true,
     };
@@ -95,4 +96,43 @@ async fn the_memory_ledger_keeps_what_rendered_the_message() {
     let missed = request('c').with_rendered(rendered());
     assert_eq!(ledger.record_missed(&missed, "closed").await.unwrap(), None);
     assert_eq!(ledger.get(&missed.key).await.unwrap().unwrap().rendered, Some(rendered()));
+}
+
+/// The rule that owed a notice travels from the job to the claim row and to a missed record; a
+/// producer's own job names none, and a tombstone never carries one.
+#[tokio::test]
+async fn the_memory_ledger_keeps_the_rule_that_owed_the_notice() {
+    use crate::job::{Job, Withdrawal};
+    let ledger = memory::MemoryLedger::new();
+    let secret = NoticeSecret::new(b"k".to_vec()).unwrap();
+    let body = |sub: &str, obligation: Option<&str>| {
+        let mut v = serde_json::json!({"subscription_id": sub, "period_start": "2026-10-01",
+            "kind": "annual_renewal", "email": "ada@example.com", "charge_at": "2026-10-01T09:00:00Z"});
+        if let Some(o) = obligation {
+            v["obligation"] = o.into();
+        }
+        Job::from_value(&v, &crate::locale::SimpleTags).unwrap()
+    };
+    let owed = body("sub_owed", Some("US-CA/ca-annual-term"));
+    let claim = ClaimRequest::for_job(&owed, owed.key(&secret), Utc::now());
+    assert!(matches!(ledger.claim(&claim).await.unwrap(), ClaimOutcome::Minted(_)));
+    let row = ledger.get(&claim.key).await.unwrap().unwrap();
+    assert_eq!(row.obligation.as_deref(), Some("US-CA/ca-annual-term"));
+
+    let late = body("sub_late", Some("US-CO/co-anniversary"));
+    let missed = ClaimRequest::for_job(&late, late.key(&secret), Utc::now());
+    assert_eq!(ledger.record_missed(&missed, "send window closed").await.unwrap(), None);
+    let row = ledger.get(&missed.key).await.unwrap().unwrap();
+    assert_eq!((row.state, row.obligation.as_deref()), (RowState::Missed, Some("US-CO/co-anniversary")));
+
+    let plain = body("sub_plain", None);
+    let claim = ClaimRequest::for_job(&plain, plain.key(&secret), Utc::now());
+    assert!(matches!(ledger.claim(&claim).await.unwrap(), ClaimOutcome::Minted(_)));
+    assert_eq!(ledger.get(&claim.key).await.unwrap().unwrap().obligation, None);
+
+    let w = Withdrawal::from_value(&serde_json::json!({"action": "withdraw", "subscription_id": "sub_gone",
+        "period_start": "2026-10-01", "kind": "annual_renewal"}))
+    .unwrap();
+    let req = WithdrawRequest::new(&w, w.key(&secret), Origin::Worker, "intake", Utc::now());
+    assert_eq!(req.to_row().obligation, None);
 }

@@ -116,12 +116,30 @@ impl Term {
     }
 
     /// The instant one term before `at` (the previous charge of a renewal at `at`).
-    fn before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub fn before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self.unit {
             Unit::Day => at.checked_sub_signed(chrono::Duration::days(i64::from(self.count))),
             Unit::Week => at.checked_sub_signed(chrono::Duration::weeks(i64::from(self.count))),
             Unit::Month => at.checked_sub_months(Months::new(self.count)),
             Unit::Year => at.checked_sub_months(Months::new(self.count.checked_mul(12)?)),
+        }
+    }
+
+    /// The instant one term after `at` (the next charge of a renewal at `at`), by the calendar as
+    /// billing systems count it (31 January + 1 month = 28 or 29 February).
+    pub fn after(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.times_after(at, 1)
+    }
+
+    /// The instant `n` terms after `at`, counted from `at` (so a subscription anchored on the
+    /// 31st renews on 31 March after 28 February, as billing systems anchor it).
+    pub fn times_after(&self, at: DateTime<Utc>, n: u32) -> Option<DateTime<Utc>> {
+        let count = self.count.checked_mul(n)?;
+        match self.unit {
+            Unit::Day => at.checked_add_signed(chrono::Duration::days(i64::from(count))),
+            Unit::Week => at.checked_add_signed(chrono::Duration::weeks(i64::from(count))),
+            Unit::Month => at.checked_add_months(Months::new(count)),
+            Unit::Year => at.checked_add_months(Months::new(count.checked_mul(12)?)),
         }
     }
 }
@@ -336,6 +354,15 @@ pub struct Owed<'a> {
     pub scope: RuleScope<'a>,
 }
 
+impl Owed<'_> {
+    /// The rule's id as jobs and ledger rows carry it (`US-CA/ca-annual-term`, `default/reminder`):
+    /// the scope and the name, so a reader finds the rule in the configuration without guessing
+    /// which list it came from.
+    pub fn rule_id(&self) -> String {
+        format!("{}/{}", self.scope, self.rule.name)
+    }
+}
+
 /// Why no notice could be decided for a contract.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unowed {
@@ -368,6 +395,17 @@ impl Obligations {
             .iter()
             .flat_map(|(j, rules)| rules.iter().map(move |r| (RuleScope::Jurisdiction(j.as_str()), r)));
         default.chain(named)
+    }
+
+    /// The rule a job or row names by its id (`US-CA/ca-annual-term`, see [`Owed::rule_id`]), if
+    /// this configuration has it: evidence shows its description beside the id it stored.
+    pub fn rule(&self, id: &str) -> Option<&Rule> {
+        let (scope, name) = id.split_once('/')?;
+        let rules = match scope {
+            "default" => &self.default,
+            j => self.jurisdictions.get(j)?,
+        };
+        rules.iter().find(|r| r.name == name)
     }
 
     /// The jurisdictions that have rules of their own.

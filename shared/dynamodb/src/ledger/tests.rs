@@ -36,6 +36,7 @@ fn claimed_row() -> LedgerRow {
         charge_at: Some(at(1_700_259_200_000)),
         jurisdiction: Some("US-CA".into()),
         rendered: None,
+        obligation: None,
     }
 }
 
@@ -134,6 +135,25 @@ fn rendered_notice_evidence_round_trips_and_is_absent_on_older_items() {
     let older = row_to_item(&claimed_row(), 1);
     assert!(!older.contains_key(attr::CONFIG_VERSION) && !older.contains_key(attr::TEMPLATE));
     assert_eq!(item_to_row(&older).expect("older item").rendered, None);
+}
+
+/// The obligation rule that owed the notice is an optional attribute: written when the row has
+/// one, read back, and absent (no attribute, `None`) on items written without it or before it.
+#[test]
+fn the_obligation_rule_round_trips_and_is_absent_on_older_items() {
+    let row = LedgerRow { obligation: Some("US-CA/ca-annual-term".into()), ..claimed_row() };
+    let item = row_to_item(&row, 1);
+    assert_eq!(item.get(attr::OBLIGATION), Some(&s("US-CA/ca-annual-term")));
+    assert_eq!(item_to_row(&item).expect("round trip"), row);
+    let older = row_to_item(&claimed_row(), 1);
+    assert!(!older.contains_key(attr::OBLIGATION));
+    assert_eq!(item_to_row(&older).expect("older item").obligation, None);
+    let mut wrong = item.clone();
+    wrong.insert(attr::OBLIGATION.to_owned(), n(7));
+    match item_to_row(&wrong) {
+        Err(LedgerError::Corrupt(msg)) => assert!(msg.contains(attr::OBLIGATION), "{msg}"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
 }
 
 #[test]
