@@ -324,15 +324,21 @@ impl NoticeSender {
         Metrics::incr(&m.quarantined);
         error!(%reason, "claim quarantined: outcome unknown, resolve from provider events");
         if self.redelivered {
-            if let Err(e) = self.ledger.put_on_quarantine_view(claim).await {
-                Metrics::incr(&m.ledger_errors);
-                error!(error = %e, "could not put the claim on the quarantine view: retried, the next delivery puts it there");
-                return Outcome::LedgerUnavailable(format!(
-                    "{reason}; the quarantine view write failed: {e}"
-                ));
+            if let Err(failed) = self.put_on_view(claim, m).await {
+                return Outcome::LedgerUnavailable(format!("{reason}; {failed}"));
             }
         }
         Outcome::Quarantined { reason, message_id }
+    }
+
+    /// The one write that lists an open claim, for our own claim and a held one alike; its
+    /// failure is counted and logged here and answered as the text of the retry's reason.
+    async fn put_on_view(&self, claim: &Claim, m: &Metrics) -> Result<(), String> {
+        self.ledger.put_on_quarantine_view(claim).await.map_err(|e| {
+            Metrics::incr(&m.ledger_errors);
+            error!(error = %e, "could not put the claim on the quarantine view: retried, the next delivery puts it there");
+            format!("the quarantine view write failed: {e}")
+        })
     }
 
     /// A claim another delivery holds goes on the quarantine view before this message is acked or
@@ -351,11 +357,7 @@ impl NoticeSender {
         };
         let claim =
             Claim { key: row.key.clone(), token, claimed_at: row.claimed_at.unwrap_or(row.updated_at) };
-        self.ledger.put_on_quarantine_view(&claim).await.map_err(|e| {
-            Metrics::incr(&m.ledger_errors);
-            error!(error = %e, "could not put a held claim on the quarantine view: retried");
-            Outcome::LedgerUnavailable(format!("the quarantine view write failed: {e}"))
-        })
+        self.put_on_view(&claim, m).await.map_err(Outcome::LedgerUnavailable)
     }
 
     /// The key already has a row. `None` means "send anyway" (shadow mode only).
