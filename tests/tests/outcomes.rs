@@ -116,7 +116,7 @@ async fn a_failing_bus_never_fails_a_send_and_is_counted() {
     assert_eq!(env.moto.sent_messages().await.len(), 1, "sent once");
     assert_eq!(bus.attempts(), 2, "one call and one retry of the failed entry");
     assert_eq!(emf[0]["OutcomePublishFailed"], 1, "{}", emf[0]);
-    assert_eq!(emf[0]["OutcomesPublished"], 0);
+    assert!(emf[0].get("OutcomesPublished").is_none(), "nothing published, nothing counted: {}", emf[0]);
     assert_eq!(emf[0]["NoticesSent"], 1);
 }
 
@@ -205,7 +205,7 @@ async fn the_bus_is_configured_through_the_environment_and_optional() {
     assert!(sink.is_none(), "no bus, no sink");
     let (failed, emf) = run(&quiet, batch(&env, &[job("sub_env_quiet", 0).to_string()]).await).await;
     assert!(failed.is_empty(), "{failed:?}");
-    assert_eq!(emf[0]["OutcomesPublished"], 0);
+    assert!(emf[0].get("OutcomesPublished").is_none(), "no bus, nothing counted: {}", emf[0]);
 
     std::env::set_var("NOTICE_OUTCOME_BUS", &observed.bus);
     let app = SenderApp::from_env().await.unwrap_or_else(|e| panic!("starts with a bus: {e}"));

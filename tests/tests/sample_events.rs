@@ -510,6 +510,13 @@ fn outcomes(file: &str, logs: &[Value]) -> BTreeMap<String, String> {
         let id = notice
             .and_then(|span| span["message_id"].as_str())
             .unwrap_or_else(|| panic!("{file}: no message_id in {log}"));
+        // The span carries no copy of the line's outcome, and a `replay_batch` only when there is one.
+        let span = notice.unwrap_or(&Value::Null);
+        assert!(span.get("outcome").is_none(), "{file}: the outcome repeated in the span: {log}");
+        assert!(
+            span.get("replay_batch").is_none_or(|b| b.as_str().is_some_and(|b| !b.is_empty())),
+            "{file}: an empty replay_batch printed: {log}"
+        );
         let outcome =
             log["fields"]["outcome"].as_str().unwrap_or_else(|| panic!("{file}: no outcome in {log}"));
         // The one line per message carries the provider's message id once sent, and only then.

@@ -291,7 +291,12 @@ fn publish(t: &Tally) {
     let doc = emf_document(
         &FUNCTION_NAME,
         Utc::now().timestamp_millis(),
-        metrics.iter().map(|(n, v)| (*n, "Count", json!(v))),
+        // As the sender's: a counter that counted nothing is left out (its name and definition
+        // would be log bytes on every invocation), except the pulse, `DeliveryStatusUpdates`.
+        metrics
+            .iter()
+            .filter(|(n, v)| *v > 0 || *n == "DeliveryStatusUpdates")
+            .map(|(n, v)| (*n, "Count", json!(v))),
     );
     println!("{doc}");
 }

@@ -113,17 +113,32 @@ impl crate::rate::RollupCounters for Metrics {
 impl MetricsSnapshot {
     /// One CloudWatch Embedded Metric Format document. `ClaimToCommitMs` carries every sample
     /// (EMF arrays), so the p99 alarm sees the real distribution.
+    ///
+    /// A counter with nothing to count in this invocation is left out, except [`ALWAYS_EMITTED`]:
+    /// every name in the document is paid for again as log bytes on every invocation (27 zeros and
+    /// their definitions were about 1.5 KB a batch, more than the batch's own log lines), and a
+    /// missing point is what CloudWatch sums as nothing. Every alarm in template.yaml treats
+    /// missing data as not breaching, and a statistic over a period with no point is no point, not
+    /// a zero that could hide a breach.
     pub fn to_emf(&self, function: &str, timestamp_ms: i64) -> Value {
         emf_document(
             function,
             timestamp_ms,
-            self.counters().into_iter().map(|(n, v)| (n, "Count", json!(v))).chain(
-                (!self.claim_to_commit_ms.is_empty())
-                    .then(|| ("ClaimToCommitMs", "Milliseconds", json!(self.claim_to_commit_ms))),
-            ),
+            self.counters()
+                .into_iter()
+                .filter(|(n, v)| *v > 0 || *n == ALWAYS_EMITTED)
+                .map(|(n, v)| (n, "Count", json!(v)))
+                .chain(
+                    (!self.claim_to_commit_ms.is_empty())
+                        .then(|| ("ClaimToCommitMs", "Milliseconds", json!(self.claim_to_commit_ms))),
+                ),
         )
     }
 }
+
+/// The one counter every invocation's document carries, zero or not: the function's pulse, so a
+/// dashboard shows an invocation that sent nothing as a zero rather than as a gap.
+pub const ALWAYS_EMITTED: &str = "NoticesSent";
 
 /// Name of the EMF property that ties a record to an operator replay (`noticectl replay`): a
 /// property, not a dimension, so batches cost no extra metrics and stay queryable in Logs Insights.
@@ -214,7 +229,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn drain_resets_and_emf_lists_every_metric() {
+    fn drain_resets_and_emf_lists_what_counted() {
         let m = Metrics::default();
         Metrics::incr(&m.claims_minted);
         Metrics::incr(&m.claims_minted);
@@ -226,7 +241,16 @@ mod tests {
         assert_eq!(emf["ClaimsMinted"], 2);
         assert_eq!(emf["ClaimToCommitMs"], json!([12.5]));
         let defs = emf["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap();
-        assert!(defs.iter().any(|d| d["Name"] == "DuplicatesSuppressed"));
+        let names: Vec<&str> = defs.iter().filter_map(|d| d["Name"].as_str()).collect();
+        // Only what counted, and the pulse; a zero counter is neither defined nor valued.
+        assert_eq!(names, ["ClaimsMinted", "NoticesSent", "ClaimToCommitMs"]);
+        assert_eq!(emf["NoticesSent"], 0);
+        assert!(emf.get("DuplicatesSuppressed").is_none());
+        let idle = MetricsSnapshot::default().to_emf("notice-sender", 1);
+        assert_eq!(
+            idle["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{"Name": "NoticesSent", "Unit": "Count"}])
+        );
         assert_eq!(emf["_aws"]["CloudWatchMetrics"][0]["Namespace"], NAMESPACE);
         assert!(emf.get(REPLAY_BATCH_PROPERTY).is_none());
         let batch = snap.to_emf_for_batch("notice-sender", 1, "b-42");

@@ -114,14 +114,19 @@ impl Worker<'_> {
         prefetched: Option<&crate::Prefetched>,
     ) -> Worked {
         let message = record.message;
+        // Every field of this span is printed on every line inside it: what the lines need and no
+        // more. The outcome is the `processed` line's own field (not repeated in the span), and a
+        // record outside a replay batch prints no `replay_batch` at all.
         let span = tracing::info_span!(
             "notice",
             message_id = %record.message_id,
             receive_count = record.receive_count,
-            replay_batch = message.replay_batch().unwrap_or(""),
+            replay_batch = tracing::field::Empty,
             notice_key = tracing::field::Empty,
-            outcome = tracing::field::Empty,
         );
+        if let Some(batch) = message.replay_batch().filter(|b| !b.is_empty()) {
+            span.record("replay_batch", batch);
+        }
         async move {
             let Some(judged) = judged else {
                 warn!("record has no body");
@@ -138,7 +143,6 @@ impl Worker<'_> {
             if let Some(key) = &delivery.key {
                 span.record("notice_key", key.as_str());
             }
-            span.record("outcome", delivery.outcome.label());
             let now = self.sender.now();
             let receive = Receive {
                 key: delivery.key.as_ref(),
