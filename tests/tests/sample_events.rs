@@ -510,6 +510,11 @@ fn outcomes(file: &str, logs: &[Value]) -> BTreeMap<String, String> {
         let id = notice
             .and_then(|span| span["message_id"].as_str())
             .unwrap_or_else(|| panic!("{file}: no message_id in {log}"));
+        // The invocation's span: its request id, and not the trace id the runtime was handed.
+        let invoke = log["spans"].as_array().and_then(|spans| spans.first()).unwrap_or(&Value::Null);
+        assert_eq!(invoke["name"], "invoke", "{file}: {log}");
+        assert!(invoke["requestId"].as_str().is_some_and(|r| !r.is_empty()), "{file}: {log}");
+        assert!(invoke.get("xrayTraceId").is_none(), "{file}: the trace id printed on a line: {log}");
         // The span carries no copy of the line's outcome, and a `replay_batch` only when there is one.
         let span = notice.unwrap_or(&Value::Null);
         assert!(span.get("outcome").is_none(), "{file}: the outcome repeated in the span: {log}");

@@ -1,6 +1,7 @@
 //! Lambda entry point: logs, configuration once per cold start, then the handler.
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use lambda_runtime::{service_fn, Error, LambdaEvent, Runtime};
+use notice_setup::logs::InvokeSpan;
 
 // One thread, as the other functions: one request at a time per instance, waiting on the ledger
 // and the queue, not on CPU.
@@ -16,5 +17,8 @@ async fn main() -> Result<(), Error> {
         }
     };
     let app = &app;
-    run(service_fn(move |event: LambdaEvent<_>| notice_intake::http::handle(app, event))).await
+    Runtime::new(service_fn(move |event: LambdaEvent<_>| notice_intake::http::handle(app, event)))
+        .layer(InvokeSpan)
+        .run()
+        .await
 }

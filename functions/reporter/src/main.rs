@@ -1,6 +1,7 @@
 //! Lambda entry point for the reporter.
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use lambda_runtime::{service_fn, Error, LambdaEvent, Runtime};
+use notice_setup::logs::InvokeSpan;
 
 // One thread: a Lambda at 128 MB gets a small fraction of one vCPU, and the handler is one
 // future anyway (records run concurrently inside it, not in parallel). The multi-thread
@@ -14,5 +15,8 @@ async fn main() -> Result<(), Error> {
         e
     })?;
     let app = &app;
-    run(service_fn(move |event: LambdaEvent<serde_json::Value>| notice_reporter::handle(app, event))).await
+    Runtime::new(service_fn(move |event: LambdaEvent<serde_json::Value>| notice_reporter::handle(app, event)))
+        .layer(InvokeSpan)
+        .run()
+        .await
 }

@@ -1,6 +1,7 @@
 //! Lambda entry point: logs, configuration once per cold start, then the handler.
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use lambda_runtime::{service_fn, Error, LambdaEvent, Runtime};
+use notice_setup::logs::InvokeSpan;
 
 // One thread: a Lambda at 128 MB gets a small fraction of one vCPU, and the handler is one
 // future anyway (records run concurrently inside it, not in parallel). The multi-thread
@@ -18,5 +19,8 @@ async fn main() -> Result<(), Error> {
         }
     };
     let app = &app;
-    run(service_fn(move |event: LambdaEvent<_>| notice_sender::handle(app, event))).await
+    Runtime::new(service_fn(move |event: LambdaEvent<_>| notice_sender::handle(app, event)))
+        .layer(InvokeSpan)
+        .run()
+        .await
 }

@@ -52,7 +52,12 @@ async fn a_million_an_hour_for_ten_minutes_sends_each_once_and_its_counts_are_pi
     // Claims are made off the quarantine view, as the sender Lambda makes them: no index entry is
     // written with a claim nor removed with its commit, so no index shard throttles a base write
     // (were 332 092 calls).
-    assert_eq!(counts, (333_385, 83_194, 141_512, 0, 12_335, 332_060), "{r:#?}");
+    // A first delivery is left to its claim, unread: no `BatchGetItem` for a batch of them (were
+    // 332 060 calls, 12 335 invocations and no notice over 5 minutes late). 5 of the 83 194 due
+    // are now sent more than 5 minutes after their window opened (p99 lateness 167 s either way;
+    // seed 2: 2 late, was 0; seed 3: 0). Why is not established; the first suspect is the bucket
+    // writes, which a batch now reaches sooner (more refused for contention).
+    assert_eq!(counts, (333_385, 83_194, 141_512, 5, 12_336, 325_705), "{r:#?}");
     // The ledger's write units: a claim and a commit per sent notice, plus the batches' bucket
     // writes and the parked and missed rows; no index write (were 2 more per sent notice).
     let per_sent = r.dynamodb.write_units / r.sent_once as f64;

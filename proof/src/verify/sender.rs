@@ -68,19 +68,33 @@ pub(super) struct Notice {
 /// A message body of the world: (notice, a withdraw message of it).
 pub(super) type Body = (u8, bool);
 
-/// The batch a record was received in: the other record's body (`None`: a batch of one) and the
-/// answers the batch's prefetch got so far.
+/// The batch a record was received in: the other record's body (`None`: a batch of one), whether
+/// that record's message was received before, and the answers the batch's prefetch got so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct BatchCtx {
     pub(super) mate: Option<Body>,
+    pub(super) mate_again: bool,
     pub(super) answers: Answers,
 }
 
-/// (sender variant, notice, a withdraw message of it, the job's clock, its answers so far, its batch)
-type MemoKey = (u8, u8, bool, Phase, Answers, Option<BatchCtx>);
+/// A record as the queue hands it over: its body, and whether its message was received before
+/// (then `ApproximateReceiveCount` 2, else 1: what decides whether the worker reads it first).
+type Received = (Body, bool);
 
-/// (sender variant, the batch's bodies in order, its clock, the prefetch's answers)
-type PrefetchKey = (u8, [Option<Body>; MAX_BATCH], Phase, Answers);
+/// (sender variant, the record, the job's clock, its answers so far, its batch)
+type MemoKey = (u8, Received, Phase, Answers, Option<BatchCtx>);
+
+/// (sender variant, the batch's records in order, its clock, the prefetch's answers)
+type PrefetchKey = (u8, [Option<Received>; MAX_BATCH], Phase, Answers);
+
+/// The receive count a record is handed over with.
+fn receive_count(again: bool) -> u32 {
+    if again {
+        2
+    } else {
+        1
+    }
+}
 
 /// The real sender, its inputs, and every history it has been run on.
 pub(super) struct Core {
@@ -274,22 +288,23 @@ impl Core {
         Ok(id)
     }
 
-    /// The next step of a job of `notice`, received at `now` by sender `variant`, whose port calls
-    /// got `answers` so far — in `batch`, when it came in one: then the batch's prefetch first.
+    /// The next step of a job of `body` (received before when `again`), received at `now` by
+    /// sender `variant`, whose port calls got `answers` so far — in `batch`, when it came in one:
+    /// then the batch's prefetch first.
     pub(super) fn step(
         &mut self,
         variant: u8,
-        notice: u8,
-        withdraw: bool,
+        body: Body,
+        again: bool,
         now: Phase,
         answers: Answers,
         batch: Option<BatchCtx>,
     ) -> Result<Step, VerifyError> {
-        let memo_key = (variant, notice, withdraw, now, answers, batch);
+        let memo_key = (variant, (body, again), now, answers, batch);
         if let Some(step) = self.memo.get(&memo_key) {
             return Ok(*step);
         }
-        let step = self.run(variant, notice, withdraw, now, answers, batch)?;
+        let step = self.run(variant, (body, again), now, answers, batch)?;
         self.memo.insert(memo_key, step);
         Ok(step)
     }
@@ -299,15 +314,15 @@ impl Core {
     fn run(
         &mut self,
         variant: u8,
-        notice: u8,
-        withdraw: bool,
+        record: Received,
         now: Phase,
         answers: Answers,
         batch: Option<BatchCtx>,
     ) -> Result<Step, VerifyError> {
+        let ((notice, withdraw), again) = record;
         let prefetched = match batch {
             None => None,
-            Some(batch) => match self.prefetch(variant, (notice, withdraw), batch, now)? {
+            Some(batch) => match self.prefetch(variant, record, batch, now)? {
                 Ok(prefetched) => prefetched,
                 Err(_) if !answers.is_empty() => {
                     return Err(VerifyError::Unexpected(
@@ -326,7 +341,7 @@ impl Core {
             let record = Record {
                 message: &message,
                 message_id: "",
-                receive_count: 1,
+                receive_count: receive_count(again),
                 jitter: 0.0,
                 metrics: sender.metrics(),
             };
@@ -378,11 +393,11 @@ impl Core {
     fn prefetch(
         &mut self,
         variant: u8,
-        record: Body,
+        record: Received,
         batch: BatchCtx,
         now: Phase,
     ) -> Result<Result<Option<Arc<Prefetched>>, Step>, VerifyError> {
-        let mut bodies = [Some(record), batch.mate];
+        let mut bodies = [Some(record), batch.mate.map(|mate| (mate, batch.mate_again))];
         bodies.sort();
         let memo_key = (variant, bodies, now, batch.answers);
         if let Some(done) = self.prefetched.get(&memo_key) {
@@ -390,8 +405,8 @@ impl Core {
         }
         let sender = Arc::clone(self.sender(variant)?);
         let mut messages = Vec::with_capacity(MAX_BATCH);
-        for &body in bodies.iter().flatten() {
-            messages.push(ModelMessage { body: self.body(body)?, received_at: now.at() });
+        for &(body, again) in bodies.iter().flatten() {
+            messages.push((ModelMessage { body: self.body(body)?, received_at: now.at() }, again));
         }
         self.clock.set(now);
         *lock(&self.script) = Script { answers: batch.answers.to_vec(), ..Script::default() };
@@ -399,10 +414,16 @@ impl Core {
             let metrics = sender.metrics();
             let records: Vec<Record<'_>> = messages
                 .iter()
-                .map(|message| Record { message, message_id: "", receive_count: 1, jitter: 0.0, metrics })
+                .map(|(message, again)| Record {
+                    message,
+                    message_id: "",
+                    receive_count: receive_count(*again),
+                    jitter: 0.0,
+                    metrics,
+                })
                 .collect();
             let worker = model_worker(&sender);
-            worker.prefetch(&worker.admit(&records)).await
+            worker.prefetch(&records, &worker.admit(&records)).await
         });
         let polled = {
             let _runtime = self.runtime.enter();
@@ -433,7 +454,7 @@ impl Core {
             (Poll::Pending, Some(Call::Token(seeds))) => {
                 // The gate is asked by domain and shard seed: the batch's keys, by their seeds.
                 let mut candidates = Vec::with_capacity(MAX_BATCH);
-                for &(notice, _) in bodies.iter().flatten() {
+                for &((notice, _), _) in bodies.iter().flatten() {
                     candidates.push(self.sender(variant)?.key(&self.notice(notice)?.job));
                 }
                 let keys = self.batch_keys(seeds.into_iter().map(|seed| {

@@ -191,8 +191,9 @@ fn every_mutant_is_listed_and_runs_only_where_it_can_be_told_apart() {
 
 #[test]
 fn a_batch_reads_once_and_its_records_claim_without_reading() {
-    // Two copies of A in one batch: the real prefetch reads A's row once and takes one token for
-    // it; then each record, delivered with the prefetch, goes straight to its conditional claim.
+    // Two redelivered copies of A in one batch: the real prefetch reads A's row once and takes one
+    // token for it; then each record, delivered with the prefetch, goes straight to its
+    // conditional claim.
     let mut model = Model::new(batched(), Rules::real()).unwrap();
     let core = &mut model.core;
     let a = core.key_of(0, 0).unwrap();
@@ -201,10 +202,10 @@ fn a_batch_reads_once_and_its_records_claim_without_reading() {
         for x in answers {
             all = all.with(*x).unwrap();
         }
-        Some(BatchCtx { mate: Some((0, false)), answers: all })
+        Some(BatchCtx { mate: Some((0, false)), mate_again: true, answers: all })
     };
     let step = |core: &mut super::sender::Core, prefetch: &[Answer]| {
-        core.step(0, 0, false, Phase::Open, Answers::default(), batch(prefetch)).unwrap()
+        core.step(0, (0, false), true, Phase::Open, Answers::default(), batch(prefetch)).unwrap()
     };
     assert_eq!(step(core, &[]), Step::BatchRead { keys: [Some(a), None] });
     assert_eq!(step(core, &[Answer::Free]), Step::BatchToken { keys: [Some(a), None] });
@@ -222,7 +223,7 @@ fn a_batch_reads_once_and_its_records_claim_without_reading() {
     assert_eq!(step(core, &[held(false)]), Step::List { key: a });
     let after = |core: &mut super::sender::Core, young, answer| {
         let answers = Answers::default().with(answer).unwrap();
-        core.step(0, 0, false, Phase::Open, answers, batch(&[held(young)])).unwrap()
+        core.step(0, (0, false), true, Phase::Open, answers, batch(&[held(young)])).unwrap()
     };
     assert!(matches!(after(core, false, Answer::Written), Step::Done { outcome: "suppressed", .. }));
     assert!(matches!(after(core, true, Answer::Written), Step::Done { outcome: "in_flight", .. }));
@@ -233,8 +234,39 @@ fn a_batch_reads_once_and_its_records_claim_without_reading() {
     // The batch take failed: each record takes its own token.
     assert_eq!(step(core, &[Answer::Free, Answer::GateFailed]), Step::Token { key: a });
     // Before the window the prefetch reads nothing: the record is deferred.
-    let early = core.step(0, 0, false, Phase::Early, Answers::default(), batch(&[])).unwrap();
+    let early = core.step(0, (0, false), true, Phase::Early, Answers::default(), batch(&[])).unwrap();
     assert!(matches!(early, Step::Done { outcome: "deferred", .. }), "{early:?}");
+}
+
+#[test]
+fn a_batch_of_first_deliveries_reads_nothing_and_its_claim_decides() {
+    let mut model = Model::new(batched(), Rules::real()).unwrap();
+    let core = &mut model.core;
+    let a = core.key_of(0, 0).unwrap();
+    let ctx = |mate_again, answers: &[Answer]| {
+        let mut all = Answers::default();
+        for x in answers {
+            all = all.with(*x).unwrap();
+        }
+        Some(BatchCtx { mate: Some((0, false)), mate_again, answers: all })
+    };
+    // Both first deliveries: no read, the token take straight away, then the claim.
+    let first = |core: &mut super::sender::Core, prefetch: &[Answer], own: &[Answer]| {
+        let mut answers = Answers::default();
+        for x in own {
+            answers = answers.with(*x).unwrap();
+        }
+        core.step(0, (0, false), false, Phase::Open, answers, ctx(false, prefetch)).unwrap()
+    };
+    assert_eq!(first(core, &[], &[]), Step::BatchToken { keys: [Some(a), None] });
+    assert_eq!(first(core, &[Answer::Admitted], &[]), Step::Claim { key: a, alias: None, listed: false });
+    // The key turns out decided: the claim's refusal is the duplicate's answer.
+    let sent = Answer::Held { state: notice_ledger::ledger::RowState::Sent, digest: Some(0), young: false };
+    let refused = first(core, &[Answer::Admitted], &[sent]);
+    assert!(matches!(refused, Step::Done { outcome: "suppressed", .. }), "{refused:?}");
+    // One of the two was received before: the key is read first, as for a redelivery alone.
+    let mixed = core.step(0, (0, false), false, Phase::Open, Answers::default(), ctx(true, &[])).unwrap();
+    assert_eq!(mixed, Step::BatchRead { keys: [Some(a), None] });
 }
 
 #[test]
@@ -418,9 +450,11 @@ fn every_answer_survives_its_byte() {
     }
     // The state stays small: every world's frontier holds full states.
     // (217 B: a job's answers have a sixth byte, for the placement read while the secret rotates;
-    // 232 B: a seventh, for putting a held claim on the quarantine view, and a row's `listed`.)
+    // 232 B: a seventh, for putting a held claim on the quarantine view, and a row's `listed`;
+    // 237 B: whether a job's record and its batch mate were received before, which decides
+    // whether the sender reads them first.)
     assert!(
-        std::mem::size_of::<super::model::State>() <= 232,
+        std::mem::size_of::<super::model::State>() <= 237,
         "{}",
         std::mem::size_of::<super::model::State>()
     );

@@ -57,7 +57,9 @@ pub mod text;
 pub mod worker;
 
 pub use admission::{Admitted, Judgement, Notices, Refused};
-pub use deliver::{DeliverContext, Delivery, Input, Mode, NoticeSender, Outcome, Prefetched, SendBudget};
+pub use deliver::{
+    Dedupe, DeliverContext, Delivery, Input, Mode, NoticeSender, Outcome, Prefetched, SendBudget,
+};
 pub use error::{ConfigError, DependencyError, Fault, InvalidJob, LedgerError, UNNAMED_LEDGER};
 pub use identity::{Identity, Kind, NoticeKey, NoticeSecret};
 pub use job::Job;

@@ -27,7 +27,7 @@ use futures::StreamExt;
 use tracing::{info, warn, Instrument};
 
 use crate::admission::{Admitted, Judgement};
-use crate::deliver::{DeliverContext, Delivery, NoticeSender, Outcome};
+use crate::deliver::{Dedupe, DeliverContext, Delivery, NoticeSender, Outcome};
 use crate::job::Message;
 use crate::metrics::Metrics;
 use crate::outcomes::{published_as, OutcomeEvent};
@@ -81,7 +81,7 @@ impl Worker<'_> {
     /// Works a batch: every record's result, in the records' order.
     pub async fn work(&self, records: &[Record<'_>]) -> Vec<Worked> {
         let admissions = self.admit(records);
-        let prefetched = self.prefetch(&admissions).await;
+        let prefetched = self.prefetch(records, &admissions).await;
         futures::stream::iter(records.iter().zip(&admissions.judged))
             .map(|(record, judged)| self.record(record, judged.as_ref(), prefetched.as_ref()))
             .buffered(self.concurrency.max(1))
@@ -101,8 +101,18 @@ impl Worker<'_> {
 
     /// The second stage: one dedupe read and one token take for the whole batch instead of one
     /// per record (`None`: no read to share, or it failed — each record then reads its own row).
-    pub async fn prefetch(&self, admissions: &Admissions) -> Option<crate::Prefetched> {
-        self.sender.prefetch_admitted(admissions.judged.iter().flatten(), admissions.at).await
+    /// Only the rows of records received before or replayed are read ([`Dedupe::for_record`]);
+    /// a first delivery's claim decides.
+    pub async fn prefetch(
+        &self,
+        records: &[Record<'_>],
+        admissions: &Admissions,
+    ) -> Option<crate::Prefetched> {
+        let judged = records.iter().zip(&admissions.judged).filter_map(|(record, judged)| {
+            let dedupe = Dedupe::for_record(record.receive_count, record.message.replay_batch());
+            judged.as_ref().map(|j| (j, dedupe))
+        });
+        self.sender.prefetch_admitted(judged, admissions.at).await
     }
 
     /// The third stage, one record in a span of its own: deliver, carry out the queue action, the

@@ -26,7 +26,12 @@ impl Model {
             info.notice == notice
                 && matches!(
                     q,
-                    Msg::Visible | Msg::InFlight(_) | Msg::Orphan | Msg::Parked(_) | Msg::HiddenLong
+                    Msg::Visible
+                        | Msg::Returned
+                        | Msg::InFlight(_)
+                        | Msg::Orphan
+                        | Msg::Parked(_)
+                        | Msg::HiddenLong
                 )
         });
         let of_notice = |slot: u8| self.slots.get(usize::from(slot)).is_some_and(|i| i.notice == notice);

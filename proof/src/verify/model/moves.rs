@@ -79,13 +79,14 @@ impl Model {
         let idle = (0..usize::from(self.bounds.workers)).find(|&w| s.workers[w].is_none());
         for i in 0..n_slots {
             match s.queue[i] {
-                Msg::Visible => {
+                Msg::Visible | Msg::Returned => {
                     if let Some(w) = idle {
                         self.receive(out, s, w, i, None)?;
                         // With the batch path, the same receive may bring any other visible message
                         // along, the two records run in either order after the batch's prefetch.
                         if usize::from(self.bounds.batch) >= MAX_BATCH {
-                            for j in (0..n_slots).filter(|&j| j != i && s.queue[j] == Msg::Visible) {
+                            let visible = |q: Msg| matches!(q, Msg::Visible | Msg::Returned);
+                            for j in (0..n_slots).filter(|&j| j != i && visible(s.queue[j])) {
                                 // A mutant's per-delivery keys give each message its own sender:
                                 // a batch is one sender's.
                                 if self.slots[j].variant == self.slots[i].variant {
@@ -98,14 +99,19 @@ impl Model {
                 Msg::InFlight(_) if !self.bounds.in_flight_redelivery => {}
                 Msg::InFlight(_) | Msg::Orphan => {
                     let mut n = s.clone();
-                    n.queue[i] = Msg::Visible;
+                    n.queue[i] = self.visible_again();
                     self.push(out, s, Label::Expire { slot: i as u8 }, n, None, false);
                 }
                 // A schedule fires when the window may be open (a park's wake-up is never before
                 // it); the model's coarse clock has nothing finer.
                 Msg::Parked(_) | Msg::HiddenLong if s.phase != Phase::Early => {
                     let mut n = s.clone();
-                    n.queue[i] = Msg::Visible;
+                    // A schedule sends a new message; a hidden one is the same message again.
+                    n.queue[i] = if matches!(s.queue[i], Msg::Parked(_)) {
+                        Msg::Visible
+                    } else {
+                        self.visible_again()
+                    };
                     self.push(out, s, Label::Wake { slot: i as u8 }, n, None, false);
                 }
                 Msg::Parked(_) | Msg::HiddenLong => {}
@@ -131,8 +137,13 @@ impl Model {
         let Some(job) = s.workers[w] else { return Ok(()) };
         let info = self.slot(job.slot)?;
         let withdraw = info.role == Role::Withdraw;
-        let batch = job.batch.map(|b| BatchCtx { mate: b.mate.map(Batch::body), answers: b.answers });
-        let step = self.core.step(job.variant, info.notice, withdraw, job.now, job.answers, batch)?;
+        let batch = job.batch.map(|b| BatchCtx {
+            mate: b.mate.map(Batch::body),
+            mate_again: b.mate_again,
+            answers: b.answers,
+        });
+        let step =
+            self.core.step(job.variant, (info.notice, withdraw), job.again, job.now, job.answers, batch)?;
         // A crash between any two steps: the job is gone, its message (and its batch's record
         // still to run) comes back by visibility.
         let mut n = s.clone();

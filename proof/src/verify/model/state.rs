@@ -16,6 +16,10 @@ pub(super) enum Msg {
     /// Not enqueued (yet).
     Pending,
     Visible,
+    /// Visible again after a receive (its visibility expired, or it was hidden and came back):
+    /// its next receive is a redelivery (`ApproximateReceiveCount` > 1), which the sender reads
+    /// before taking a token. A parked job fires as a new message: [`Msg::Visible`].
+    Returned,
     /// Received by this worker, whose job holds the current receipt.
     InFlight(u8),
     /// Received by a worker that crashed: back when the visibility timeout expires.
@@ -73,6 +77,8 @@ pub(super) struct Job {
     pub(super) now: Phase,
     pub(super) token: Option<u8>,
     pub(super) answers: Answers,
+    /// Its message was received before ([`Msg::Returned`]): a redelivery, read first.
+    pub(super) again: bool,
     /// The queue already deleted its message (ack-before-commit mutant).
     pub(super) acked: bool,
     /// Whether the ledger had already decided the key (a claim would be refused) when this job
@@ -93,6 +99,8 @@ pub(super) struct Batch {
     /// The body of the batch's other record ([`Batch::body_code`]), one of the bodies the
     /// prefetch reads for (`None`: a batch of one).
     pub(super) mate: Option<u8>,
+    /// The other record's message was received before (a redelivery, read first).
+    pub(super) mate_again: bool,
     /// The prefetch's port calls' answers so far: the read's (one a key, or one failure), then
     /// the token take's (one a key, or one failure).
     pub(super) answers: Answers,
@@ -202,6 +210,7 @@ fn msg(q: Msg) -> u64 {
     let (tag, worker) = match q {
         Msg::Pending => (0, 0),
         Msg::Visible => (1, 0),
+        Msg::Returned => (1, 1),
         Msg::InFlight(w) => (2, w),
         Msg::Orphan => (3, 0),
         Msg::Gone => (4, 0),
@@ -227,12 +236,20 @@ fn packed_job(j: Job) -> [u64; 2] {
         | u64::from(j.variant & 0x3f) << 3
         | u64::from(j.batch.is_some()) << 2
         | u64::from(j.read_decided.map_or(2, u8::from));
-    [fields << 34 | packed_answers(j.answers, 0..2), packed_answers(j.answers, 2..MAX_CALLS)]
+    // Five answers take 40 bits of the second word: `again` at its top.
+    [
+        fields << 34 | packed_answers(j.answers, 0..2),
+        packed_answers(j.answers, 2..MAX_CALLS) | u64::from(j.again) << 63,
+    ]
 }
 
 /// A job's batch in three words: its fields, then its prefetch's answers.
 fn packed_batch(b: Batch) -> [u64; 3] {
-    let fields = opt(b.next) << 34 | opt(b.mate) << 16 | u64::from(b.read) << 8 | u64::from(b.decided);
+    let fields = u64::from(b.mate_again) << 50
+        | opt(b.next) << 34
+        | opt(b.mate) << 16
+        | u64::from(b.read) << 8
+        | u64::from(b.decided);
     [fields, packed_answers(b.answers, 0..2), packed_answers(b.answers, 2..MAX_CALLS)]
 }
 

@@ -15,6 +15,7 @@ impl Model {
                 let kind = match s.queue[i] {
                     Msg::Pending => 0usize,
                     Msg::Visible => 1,
+                    Msg::Returned => 6,
                     Msg::InFlight(_) => 2,
                     Msg::Orphan => 3,
                     Msg::Gone => 4,

@@ -21,11 +21,37 @@ fn claimable(row: &LedgerRow) -> bool {
     permits(Some(row), Write::Claim { token: &nobody }) != Verdict::Refuse
 }
 
+/// Whether a record's row is read before its token, or its conditional claim alone decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dedupe {
+    /// A first delivery from a producer: almost always a notice the ledger has never seen, so a
+    /// read would only confirm "no row" at the price of a read unit on every notice. Its claim
+    /// decides; a duplicate among them costs its refused conditional write and a token spent
+    /// without a send (never one too many), as when two workers both read "free".
+    ClaimDecides,
+    /// A message the queue handed out before, or an operator's replay: likely a notice already
+    /// decided, so its row is read first and a decided key takes no token.
+    ReadFirst,
+}
+
+impl Dedupe {
+    /// The one rule: a record received before (`receive_count` > 1) or carrying a replay batch is
+    /// read first; any other record's claim decides.
+    pub fn for_record(receive_count: u32, replay_batch: Option<&str>) -> Self {
+        if receive_count > 1 || replay_batch.is_some_and(|b| !b.is_empty()) {
+            Dedupe::ReadFirst
+        } else {
+            Dedupe::ClaimDecides
+        }
+    }
+}
+
 /// The dedupe reads of a batch's records, made in one call ([`NoticeSender::prefetch`]) instead of
 /// one per record. A key it holds is answered from here; any other key is read as usual.
 #[derive(Debug, Default)]
 pub struct Prefetched {
-    /// Every key read, with its row (`None`: no row).
+    /// Every key answered, with its row: read (`None`: no row), or left to its claim
+    /// ([`Dedupe::ClaimDecides`]: `None`, as a read made before another worker's claim answers).
     rows: HashMap<NoticeKey, Option<LedgerRow>>,
     /// Tokens taken for the batch, one per key the ledger would let claim.
     admissions: HashMap<NoticeKey, Admission>,
@@ -72,30 +98,35 @@ impl NoticeSender {
         self.rate_gate.as_ref()?;
         let notices = self.notices();
         let judged: Vec<Judgement> = bodies.iter().map(|body| notices.admit(body, now)).collect();
-        self.prefetch_admitted(&judged, now).await
+        self.prefetch_admitted(judged.iter().map(|j| (j, Dedupe::ReadFirst)), now).await
     }
 
     /// [`NoticeSender::prefetch`] of a batch already admitted ([`NoticeSender::admit`]): what the
-    /// sender Lambda does, each record admitted once for this and for its delivery.
+    /// sender Lambda does, each record admitted once for this and for its delivery. Only the keys
+    /// of records to [`Dedupe::ReadFirst`] are read (no call when there is none); a key a record
+    /// of each kind brings is read. While the key secret rotates every key is read: where a
+    /// notice lives is found from the rows.
     pub async fn prefetch_admitted<'j>(
         &self,
-        judged: impl IntoIterator<Item = &'j Judgement>,
+        judged: impl IntoIterator<Item = (&'j Judgement, Dedupe)>,
         now: DateTime<Utc>,
     ) -> Option<Prefetched> {
         let gate = self.rate_gate.as_ref()?;
-        let mut jobs: Vec<(NoticeKey, &Job)> = judged
+        let rotating = self.keys.rotating();
+        let mut jobs: Vec<(NoticeKey, &Job, Dedupe)> = judged
             .into_iter()
-            .filter_map(|judgement| match judgement {
+            .filter_map(|(judgement, dedupe)| match judgement {
                 // Only jobs in their window take a token; withdraws take none, and a refused
                 // message is reported per record.
                 Ok(Admitted::Send(admitted)) if matches!(admitted.window, WindowDecision::Send { .. }) => {
-                    Some(&admitted.job)
+                    Some((&admitted.job, if rotating { Dedupe::ReadFirst } else { dedupe }))
                 }
                 _ => None,
             })
-            .map(|job| (self.keys.key(&job.identity), job))
+            .map(|(job, dedupe)| (self.keys.key(&job.identity), job, dedupe))
             .collect();
-        jobs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // One entry a key, reading it when any of its records asks for a read.
+        jobs.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)));
         jobs.dedup_by(|a, b| a.0 == b.0);
         if jobs.is_empty() {
             return None;
@@ -103,40 +134,47 @@ impl NoticeSender {
         // While a rotation is in progress a notice may live under an older version's key: read
         // those too, in the same call, and take the token for the key it lives at.
         let mut keys: Vec<NoticeKey> = Vec::with_capacity(jobs.len());
-        for (key, job) in &jobs {
+        for (key, job, _) in jobs.iter().filter(|(_, _, dedupe)| *dedupe == Dedupe::ReadFirst) {
             keys.push(key.clone());
             keys.extend(self.keys.older_keys(&job.identity));
         }
-        let found = match self.ledger.get_many(&keys).await {
-            Ok(found) => found,
-            Err(e) => {
-                warn!(error = %e, "batch ledger read failed: each record reads its own row");
-                return None;
+        let found = if keys.is_empty() {
+            Vec::new()
+        } else {
+            match self.ledger.get_many(&keys).await {
+                Ok(found) => found,
+                Err(e) => {
+                    warn!(error = %e, "batch ledger read failed: each record reads its own row");
+                    return None;
+                }
             }
         };
-        let mut rows: HashMap<NoticeKey, Option<LedgerRow>> = keys.into_iter().map(|k| (k, None)).collect();
+        // Keys left to their claim answer "no row", as a read made just before another worker's
+        // claim would: the claim's conditional write is what refuses a decided key.
+        let mut rows: HashMap<NoticeKey, Option<LedgerRow>> =
+            keys.into_iter().chain(jobs.iter().map(|(key, _, _)| key.clone())).map(|k| (k, None)).collect();
         for row in found {
             rows.insert(row.key.clone(), Some(row));
         }
-        if self.keys.rotating() {
-            for (key, job) in jobs.iter_mut() {
+        if rotating {
+            for (key, job, _) in jobs.iter_mut() {
                 *key = Placement::of(&self.keys, &job.identity, |k| rows.get(k).cloned().flatten()).key;
             }
         }
         // Tokens for the keys that would claim (in shadow mode every key sends, so every key).
-        let wanting: Vec<&(NoticeKey, &Job)> = jobs
+        let wanting: Vec<&(NoticeKey, &Job, Dedupe)> = jobs
             .iter()
-            .filter(|(key, _)| {
+            .filter(|(key, _, _)| {
                 let row = rows.get(key).and_then(|r| r.as_ref());
                 self.mode == Mode::Shadow || row.is_none_or(claimable)
             })
             .collect();
         let requests: Vec<TokenRequest> = wanting
             .iter()
-            .map(|(key, job)| TokenRequest { domain: job.recipient_domain(), shard_seed: key.seed(1) })
+            .map(|(key, job, _)| TokenRequest { domain: job.recipient_domain(), shard_seed: key.seed(1) })
             .collect();
         let admissions = match gate.admit_batch(&requests, now).await {
-            Ok(answers) => wanting.iter().map(|(key, _)| key.clone()).zip(answers).collect(),
+            Ok(answers) => wanting.iter().map(|(key, _, _)| key.clone()).zip(answers).collect(),
             Err(e) => {
                 warn!(error = %e, "batch token take failed: each record takes its own");
                 HashMap::new()

@@ -48,7 +48,7 @@ mod place;
 mod send;
 mod withdraw;
 
-pub use batch::Prefetched;
+pub use batch::{Dedupe, Prefetched};
 pub use outcome::{Delivery, Mode, Outcome, SendBudget};
 pub use place::{locate, Placement};
 

@@ -7,7 +7,7 @@ use notice_ledger::ledger::RowState;
 use crate::verify::args::Faults;
 use crate::verify::error::VerifyError;
 use crate::verify::model::rules::{Model, Probe};
-use crate::verify::model::state::{bit, broken, Invariant, Job, Label, Row, State, Succ};
+use crate::verify::model::state::{bit, broken, Batch, Invariant, Job, Label, Row, State, Succ};
 use crate::verify::world::{Answer, Step, MAX_BATCH};
 
 impl Model {
@@ -99,6 +99,41 @@ impl Model {
         ages.iter().map(|&young| Answer::Held { state: RowState::Claimed, digest: r.notice, young }).collect()
     }
 
+    /// Whether `key` counts as decided when `job` (or its batch) takes a token for it: as the
+    /// job's own read or its batch's read found it; `false` when only a first delivery of the
+    /// batch brought it and nobody read it (its claim decides: a token spent on it is one the
+    /// claim may waste, never one too many); with no read, as the ledger stands now.
+    pub(super) fn decided_before_token(&self, s: &State, job: Job, key: u8) -> Result<bool, VerifyError> {
+        if let Some(d) = job.read_decided.or_else(|| job.batch.and_then(|b| b.decided_at_read(key))) {
+            return Ok(d);
+        }
+        if self.first_delivery_keys(job)? & bit(key) != 0 {
+            return Ok(false);
+        }
+        let t = self.fresh_token(s)?;
+        Ok(self.verdict(key, s.rows[usize::from(key)], Probe::Read(t))? == Verdict::Refuse)
+    }
+
+    /// The keys of the batch's records that are first deliveries, less any key a redelivered
+    /// record of the batch also brings: the keys the sender may leave to their claims unread.
+    fn first_delivery_keys(&self, job: Job) -> Result<u8, VerifyError> {
+        let Some(batch) = job.batch else { return Ok(0) };
+        let of_notice = |notice: u8| {
+            self.slots.iter().filter(|i| i.notice == notice).fold(0u8, |keys, i| keys | bit(i.key))
+        };
+        let own = of_notice(self.slot(job.slot)?.notice);
+        let mate = batch.mate.map_or(0, |code| of_notice(Batch::body(code).0));
+        let (mut first, mut again) = (0u8, 0u8);
+        for (keys, was_again) in [(own, job.again), (mate, batch.mate_again)] {
+            if was_again {
+                again |= keys;
+            } else {
+                first |= keys;
+            }
+        }
+        Ok(first & !again)
+    }
+
     /// The batch's one token take, for the keys its read found claimable: each granted or
     /// limited, or the whole take failing (with or without its tokens spent).
     pub(super) fn batch_token(
@@ -112,17 +147,9 @@ impl Model {
     ) -> Result<(), VerifyError> {
         let batch =
             job.batch.ok_or_else(|| VerifyError::Unexpected("a batch take outside a batch".into()))?;
-        // Each key's: decided when the batch read it (or, with no read, now).
         let mut decided = Vec::with_capacity(MAX_BATCH);
         for key in keys.iter().flatten().copied() {
-            let d = match batch.decided_at_read(key) {
-                Some(d) => d,
-                None => {
-                    let t = self.fresh_token(s)?;
-                    self.verdict(key, s.rows[usize::from(key)], Probe::Read(t))? == Verdict::Refuse
-                }
-            };
-            decided.push((key, d));
+            decided.push((key, self.decided_before_token(s, job, key)?));
         }
         // (the answers, the keys whose token was spent)
         let mut branches: Vec<(Vec<Answer>, Vec<u8>)> = vec![(Vec::new(), Vec::new())];

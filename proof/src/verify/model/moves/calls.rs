@@ -103,16 +103,7 @@ impl Model {
         step: Step,
         key: u8,
     ) -> Result<(), VerifyError> {
-        // Decided when the job read it (itself, or its batch's read answered it), or,
-        // with no read, now.
-        let read = job.read_decided.or_else(|| job.batch.and_then(|b| b.decided_at_read(key)));
-        let decided = match read {
-            Some(d) => d,
-            None => {
-                let t = self.fresh_token(s)?;
-                self.verdict(key, s.rows[usize::from(key)], Probe::Read(t))? == Verdict::Refuse
-            }
-        };
+        let decided = self.decided_before_token(s, job, key)?;
         // (answer, whether a token was spent)
         let mut answers = vec![(Answer::Admitted, true), (Answer::Limited, false)];
         if self.bounds.ledger_faults != Faults::Off {

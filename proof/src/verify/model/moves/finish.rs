@@ -74,7 +74,7 @@ impl Model {
                 self.push(out, s, label("stale receipt, not deleted"), n, None, false);
             }
             QueueAction::Retry if current => {
-                n.queue[slot] = Msg::Visible;
+                n.queue[slot] = self.visible_again();
                 self.push(out, s, label("visible again"), n, None, false);
             }
             QueueAction::Retry => self.push(out, s, label("stale receipt, ignored"), n, None, false),

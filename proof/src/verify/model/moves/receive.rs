@@ -37,6 +37,7 @@ impl Model {
     ) -> Result<(), VerifyError> {
         let mut n = s.clone();
         n.queue[i] = Msg::InFlight(w as u8);
+        let again = s.queue[i] == Msg::Returned;
         let batch = if usize::from(self.bounds.batch) >= MAX_BATCH {
             let mate = match next {
                 Some(j) => {
@@ -45,8 +46,9 @@ impl Model {
                 }
                 None => None,
             };
+            let mate_again = next.is_some_and(|j| s.queue[j] == Msg::Returned);
             let next = next.map(|j| j as u8);
-            Some(Batch { next, mate, answers: Answers::default(), read: 0, decided: 0 })
+            Some(Batch { next, mate, mate_again, answers: Answers::default(), read: 0, decided: 0 })
         } else {
             None
         };
@@ -56,6 +58,7 @@ impl Model {
             now: s.phase,
             token: None,
             answers: Answers::default(),
+            again,
             acked: false,
             read_decided: None,
             batch,
@@ -72,6 +75,18 @@ impl Model {
         Ok(())
     }
 
+    /// What a message received before becomes when it is visible again: [`Msg::Returned`] on the
+    /// batch path, where the worker reads a redelivery's row first and leaves a first delivery to
+    /// its claim; without it a record always reads its own row, so the two are one state (and the
+    /// worlds without batches keep their counts).
+    pub(super) fn visible_again(&self) -> Msg {
+        if usize::from(self.bounds.batch) >= MAX_BATCH {
+            Msg::Returned
+        } else {
+            Msg::Visible
+        }
+    }
+
     /// The body message `slot` carries, as [`Batch::mate`] names it.
     fn body_code(&self, slot: u8) -> Result<u8, VerifyError> {
         let info = self.slot(slot)?;
@@ -83,13 +98,17 @@ impl Model {
     pub(super) fn next_record(&self, job: Job) -> Result<Option<Job>, VerifyError> {
         let Some(batch) = job.batch else { return Ok(None) };
         let Some(next) = batch.next else { return Ok(None) };
-        let batch = Batch { next: None, mate: Some(self.body_code(job.slot)?), ..batch };
+        // The next record was this one's mate: it takes the mate's receive, and this one becomes its mate.
+        let again = batch.mate_again;
+        let batch =
+            Batch { next: None, mate: Some(self.body_code(job.slot)?), mate_again: job.again, ..batch };
         Ok(Some(Job {
             slot: next,
             variant: job.variant,
             now: job.now,
             token: None,
             answers: Answers::default(),
+            again,
             acked: false,
             read_decided: None,
             batch: Some(batch),
