@@ -76,6 +76,9 @@ FALLBACK_CALLS = {
         "dynamodb:PutItem:ok": 1.0, "sesv2:SendEmail:500": 1.0,
     },
     "python plain": {"dynamodb:PutItem:ok": 1.0, "sesv2:SendEmail:ok": 1.0, "dynamodb:UpdateItem:ok": 1.0},
+    # Its replay: the idempotency record's conditional PutItem is refused (the record is
+    # COMPLETED) and the stored result returned with it.
+    "python replay": {"dynamodb:PutItem:ConditionalCheckFailedException": 1.0},
 }
 
 
@@ -214,6 +217,20 @@ def rows(m: dict) -> list[tuple[str, str, dict[str, float]]]:
         emails=1, events=EVENTS_PER_SENT, messages=1, invocations=1 / BATCH,
         lambda_s=m["python_plain_s"], log_bytes=m["python_plain_log"],
     )
+    # The Powertools sender's replay-heavy case, as the anchor of ours: the plain case plus the
+    # same notices sent again, each refused by its idempotency record's conditional write.
+    py_replay = calls["python replay"]
+    cases["powertools replay"] = dict(
+        sender_wru=cases["powertools plain"]["sender_wru"]
+        + (py_replay.claims + py_replay.refused_claims + py_replay.row_updates) * idem,
+        rate_wru=py.bucket_writes + py_replay.bucket_writes,
+        sender_rru=(py.keys_read + py_replay.keys_read) * rru_strong(m["idempotency_bytes"]),
+        sender_sqs=py.sqs_requests + py_replay.sqs_requests,
+        recon_wru=cases["plain"]["recon_wru"], recon_rru=cases["plain"]["recon_rru"],
+        emails=1, events=EVENTS_PER_SENT, messages=2, invocations=2 / BATCH,
+        lambda_s=m["python_plain_s"] + m["python_replay_s"],
+        log_bytes=m["python_plain_log"] + m["python_replay_log"],
+    )
     p = PRICES
     n = 1e6
     out = []
@@ -256,7 +273,9 @@ def inputs(out: dict) -> dict | None:
 
     counted = {
         f"{who} {case}": t[who][case].get("calls_per_notice") or FALLBACK_CALLS[f"{who} {case}"]
-        for who, case in (("rust", "plain"), ("rust", "replay"), ("rust", "quarantine"), ("python", "plain"))
+        for who, case in (("rust", "plain"), ("rust", "replay"), ("rust", "quarantine"), ("python", "plain"),
+                          ("python", "replay"))
+        if case in t[who] or f"{who} {case}" in FALLBACK_CALLS
     }
     c = {k: Calls(v) for k, v in counted.items()}
     return {
@@ -282,6 +301,11 @@ def inputs(out: dict) -> dict | None:
         "rust_replay_log": t["rust"]["replay"]["log_bytes_per_notice"],
         "rust_quarantine_log": t["rust"]["quarantine"]["log_bytes_per_notice"],
         "python_plain_log": t["python"]["plain"]["log_bytes_per_notice"],
+        # Powertools' replay as measured beside its plain case (CPU relative to plain, as ours).
+        "python_replay_s": lambda_seconds(
+            py_cpu * t["python"]["replay"]["cpu_per_notice_ms"] / t["python"]["plain"]["cpu_per_notice_ms"],
+            c["python replay"].record_ddb_calls, 0, concurrent=False, batch_rounds=c["python replay"].batch_rounds),
+        "python_replay_log": t["python"]["replay"]["log_bytes_per_notice"],
     }
 
 

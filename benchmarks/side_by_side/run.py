@@ -164,8 +164,13 @@ def jobs(tag: str, count: int) -> list[str]:
     return out
 
 
-def sqs_event(bodies: list[str]) -> dict:
+def sqs_event(bodies: list[str], replay_batch: str | None = None) -> dict:
+    """An SQS batch as Lambda hands it over; `replay_batch` marks each record as `noticectl replay`
+    sends it (its message attribute), which the sender reads before claiming."""
     now_ms = str(int(time.time() * 1000))
+    attributes = {} if replay_batch is None else {
+        "replay_batch": {"stringValue": replay_batch, "dataType": "String", "stringListValues": [], "binaryListValues": []},
+    }
     return {"Records": [{
         "messageId": str(uuid.uuid4()),
         "receiptHandle": "AQEB" + uuid.uuid4().hex * 4,
@@ -176,7 +181,7 @@ def sqs_event(bodies: list[str]) -> dict:
             "SenderId": "AIDAIENQZJOLO23YVJ4VO",
             "ApproximateFirstReceiveTimestamp": now_ms,
         },
-        "messageAttributes": {},
+        "messageAttributes": attributes,
         "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # noqa: S324 - SQS's own checksum
         "eventSource": "aws:sqs",
         "eventSourceARN": QUEUE_ARN,
@@ -441,8 +446,11 @@ def throughput(args) -> dict:
                 cpu0 = fn.cpu()
                 walls, failed = [], 0
                 t0 = time.perf_counter()
+                # The replay case is an operator's replay of the same notices (`noticectl replay`
+                # marks each message with its batch); Powertools ignores the attribute.
+                replay = "replay-side-by-side" if case == "replay" else None
                 for b in batches(case_bodies, THROUGHPUT_BATCH):
-                    inv = fn.invoke(sqs_event(b))
+                    inv = fn.invoke(sqs_event(b, replay))
                     walls.append(inv.wall)
                     failed += len(failures(inv))
                 elapsed = time.perf_counter() - t0
