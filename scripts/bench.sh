@@ -18,7 +18,8 @@ echo "rustc:  $(rustc --version)"
 echo
 echo "== release binaries, each built by itself as SAM builds it (cargo build --release -p PKG)"
 # One package a call: built together, cargo unifies features across them and the sender would
-# link notice-proof's `testing` and noticectl's `outbox` — not the binary that ships. The sender is
+# link the in-process rate buckets (notice_rate's `testing`, which notice-proof's test kit turns
+# on) and noticectl's `outbox` — not the binary that ships. The sender is
 # built last, so the cold-start bench below runs the shipped binary.
 for bin in notice-proof noticectl notice-reporter notice-reconciler notice-sender; do
     cargo build --release -p "$bin"
@@ -32,7 +33,7 @@ if ((sender_bytes <= 10000000)); then echo "target: notice-sender <= 10 MB: met"
 
 echo
 echo "== send path (criterion)"
-cargo bench -p notice_ledger --bench send_path
+cargo bench -p notice-benches --bench send_path
 python3 - "$target/criterion" <<'EOF'
 import json, os, sys
 root = sys.argv[1]
@@ -60,11 +61,11 @@ EOF
 
 echo
 echo "== footprint and ledger calls"
-cargo bench -p notice_ledger --bench footprint
+cargo bench -p notice-benches --bench footprint
 
 echo
 echo "== notice-sender cold start (spawn -> first Runtime API poll, local stub)"
-NOTICE_SENDER_BIN="$target/release/notice-sender" cargo bench -p notice_ledger --bench cold_start
+NOTICE_SENDER_BIN="$target/release/notice-sender" cargo bench -p notice-benches --bench cold_start
 
 echo
 echo "== chaos simulation (notice-proof simulate, release)"

@@ -7,8 +7,8 @@
 //! * `capacity` ([`capacity`]) — a seeded model of the deployed pipeline at millions of notices an
 //!   hour: the real core against AWS's published limits, in virtual time.
 //!
-//! Both link the core's fault-injecting doubles (`notice_ledger` feature `testing`); the operator
-//! tool (`noticectl`) and the Lambdas do not.
+//! They link the test doubles (`notice_testkit`: the memory ledger, the fault-injecting ledger,
+//! the in-process rate buckets); the operator tool (`noticectl`) and the Lambdas do not.
 //!
 //! Inside each tool the files are layered, each importing only from the layers before it:
 //! inputs (arguments, trace, world) → model (queue, services, strategies) → run (event loop,

@@ -13,9 +13,7 @@ use notice_dynamodb::{DynamoBuckets, DynamoKeyCheck};
 use notice_e2e::ledger_suite::{fresh_key, held, mint, request, row, t, SuiteFixture};
 use notice_e2e::postgres::{fresh_postgres_url, postgres_server};
 use notice_e2e::start_moto;
-use notice_ledger::faults::RecordingMailer;
 use notice_ledger::keycheck::{KeyCheck, KeyCheckStore, MemoryKeyCheck};
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::ClaimLedger;
 use notice_ledger::ledger::OperatorLedger;
 use notice_ledger::ledger::RowReader;
@@ -29,6 +27,8 @@ use notice_ledger::{
 use notice_postgres::{PostgresLedger, MIGRATION, QUARANTINE_QUERY};
 use notice_setup::ledger_url::ledger_for;
 use notice_sqlite::SqliteLedger;
+use notice_testkit::faults::RecordingMailer;
+use notice_testkit::MemoryLedger;
 use notice_texts::Renderer;
 
 async fn memory_ledger() -> SuiteFixture {

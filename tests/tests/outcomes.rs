@@ -14,10 +14,10 @@ use notice_e2e::outcome_bus::ObservedBus;
 use notice_e2e::sender_app::{self, app, batch, env, job, job_charged, key_of, state, Env};
 use notice_e2e::ses_events::ses_events_for_sends;
 use notice_ledger::ledger::RowState;
-use notice_ledger::outcomes::testing::{FaultyPublisher, PublishFault, RecordingPublisher};
 use notice_ledger::outcomes::{OutcomeEvent, OutcomeKind, OutcomePublisher, PublishedBy};
 use notice_reconciler::{handle_sqs_with_outcomes, OutcomeSink, ReconcilerApp};
 use notice_sender::{handle_batch, SenderApp};
+use notice_testkit::outcomes::{FaultyPublisher, PublishFault, RecordingPublisher};
 use serde_json::{json, Value};
 
 /// The real EventBridge adapter, pointed at the emulator.

@@ -9,11 +9,11 @@ use base64::Engine as _;
 use notice_ledger::intake::{EnqueueError, IntakePlanner, JobQueue};
 use notice_ledger::keycheck::{KeyCheck, KeyCheckStore, MemoryKeyCheck};
 use notice_ledger::keyring::KeyRing;
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::{LedgerRow, RowReader};
 use notice_ledger::locale::TimeZone;
 use notice_ledger::{Fault, Kind, LedgerError, NoticeKey, NoticeSecret};
 use notice_stripe::{sign, SigningSecrets, StripeMapping};
+use notice_testkit::MemoryLedger;
 use serde_json::{json, Value};
 
 use super::*;

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, LedgerRow, RowReader, WithdrawRequest,
 };
@@ -18,6 +17,7 @@ use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 use notice_ledger::park::{ParkError, ParkRefusal, ParkRequest, Parked, Parker};
 use notice_ledger::rate::{Applied, BucketError, BucketState, BucketStore, MemoryBuckets};
 use notice_ledger::{LedgerError, NoticeKey};
+use notice_testkit::MemoryLedger;
 use rand::rngs::StdRng;
 
 use super::clock::{since_epoch, Clock, Us};

@@ -195,7 +195,7 @@ async fn one_token_writes(minutes: &str, replay: &str, rate_limits: &str) -> Rep
 }
 
 /// Validation: one bucket item admits what one partition writes — about 1 000 a second — as the
-/// contention benchmark measures it at 1 ms per write (916/s, `cargo bench -p notice_ledger
+/// contention benchmark measures it at 1 ms per write (916/s, `cargo bench -p notice-benches
 /// --bench contention`), within 20 %; above it, writes are throttled.
 #[tokio::test]
 async fn one_bucket_item_tops_out_near_the_contention_benchmark() {

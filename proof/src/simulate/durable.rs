@@ -12,14 +12,14 @@ use std::task::{Context, Poll, Waker};
 use chrono::{DateTime, Utc};
 
 use async_trait::async_trait;
-use notice_ledger::faults::FaultyLedger;
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::Ledger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::worker::{Record, Worked, Worker};
 use notice_ledger::{NoticeKey, NoticeSecret, NoticeSender, QueuePolicy, SendBudget};
 use notice_sqlite::SqliteLedger;
+use notice_testkit::faults::FaultyLedger;
+use notice_testkit::MemoryLedger;
 use notice_texts::Renderer;
 
 use super::args::{Params, SimLedger};

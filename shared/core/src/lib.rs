@@ -14,6 +14,8 @@
 //! shared/texts                the notice texts: the notice configuration, rendering, locales (minijinja,
 //!                             ICU4X); implements this crate's `render::Texts` and `locale::Cldr`
 //! shared/rate                 notice_rate: limits, GCRA, the gate, providers; imports nothing of this crate
+//! shared/testkit              notice_testkit: the memory ledger, fault-injecting and outcome doubles,
+//!                             over this crate's public ports (tests, benches/ and proof/ only)
 //! ```
 //!
 //! In this crate: [`identity`] (notice keys), [`job`] (validated input), [`admission`] (the one
@@ -24,18 +26,16 @@
 //! admission and the sender need from the notice texts, which the texts crate implements) +
 //! [`links`] (the message), [`deliver`] (claim → send → commit, with its
 //! crash windows), [`queue`] (the one outcome → queue action table: hide, back off, park, delete), [`metrics`], [`error`], [`text`] (numbers for people); ports
-//! with their local adapters: [`ledger`] (+ `ledger::memory`, feature `testing`), [`mailer`] (+ `mailer::outbox`),
-//! [`park`], [`rate`] (`notice_rate` re-exported, + the in-process gate), [`outcomes`] (each notice's outcome as an event for
-//! the business, + `outcomes::testing` doubles); `faults` (feature `testing`): fault-injecting
-//! doubles for tests and the simulation.
+//! with their local adapters: [`ledger`], [`mailer`] (+ `mailer::outbox`),
+//! [`park`], [`rate`] (`notice_rate` re-exported), [`outcomes`] (each notice's outcome as an event for
+//! the business). The test doubles of these ports (the memory ledger, fault-injecting ledger and
+//! mailer, outcome publishers) are `notice_testkit`'s, built on this crate's public API only.
 
 pub mod address;
 pub mod admission;
 pub mod clock;
 pub mod deliver;
 pub mod error;
-#[cfg(feature = "testing")]
-pub mod faults;
 pub mod identity;
 pub mod intake;
 pub mod job;

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use notice_ledger::faults::{FaultyLedger, RecordingMailer};
 use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketGate, RateLimits};
@@ -16,6 +15,7 @@ use notice_ledger::{
     Job, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_testkit::faults::{FaultyLedger, RecordingMailer};
 use notice_texts::Renderer;
 
 const SECRET: &str = "policy-path-secret";

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use notice_ledger::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::{QuarantineView, RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::{DeliverContext, Job, NoticeSecret, NoticeSender, Outcome, SendBudget, WindowPolicy};
+use notice_testkit::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
+use notice_testkit::MemoryLedger;
 use notice_texts::Renderer;
 
 const JOB: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",

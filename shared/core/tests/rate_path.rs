@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use notice_ledger::faults::{FaultyLedger, LedgerFault, RecordingMailer};
 use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::metrics::Metrics;
@@ -17,6 +16,7 @@ use notice_ledger::{
     WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_testkit::faults::{FaultyLedger, LedgerFault, RecordingMailer};
 use notice_texts::Renderer;
 
 const SECRET: &str = "rate-path-secret";

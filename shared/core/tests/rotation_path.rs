@@ -8,13 +8,13 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use notice_ledger::faults::RecordingMailer;
 use notice_ledger::keyring::KeyRing;
 use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::rate::{BucketGate, BucketStore, RateLimits};
 use notice_ledger::{DeliverContext, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
 use notice_sqlite::SqliteLedger;
+use notice_testkit::faults::RecordingMailer;
 use notice_texts::Renderer;
 
 const V1: &str = "the-first-key-secret-of-this-ledger";

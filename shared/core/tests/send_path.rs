@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use notice_ledger::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
 use notice_ledger::ledger::QuarantineView;
 use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, Ledger, RowState};
@@ -19,6 +18,7 @@ use notice_ledger::{
     WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_testkit::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
 use notice_texts::Renderer;
 
 const JOB: &str = r#"{"subscription_id":"sub_8812","period_start":"2026-10-01","kind":"renewal_notice_t72",

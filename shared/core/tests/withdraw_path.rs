@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use notice_ledger::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
 use notice_ledger::ledger::{ClaimLedger, ClaimOutcome, ClaimRequest, RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::NotAccepted;
@@ -16,6 +15,7 @@ use notice_ledger::{
     Job, NoticeSecret, NoticeSender, Outcome, QueueAction, QueuePolicy, Receive, SendBudget, WindowPolicy,
 };
 use notice_sqlite::SqliteLedger;
+use notice_testkit::faults::{FaultyLedger, FaultyMailer, LedgerFault, MailFault, RecordingMailer};
 use notice_texts::Renderer;
 
 const SECRET: &str = "withdraw-path-secret";

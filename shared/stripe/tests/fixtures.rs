@@ -4,10 +4,10 @@
 use chrono::{DateTime, Utc};
 use notice_ledger::intake::{BillingFact, BillingMapping, IntakeDecision, IntakePlanner};
 use notice_ledger::keyring::KeyRing;
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::locale::TimeZone;
 use notice_ledger::{Kind, NoticeSecret};
 use notice_stripe::StripeMapping;
+use notice_testkit::MemoryLedger;
 use serde_json::{json, Value};
 
 fn fixture(name: &str) -> Value {

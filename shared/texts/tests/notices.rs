@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{TimeZone as _, Utc};
-use notice_ledger::faults::RecordingMailer;
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::{RowReader, RowState};
 use notice_ledger::links::ManageLinks;
 use notice_ledger::locale::Locale;
 use notice_ledger::render::rendered_digest;
 use notice_ledger::{DeliverContext, Job, NoticeSecret, NoticeSender, Outcome};
+use notice_testkit::faults::RecordingMailer;
+use notice_testkit::MemoryLedger;
 use notice_texts::{Bundle, Icu, NoticeConfig, Problem, Renderer};
 
 fn example_dir() -> PathBuf {

@@ -7,12 +7,12 @@
 
 use std::cell::RefCell;
 
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::ledger::rules::{self, Verdict, Write};
 use notice_ledger::ledger::{
     apply_to_row, learned_row, DeliveryStatus, EvidenceEffect, LedgerRow, Origin, ProviderEvidence,
     QuarantineView, RowState,
 };
+use notice_testkit::MemoryLedger;
 
 use super::state::{bit, Msg, Role, Row, SlotInfo, State};
 use crate::verify::args::Bounds;

@@ -8,13 +8,11 @@
 //! A file per concern, every name reachable from here (`notice_ledger::ledger::…`):
 //! `row` (the row, its states, the claim and withdraw requests), `ports` (the traits an adapter
 //! implements), [`rules`] (which write a row permits), `evidence` (what provider events do to a
-//! row), `detail` (the audit text a row stores); `memory` (feature `testing`): the in-memory
-//! adapter for tests, simulations and benchmarks.
+//! row), `detail` (the audit text a row stores). The in-memory adapter for tests, simulations and
+//! benchmarks is `notice_testkit::MemoryLedger`, which decides every write by [`rules::permits`].
 
 mod detail;
 mod evidence;
-#[cfg(any(test, feature = "testing"))]
-pub mod memory;
 mod ports;
 mod row;
 pub mod rules;
@@ -34,6 +32,3 @@ pub use row::{
 
 /// Lets tests keep a handle on an adapter they also hand to the sender.
 mod shared;
-
-#[cfg(test)]
-mod tests;

@@ -1,9 +1,9 @@
 //! The ledger's transition rules, as one pure function: which write a row permits.
 //!
-//! Every adapter obeys this table — the memory ledger by calling [`permits`], the durable ones by
-//! encoding the same conditions in their single atomic write (DynamoDB condition expressions,
-//! PostgreSQL `WHERE` clauses, SQLite `ON CONFLICT … WHERE`), and the shared adapter suite checks
-//! each of them against it:
+//! Public so that every adapter, in whatever crate, obeys the one table — the memory ledger
+//! (`notice_testkit`) by calling [`permits`], the durable ones by encoding the same conditions in
+//! their single atomic write (DynamoDB condition expressions, PostgreSQL `WHERE` clauses, SQLite
+//! `ON CONFLICT … WHERE`) — and the shared adapter suite checks each of them against it:
 //!
 //! | write | permitted on |
 //! |---|---|

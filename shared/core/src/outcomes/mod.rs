@@ -23,10 +23,6 @@
 //! already holds, the key, times, reasons and ids.
 
 mod build;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
-#[cfg(test)]
-mod tests;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! runtime's start — everything a Lambda cold start runs in our code before the first event. No
 //! AWS endpoint is contacted before that poll (`AWS_ENDPOINT_URL` points at a closed port).
 //!
-//! `cargo bench -p notice_ledger --bench cold_start` after
+//! `cargo bench -p notice-benches --bench cold_start` after
 //! `cargo build --release -p notice-sender`. `NOTICE_SENDER_BIN` overrides the binary,
 //! `COLD_START_RUNS` the number of runs (default 30). Without `--bench` (e.g. under `cargo test`)
 //! it does nothing.
@@ -25,7 +25,7 @@ fn sender_binary() -> PathBuf {
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     target.join("release/notice-sender")
 }
 

@@ -7,7 +7,7 @@
 //!   (`stream::iter(..).buffer_unordered(N)`), each send taking 50 ms (a tokio sleep). Wall time of
 //!   a batch against one notice (target: a batch of 10 within 1.3 × one notice).
 //!
-//! `cargo bench -p notice_ledger --bench send_path`; `scripts/bench.sh` prints a summary.
+//! `cargo bench -p notice-benches --bench send_path`; `scripts/bench.sh` prints a summary.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,11 +18,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futures::StreamExt;
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::DeliverContext;
 use notice_ledger::{Job, NoticeSecret, NoticeSender, Outcome, WindowPolicy};
+use notice_testkit::MemoryLedger;
 use notice_texts::Renderer;
 
 /// Accepts every message, after `latency` (zero: at once, without touching the timer).

@@ -1,4 +1,6 @@
-//! In-memory ledger: the same conditions as the durable adapters, for tests and simulations.
+//! In-memory ledger: the same conditions as the durable adapters, for tests and simulations. Every
+//! write asks the core's rule table ([`notice_ledger::ledger::rules::permits`]), as the durable
+//! adapters encode it in their conditional writes.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -6,14 +8,14 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::rules::{permits, Verdict, Write};
-use super::{
+use notice_ledger::error::LedgerError;
+use notice_ledger::identity::NoticeKey;
+use notice_ledger::ledger::rules::{permits, Verdict, Write};
+use notice_ledger::ledger::{
     apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
     ClaimRequest, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin, ProviderEvidence,
-    QuarantineView, RowReader, RowState, WithdrawRequest,
+    QuarantineView, RowPage, RowReader, RowState, WithdrawRequest,
 };
-use crate::error::LedgerError;
-use crate::identity::NoticeKey;
 
 #[derive(Default)]
 pub struct MemoryLedger {
@@ -269,7 +271,7 @@ impl OperatorLedger for MemoryLedger {
         until: DateTime<Utc>,
         cursor: Option<&str>,
         limit: usize,
-    ) -> Result<super::RowPage, LedgerError> {
+    ) -> Result<RowPage, LedgerError> {
         let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
         let mut found: Vec<LedgerRow> = rows
             .values()
@@ -281,7 +283,7 @@ impl OperatorLedger for MemoryLedger {
         let more = found.len() > limit;
         found.truncate(limit);
         let next = if more { found.last().map(|r| r.key.as_str().to_owned()) } else { None };
-        Ok(super::RowPage { rows: found, next })
+        Ok(RowPage { rows: found, next })
     }
 }
 

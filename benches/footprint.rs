@@ -6,7 +6,7 @@
 //! in-memory ledger keeps every row in this process, so the number is an upper bound for the
 //! sender Lambda, whose ledger lives in DynamoDB.
 //!
-//! `cargo bench -p notice_ledger --bench footprint` (without `--bench`, e.g. under `cargo test`,
+//! `cargo bench -p notice-benches --bench footprint` (without `--bench`, e.g. under `cargo test`,
 //! it runs 200 notices as a smoke test).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,12 +15,12 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use notice_ledger::faults::FaultyLedger;
-use notice_ledger::ledger::memory::MemoryLedger;
 use notice_ledger::links::ManageLinks;
 use notice_ledger::mailer::{Mailer, OutgoingMail, SendResult};
 use notice_ledger::DeliverContext;
 use notice_ledger::{NoticeSecret, NoticeSender, Outcome, WindowPolicy};
+use notice_testkit::faults::FaultyLedger;
+use notice_testkit::MemoryLedger;
 use notice_texts::Renderer;
 
 /// Accepts at once and notes how many ledger calls had been made when the send started.

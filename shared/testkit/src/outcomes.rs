@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{OutcomeEvent, OutcomeKind, OutcomePublisher, PublishError};
+use notice_ledger::outcomes::{OutcomeEvent, OutcomeKind, OutcomePublisher, PublishError};
 
 /// Accepts every event and remembers each call's batch.
 #[derive(Default)]

@@ -10,13 +10,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::error::LedgerError;
-use crate::identity::NoticeKey;
-use crate::ledger::{
+use notice_ledger::error::LedgerError;
+use notice_ledger::identity::NoticeKey;
+use notice_ledger::ledger::{
     Claim, ClaimLedger, ClaimOutcome, ClaimRequest, EvidenceEffect, EvidenceLedger, Ledger, LedgerRow,
-    OperatorLedger, ProviderEvidence, QuarantineView, RowReader, WithdrawRequest,
+    OperatorLedger, ProviderEvidence, QuarantineView, RowPage, RowReader, WithdrawRequest,
 };
-use crate::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
+use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
 
 /// What the faulty mailer does on one call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -303,7 +303,7 @@ impl<L: Ledger> OperatorLedger for FaultyLedger<L> {
         until: DateTime<Utc>,
         cursor: Option<&str>,
         limit: usize,
-    ) -> Result<crate::ledger::RowPage, LedgerError> {
+    ) -> Result<RowPage, LedgerError> {
         self.enter(false)?;
         self.inner.rows_updated_between(since, until, cursor, limit).await
     }

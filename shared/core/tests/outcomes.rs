@@ -1,16 +1,19 @@
+//! Which evidence becomes an outcome event, its schema, and a publisher that fails, refuses or hangs
+//! never failing a send.
+
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::testing::{FaultyPublisher, PublishFault, RecordingPublisher};
-use super::*;
-use crate::deliver::{Delivery, Outcome};
-use crate::error::InvalidJob;
-use crate::identity::{NoticeKey, NoticeSecret};
-use crate::job::Message;
-use crate::ledger::{ClaimRequest, LedgerRow};
-use crate::ledger::{DeliveryStatus, ProviderEvidence, RenderedNotice, RowState, WithdrawRequest};
-use crate::mailer::NotAccepted;
+use notice_ledger::deliver::{Delivery, Outcome};
+use notice_ledger::error::InvalidJob;
+use notice_ledger::identity::{NoticeKey, NoticeSecret};
+use notice_ledger::job::Message;
+use notice_ledger::ledger::{ClaimRequest, LedgerRow};
+use notice_ledger::ledger::{DeliveryStatus, ProviderEvidence, RenderedNotice, RowState, WithdrawRequest};
+use notice_ledger::mailer::NotAccepted;
+use notice_ledger::outcomes::*;
+use notice_testkit::outcomes::{FaultyPublisher, PublishFault, RecordingPublisher};
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
@@ -23,7 +26,7 @@ const WITHDRAW: &str = r#"{"action":"withdraw","subscription_id":"sub_8812","per
   "kind":"renewal_notice_t72","revision":2,"reason":"cancelled at period end"}"#;
 
 fn message(body: &str) -> Message {
-    Message::parse(body, &crate::locale::SimpleTags).unwrap_or_else(|e| panic!("{e}"))
+    Message::parse(body, &notice_texts::Icu).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn key_of(m: &Message) -> NoticeKey {
@@ -245,7 +248,8 @@ fn a_row_stands_for_its_outcomes() {
     let m = message(WITHDRAW);
     let Message::Withdraw(w) = &m else { panic!("a withdraw") };
     let tomb =
-        WithdrawRequest::new(w, key_of(&m), crate::ledger::Origin::Worker, "producer", Utc::now()).to_row();
+        WithdrawRequest::new(w, key_of(&m), notice_ledger::ledger::Origin::Worker, "producer", Utc::now())
+            .to_row();
     let events = OutcomeEvent::from_row(&tomb);
     assert_eq!(events.len(), 1);
     assert!(events[0].reason.as_deref().unwrap_or_default().contains("cancelled at period end"));
@@ -323,7 +327,7 @@ async fn a_hanging_bus_costs_the_budget_and_no_more() {
 /// (the row updated, or its claim resolved by it) is one of the notice's outcomes.
 #[test]
 fn only_a_bounce_or_complaint_on_the_notices_own_message_is_an_outcome() {
-    use crate::ledger::EvidenceEffect;
+    use notice_ledger::ledger::EvidenceEffect;
     let effects = [
         (EvidenceEffect::Updated, true),
         (EvidenceEffect::Resolved, true),

@@ -1,8 +1,12 @@
+//! What a ledger row keeps: bounded provider evidence, the rendering evidence read back whole, and
+//! the rule that owed the notice, through the in-memory ledger.
+
 use chrono::Utc;
 
-use super::*;
-use crate::error::LedgerError;
-use crate::identity::{Identity, NoticeSecret};
+use notice_ledger::error::LedgerError;
+use notice_ledger::identity::{Identity, NoticeSecret};
+use notice_ledger::ledger::*;
+use notice_testkit::MemoryLedger;
 
 #[test]
 fn a_flood_of_duplicate_ids_keeps_a_bounded_row() {
@@ -68,8 +72,8 @@ fn rendered_evidence_is_read_back_whole_or_not_at_all() {
 
 #[tokio::test]
 async fn the_memory_ledger_keeps_what_rendered_the_message() {
-    use crate::identity::NoticeKey;
-    let ledger = memory::MemoryLedger::new();
+    use notice_ledger::identity::NoticeKey;
+    let ledger = MemoryLedger::new();
     let now = Utc::now();
     let request = |c: char| ClaimRequest {
         key: NoticeKey::parse(&c.to_string().repeat(64)).unwrap(),
@@ -102,8 +106,8 @@ async fn the_memory_ledger_keeps_what_rendered_the_message() {
 /// producer's own job names none, and a tombstone never carries one.
 #[tokio::test]
 async fn the_memory_ledger_keeps_the_rule_that_owed_the_notice() {
-    use crate::job::{Job, Withdrawal};
-    let ledger = memory::MemoryLedger::new();
+    use notice_ledger::job::{Job, Withdrawal};
+    let ledger = MemoryLedger::new();
     let secret = NoticeSecret::new(b"k".to_vec()).unwrap();
     let body = |sub: &str, obligation: Option<&str>| {
         let mut v = serde_json::json!({"subscription_id": sub, "period_start": "2026-10-01",
@@ -111,7 +115,7 @@ async fn the_memory_ledger_keeps_the_rule_that_owed_the_notice() {
         if let Some(o) = obligation {
             v["obligation"] = o.into();
         }
-        Job::from_value(&v, &crate::locale::SimpleTags).unwrap()
+        Job::from_value(&v, &notice_texts::Icu).unwrap()
     };
     let owed = body("sub_owed", Some("US-CA/ca-annual-term"));
     let claim = ClaimRequest::for_job(&owed, owed.key(&secret), Utc::now());

@@ -37,7 +37,7 @@
 //! retries of throttled or failed requests, latency tails (the jitter is uniform and bounded),
 //! clock skew between senders, and the sender's own work between admissions (the claim, the send).
 //!
-//! `cargo bench -p notice_ledger --bench contention`. Settings: `NOTICE_BENCH_SECS` (default 2)
+//! `cargo bench -p notice-benches --bench contention`. Settings: `NOTICE_BENCH_SECS` (default 2)
 //! per configuration; `NOTICE_BENCH_RTT_MS` (default 5); `NOTICE_BENCH_JITTER_US` (default 1000:
 //! two requests sent a fraction of a millisecond apart from different senders do not reliably
 //! arrive in that order; 0 makes arrival order send order); `NOTICE_BENCH_APPLY_US` (default 100,
