@@ -177,11 +177,23 @@ fn evidence_names_the_california_annual_rule_that_made_the_notice() {
 /// A one-request-at-a-time stand-in for Stripe's API on 127.0.0.1:0: answers every
 /// `GET /v1/subscriptions/{id}` with `object` (Stripe's subscription object), counting requests.
 fn stripe_stand_in(object: Value) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let (base, served, _) = stripe_objects(Value::Null, object);
+    (base, served)
+}
+
+/// The same, answering `GET /v1/customers/{id}` with `customer` too; the subscription object it
+/// serves can be moved on (as Stripe's record moves with each change) through the mutex.
+#[allow(clippy::type_complexity)]
+fn stripe_objects(
+    customer: Value,
+    subscription: Value,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, std::sync::Arc<std::sync::Mutex<Value>>) {
     use std::io::{Read, Write as _};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = served.clone();
+    let record = std::sync::Arc::new(std::sync::Mutex::new(subscription));
+    let (count, current) = (served.clone(), record.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
@@ -193,9 +205,17 @@ fn stripe_stand_in(object: Value) -> (String, std::sync::Arc<std::sync::atomic::
                     Ok(n) => head.extend_from_slice(&buf[..n]),
                 }
             }
-            let ok = String::from_utf8_lossy(&head).starts_with("GET /v1/subscriptions/");
+            let head = String::from_utf8_lossy(&head).into_owned();
             count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let (status, body) = if ok { (200, object.to_string()) } else { (404, "{}".to_owned()) };
+            let object = if head.starts_with("GET /v1/subscriptions/") {
+                current.lock().unwrap().clone()
+            } else if head.starts_with("GET /v1/customers/") {
+                customer.clone()
+            } else {
+                Value::Null
+            };
+            let (status, body) =
+                if object.is_null() { (404, "{}".to_owned()) } else { (200, object.to_string()) };
             let _ = write!(
                 stream,
                 "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -203,7 +223,135 @@ fn stripe_stand_in(object: Value) -> (String, std::sync::Arc<std::sync::atomic::
             );
         }
     });
-    (base, served)
+    (base, served, record)
+}
+
+/// Stripe's own published object (`tests/fixtures/stripe`, from `stripe/openapi`'s fixtures).
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/../tests/fixtures/stripe/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// When the new price applies in the change-back test: 1 April 2027, 00:00 UTC.
+const APPLIES: i64 = 1_806_537_600;
+
+/// Stripe's subscription fixture for `cus_back`, now at `amount` a month from `APPLIES`, its
+/// latest invoice (Stripe's invoice fixture, expanded) billing the current period at 29.00.
+fn subscription_now(amount: i64) -> Value {
+    let mut sub = fixture("subscription.json");
+    sub["id"] = "sub_back_ca".into();
+    sub["customer"] = "cus_back".into();
+    sub["cancel_at_period_end"] = false.into();
+    sub["cancel_at"] = Value::Null;
+    sub["items"]["data"][0]["current_period_end"] = APPLIES.into();
+    sub["items"]["data"][0]["price"]["unit_amount"] = amount.into();
+    let mut invoice = fixture("invoice.json");
+    let line = &mut invoice["lines"]["data"][0];
+    line["amount"] = 2900.into();
+    line["period"] = serde_json::json!({"start": APPLIES - 31 * 86_400, "end": APPLIES});
+    line["parent"]["type"] = "subscription_item_details".into();
+    line["parent"]["subscription_item_details"]["proration"] = false.into();
+    sub["latest_invoice"] = invoice;
+    sub
+}
+
+/// `customer.subscription.updated`: the price from `from` to `to` (event.json's envelope).
+fn changed(id: &str, from: i64, to: i64) -> String {
+    let mut sub = subscription_now(to);
+    sub["latest_invoice"] = "in_1Pgc6tB7WZ01zgkWu9fdqL6I".into();
+    let mut old = sub["items"]["data"][0].clone();
+    old["price"]["unit_amount"] = from.into();
+    let mut event = fixture("event.json");
+    event["id"] = id.into();
+    event["type"] = "customer.subscription.updated".into();
+    event["data"]["object"] = sub;
+    event["data"]["previous_attributes"] = serde_json::json!({"items": {"data": [old]}});
+    event.to_string()
+}
+
+/// Issue 49, item 3 through `noticectl intake stripe`: a Californian's price goes from 29.00 to
+/// 39.00 (from 1 April), planned and handed to `send` before its window opens (deferred), then
+/// back to 29.00 — what the current period was billed at, read from the subscription's latest
+/// invoice on the stand-in. The change back plans withdraws only; the pending notice for 39.00,
+/// sent again inside its window, meets its tombstone: nothing is ever announced. Both events in
+/// one file, in either order, plan withdraws only (the change to 39.00 is overtaken: Stripe's
+/// record is at 29.00).
+#[test]
+fn a_change_back_before_the_notice_went_out_only_withdraws() {
+    let state = tempfile::tempdir().unwrap();
+    let customer = serde_json::json!({
+        "id": "cus_back", "object": "customer", "email": "back@example.com", "preferred_locales": ["en-US"],
+        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
+                    "postal_code": "95814", "state": "CA"}
+    });
+    let (base, served, record) = stripe_objects(customer, subscription_now(3900));
+    let plan = |events: &str| {
+        let file = state.path().join("events.jsonl");
+        std::fs::write(&file, events).unwrap();
+        let out = noticectl(
+            state.path(),
+            &[
+                "intake",
+                "stripe",
+                file.to_str().unwrap(),
+                "--config",
+                EXAMPLE,
+                "--billing-time-zone",
+                "UTC",
+                "--stripe-api-key",
+                "rk_test_51Restricted0Key0For0Tests",
+                "--stripe-api-base",
+                &base,
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let send = |input: &[u8], now: &str| {
+        let out = noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", now], Some(input));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let actions = |out: &std::process::Output| -> Vec<(String, u64)> {
+        messages(out)
+            .iter()
+            .map(|m| (m["action"].as_str().unwrap_or("send").to_owned(), m["revision"].as_u64().unwrap()))
+            .collect()
+    };
+    let w = |r: u64| ("withdraw".to_owned(), r);
+
+    let up = plan(&changed("evt_up", 2900, 3900));
+    assert_eq!(actions(&up), [w(0), ("send".to_owned(), 1)]);
+    // 1 February: 59 days ahead, before California's 30-day window: deferred.
+    let early = send(&up.stdout, "2027-02-01T12:00:00Z");
+    assert!(early.contains("1 withdrawn") && early.contains("1 deferred"), "{early}");
+
+    *record.lock().unwrap() = subscription_now(2900);
+    let back = plan(&changed("evt_back", 3900, 2900));
+    assert_eq!(actions(&back), [w(1), w(2)], "withdraws only, where 39.00 waits");
+    let report = send(&back.stdout, "2027-02-01T12:00:00Z");
+    assert!(report.contains("2 withdrawn"), "{report}");
+    // Delivered again: nothing more to withdraw.
+    assert!(plan(&changed("evt_back", 3900, 2900)).stdout.is_empty());
+    // The pending notice for 39.00, inside its window at last: it meets its tombstone.
+    let inside = send(&up.stdout, "2027-03-10T12:00:00Z");
+    assert!(inside.contains("suppressed") && !inside.contains(" sent"), "{inside}");
+    assert!(std::fs::read_dir(state.path().join("outbox")).map(|d| d.count()).unwrap_or(0) == 0, "{inside}");
+
+    // Both events in one file, in either order (Stripe's record at 29.00): withdraws only.
+    for (file, sub) in [("evt_a", "sub_order_a"), ("evt_b", "sub_order_b")] {
+        let (up, back) = (
+            changed(file, 2900, 3900).replace("sub_back_ca", sub),
+            changed(file, 3900, 2900).replace("sub_back_ca", sub),
+        );
+        let lines = if sub.ends_with('a') { format!("{up}\n{back}\n") } else { format!("{back}\n{up}\n") };
+        let mut moved = subscription_now(2900);
+        moved["id"] = sub.into();
+        *record.lock().unwrap() = moved;
+        let out = plan(&lines);
+        assert_eq!(actions(&out), [w(0), w(1)], "{sub}");
+    }
+    assert!(served.load(std::sync::atomic::Ordering::Relaxed) >= 10, "read from Stripe, not guessed");
 }
 
 /// Issue 49, item 4: Colorado's 12-month reminder, planned from the renewal before it. A monthly

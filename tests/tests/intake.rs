@@ -539,10 +539,18 @@ async fn the_us_example_owes_each_contract_its_own_notice() {
     assert!(mails_to(&stack, &colorado).await.is_empty());
 }
 
-/// A stand-in for Stripe's API on 127.0.0.1:0: `GET /v1/customers/{id}` answers `customer`
-/// (Stripe's customer object) while `up` is set, and 500 otherwise; every request is counted.
-async fn stripe_api(
+/// Stripe's API as the stand-in serves it: the customer object, and the subscription object
+/// (whose price and latest invoice a test moves on as Stripe would).
+struct StripeObjects {
     customer: Value,
+    subscription: std::sync::Mutex<Value>,
+}
+
+/// A stand-in for Stripe's API on 127.0.0.1:0: `GET /v1/customers/{id}` answers the customer
+/// object and `GET /v1/subscriptions/{id}` (with `expand[]=latest_invoice`) the subscription
+/// object, while `up` is set, and 500 otherwise; every request is counted.
+async fn stripe_api(
+    objects: Arc<StripeObjects>,
 ) -> (String, Arc<std::sync::atomic::AtomicBool>, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -563,10 +571,19 @@ async fn stripe_api(
                 }
             }
             count.fetch_add(1, Ordering::SeqCst);
-            let asks = String::from_utf8_lossy(&head).starts_with("GET /v1/customers/");
-            let (status, body) = match (is_up.load(Ordering::SeqCst), asks) {
-                (true, true) => (200, customer.to_string()),
-                (true, false) => (404, r#"{"error":{"message":"No such object"}}"#.to_owned()),
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let object = if head.starts_with("GET /v1/customers/") {
+                Some(objects.customer.to_string())
+            } else if head.starts_with("GET /v1/subscriptions/")
+                && head.contains("expand%5B%5D=latest_invoice")
+            {
+                Some(objects.subscription.lock().unwrap().to_string())
+            } else {
+                None
+            };
+            let (status, body) = match (is_up.load(Ordering::SeqCst), object) {
+                (true, Some(object)) => (200, object),
+                (true, None) => (404, r#"{"error":{"message":"No such object"}}"#.to_owned()),
                 (false, _) => (500, r#"{"error":{"message":"down"}}"#.to_owned()),
             };
             let answer = format!(
@@ -579,6 +596,66 @@ async fn stripe_api(
     (base, up, served)
 }
 
+/// A Californian customer on Stripe's customer object (the API reference's, as published: the
+/// address nested, `preferred_locales` a list).
+fn californian(id: &str, email: &str) -> Value {
+    json!({
+        "id": id, "object": "customer", "email": email, "name": "Jenny Rosen",
+        "preferred_locales": ["en-US"], "balance": 0, "created": 1_680_893_993_i64, "currency": null,
+        "delinquent": false, "description": null, "livemode": false, "metadata": {}, "phone": null,
+        "shipping": null, "tax_exempt": "none", "test_clock": null,
+        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
+                    "postal_code": "95814", "state": "CA"}
+    })
+}
+
+/// Stripe's subscription fixture (2025 shape) for `renewal`'s customer `customer`, now at
+/// `amount` a month, its current period ending when `renewal`'s opens; its latest invoice
+/// (Stripe's invoice fixture, expanded) billed that period at `billed`.
+fn subscription_at(renewal: &Renewal, customer: &str, amount: i64, billed: i64) -> Value {
+    let applies = renewal.period_start_at.timestamp();
+    let mut sub = fixture("subscription.json");
+    set(&mut sub, "/id", json!(renewal.sub));
+    set(&mut sub, "/customer", json!(customer));
+    set(&mut sub, "/cancel_at_period_end", json!(false));
+    set(&mut sub, "/cancel_at", Value::Null);
+    set(&mut sub, "/items/data/0/current_period_end", json!(applies));
+    set(&mut sub, "/items/data/0/price/unit_amount", json!(amount));
+    let mut invoice = fixture("invoice.json");
+    set(&mut invoice, "/lines/data/0/amount", json!(billed));
+    set(&mut invoice, "/lines/data/0/period", json!({"start": applies - 30 * 86_400, "end": applies}));
+    set(&mut invoice, "/lines/data/0/parent/type", json!("subscription_item_details"));
+    set(&mut invoice, "/lines/data/0/parent/subscription_item_details/proration", json!(false));
+    set(&mut sub, "/latest_invoice", invoice);
+    sub
+}
+
+/// `customer.subscription.updated` for a price going from `from` to `to` (the subscription as
+/// it was right after that change, `previous_attributes` its items before).
+fn price_changed(renewal: &Renewal, customer: &str, id: &str, from: i64, to: i64) -> Value {
+    let mut sub = subscription_at(renewal, customer, to, from);
+    set(&mut sub, "/latest_invoice", json!("in_1Pgc6tB7WZ01zgkWu9fdqL6I"));
+    let mut old_item = sub["items"]["data"][0].clone();
+    old_item["price"]["unit_amount"] = json!(from);
+    let mut changed = event(id, "customer.subscription.updated", sub);
+    changed["data"]["previous_attributes"] = json!({"items": {"data": [old_item]}});
+    changed
+}
+
+/// The intake's planner under the US example, reading customers and subscriptions from `api`.
+fn planner_reading(kinds: Kinds, base: &str) -> IntakePlanner {
+    let key = notice_stripe::ApiKey::parse("rk_test_51Restricted0Key0For0Tests").unwrap();
+    let api = Arc::new(notice_stripe::StripeApi::new(base, key).unwrap());
+    IntakePlanner::with_kinds(
+        kinds,
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
+    )
+    .with_customers(api.clone())
+    .with_subscriptions(api)
+}
+
 /// Issue 49, item 3 on the emulator (the intake Lambda's handler, moto's SQS, DynamoDB and SES, the
 /// real sender): a Californian's price going from 29.00 to 39.00 in 20 days is one `price_change`
 /// notice, its e-mail and address read from Stripe's API (a local stand-in), sent once however
@@ -589,37 +666,15 @@ async fn a_price_change_through_the_intake_reads_the_customer_from_stripe_and_is
     let config = us_example();
     let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
     let mut stack = stack_with(kinds.clone(), Some(config)).await;
-    let (base, up, served) = stripe_api(json!({
-        "id": "cus_price_ca", "object": "customer", "email": "sub_price_ca@example.com",
-        "preferred_locales": ["en-US"], "deleted": null,
-        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
-                    "postal_code": "95814", "state": "CA"}
-    }))
-    .await;
-    let key = notice_stripe::ApiKey::parse("rk_test_51Restricted0Key0For0Tests").unwrap();
-    let api = notice_stripe::StripeApi::new(&base, key).unwrap();
-    stack.intake.planner = IntakePlanner::with_kinds(
-        kinds,
-        TimeZone::parse("UTC").unwrap(),
-        KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
-        std::sync::Arc::new(notice_texts::Icu),
-    )
-    .with_customers(Arc::new(api));
-
     // The new price applies at the period's end, 20 days from now: inside 7-30 days.
     let renewal = Renewal::in_hours("sub_price_ca", 20 * 24);
-    let applies = renewal.period_start_at.timestamp();
-    let mut sub = fixture("subscription.json");
-    set(&mut sub, "/id", json!(renewal.sub));
-    set(&mut sub, "/customer", json!("cus_price_ca"));
-    set(&mut sub, "/cancel_at_period_end", json!(false));
-    set(&mut sub, "/cancel_at", Value::Null);
-    set(&mut sub, "/items/data/0/current_period_end", json!(applies));
-    set(&mut sub, "/items/data/0/price/unit_amount", json!(3900));
-    let mut old_item = sub["items"]["data"][0].clone();
-    old_item["price"]["unit_amount"] = json!(2900);
-    let mut changed = event("evt_price", "customer.subscription.updated", sub);
-    changed["data"]["previous_attributes"] = json!({"items": {"data": [old_item]}});
+    let objects = Arc::new(StripeObjects {
+        customer: californian("cus_price_ca", "sub_price_ca@example.com"),
+        subscription: std::sync::Mutex::new(subscription_at(&renewal, "cus_price_ca", 3900, 2900)),
+    });
+    let (base, up, served) = stripe_api(objects).await;
+    stack.intake.planner = planner_reading(kinds, &base);
+    let changed = price_changed(&renewal, "cus_price_ca", "evt_price", 2900, 3900);
 
     // Stripe's API down: 500, nothing enqueued.
     up.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -640,12 +695,84 @@ async fn a_price_change_through_the_intake_reads_the_customer_from_stripe_and_is
     let mails = mails_to(&stack, &renewal).await;
     assert_eq!(mails.len(), 1, "three deliveries, one notice: {mails:?}");
     assert!(mails[0].to_string().contains("39.00"), "the new amount: {}", mails[0]);
-    assert!(served.load(std::sync::atomic::Ordering::SeqCst) >= 4, "the customer was read, not guessed");
+    // Down: one request (the subscription), refused 500; then each delivery reads both records.
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 7, "read from Stripe, not guessed");
 
     let key = renewal.identity_of("price_change", 1).derive_key(&NoticeSecret::new(SECRET).unwrap());
     let row = sender_app::ledger(&stack.env).await.get(&key).await.unwrap().expect("the notice's row");
     assert_eq!(row.state, RowState::Sent);
     assert_eq!(row.obligation.as_deref(), Some("US-CA/ca-price-change"));
+}
+
+/// Issue 49, item 3, a change back on the emulator: 29.00 → 39.00 and back to 29.00 (what the
+/// current period was billed at, read from the subscription's latest invoice) before anything was
+/// sent is withdrawn and never announced — the two events delivered seconds apart, each twice, in
+/// order and reordered. The new price applies in 40 days, so the real sender parks the notice for
+/// 39.00 (its window opens 30 days before) and its row is the change back's tombstone.
+#[tokio::test]
+async fn a_change_back_through_the_intake_only_withdraws_in_either_order() {
+    const GROUP: &str = "notice-parked";
+    const ROLE: &str = "arn:aws:iam::123456789012:role/notice-scheduler-to-queue";
+    let config = us_example();
+    let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
+    let mut stack = stack_with(kinds.clone(), Some(config)).await;
+    stack.env.moto.create_schedule_group(GROUP).await;
+    let parker = notice_scheduler::SchedulerParker::new(stack.env.moto.scheduler().await, GROUP, ROLE);
+    stack.sender = stack.sender.with_parker(Some(Arc::new(parker)));
+    let in_order = Renewal::in_hours("sub_back_ca", 40 * 24);
+    let reordered = Renewal::in_hours("sub_back_late", 40 * 24);
+    // Stripe's record as it stands once both changes were made: back at 29.00, billed 29.00.
+    let objects = Arc::new(StripeObjects {
+        customer: californian("cus_back_ca", "sub_back_ca@example.com"),
+        subscription: std::sync::Mutex::new(subscription_at(&in_order, "cus_back_ca", 3900, 2900)),
+    });
+    let (base, _, _) = stripe_api(objects.clone()).await;
+    stack.intake.planner = planner_reading(kinds, &base);
+
+    // In order: the change to 39.00 is planned while Stripe's record says 39.00 ...
+    let up = price_changed(&in_order, "cus_back_ca", "evt_up", 2900, 3900);
+    let first = deliver_ok(&stack, &up).await;
+    assert_eq!(revisions(&first), [withdraw(0), send(1)], "{first}");
+    // ... then the change back, seconds later (the sender has not run): withdrawn where 39.00
+    // will sit, nothing announced; delivered again, the same messages.
+    *objects.subscription.lock().unwrap() = subscription_at(&in_order, "cus_back_ca", 2900, 2900);
+    let down = price_changed(&in_order, "cus_back_ca", "evt_down", 3900, 2900);
+    let undo = deliver_ok(&stack, &down).await;
+    assert_eq!(revisions(&undo), [withdraw(0), withdraw(1)], "{undo}");
+    assert_eq!(deliver_ok(&stack, &down).await["messages"], undo["messages"]);
+    // The first change delivered again: overtaken (the record is at 29.00), nothing enqueued.
+    let late = deliver_ok(&stack, &up).await;
+    assert_eq!(late["result"], "ignored", "{late}");
+    drain(&stack).await;
+    let customer = Renewal::new("sub_back_ca"); // whose e-mail address the customer object holds
+    assert!(mails_to(&stack, &customer).await.is_empty(), "nothing announced");
+    assert_eq!(
+        price_state(&stack, &in_order, 1).await,
+        Some(RowState::Withdrawn),
+        "39.00 meets its tombstone"
+    );
+    // Once the tombstones landed, the change back delivered again withdraws nothing more.
+    let again = deliver_ok(&stack, &down).await;
+    assert_eq!(again["result"], "ignored", "{again}");
+
+    // Reordered: the change back arrives first, the change to 39.00 after it (Stripe's record is
+    // at 29.00 for both): withdrawn, then ignored — nothing announced.
+    *objects.subscription.lock().unwrap() = subscription_at(&reordered, "cus_back_ca", 2900, 2900);
+    let down = price_changed(&reordered, "cus_back_ca", "evt_down_2", 3900, 2900);
+    let up = price_changed(&reordered, "cus_back_ca", "evt_up_2", 2900, 3900);
+    assert_eq!(revisions(&deliver_ok(&stack, &down).await), [withdraw(0), withdraw(1)]);
+    for _ in 0..2 {
+        assert_eq!(deliver_ok(&stack, &up).await["result"], "ignored");
+    }
+    drain(&stack).await;
+    assert!(mails_to(&stack, &customer).await.is_empty(), "nothing announced");
+    assert_eq!(price_state(&stack, &reordered, 1).await, Some(RowState::Withdrawn));
+    assert_eq!(price_state(&stack, &reordered, 2).await, None, "no revision spent past the change back");
+}
+
+async fn price_state(stack: &Stack, renewal: &Renewal, revision: u64) -> Option<RowState> {
+    let key = renewal.identity_of("price_change", revision).derive_key(&NoticeSecret::new(SECRET).unwrap());
+    sender_app::state(&stack.env, &key).await
 }
 
 /// A subscription record whose start is `started` (what Stripe's `GET /v1/subscriptions/{id}`

@@ -63,6 +63,8 @@ async fn the_sender_publishes_each_batchs_outcomes_in_one_call() {
 
     let mut sent = job("sub_sent", 0);
     sent["jurisdiction"] = json!("US-CA");
+    // A planner's job names the rule that owed it (issue 49): the event on the bus names it too.
+    sent["obligation"] = json!("US-CA/ca-annual-term");
     // The window (72 h → 24 h before the charge) closed already: missed.
     let missed = job_charged("sub_missed", 0, Utc::now() + chrono::Duration::hours(2));
     let withdrawn = withdraw("sub_withdrawn");
@@ -85,6 +87,8 @@ async fn the_sender_publishes_each_batchs_outcomes_in_one_call() {
     let hours = s.hours_before_charge.unwrap_or_default();
     assert!((47.9..=48.01).contains(&hours), "{hours}");
     assert_eq!(s.jurisdiction.as_deref(), Some("US-CA"));
+    assert_eq!(s.obligation.as_deref(), Some("US-CA/ca-annual-term"), "the rule, through EventBridge");
+    assert_eq!(events[1].obligation, None, "a job that named no rule: left out");
     let in_force = app.sender().notices().texts.version();
     assert_eq!(s.config_version.as_deref(), Some(in_force.as_str()), "the version it was judged under");
     assert_eq!(s.published_by, PublishedBy::Sender);

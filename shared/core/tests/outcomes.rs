@@ -351,3 +351,50 @@ fn only_a_bounce_or_complaint_on_the_notices_own_message_is_an_outcome() {
         }
     }
 }
+
+/// Issue 49: an outcome event names the obligation rule that owed the notice — on the live path
+/// (the sender's `sent`, `missed`, `rejected`, from the job), from the row (`noticectl outcomes
+/// republish`, the reconciler's bounce), and not at all where the job named none or for a
+/// withdraw (which names no rule).
+#[test]
+fn the_event_names_the_obligation_rule_where_the_job_had_one() {
+    let owed = JOB.replace(
+        r#""jurisdiction":"US-CA","#,
+        r#""jurisdiction":"US-CA","obligation":"US-CA/ca-annual-term","#,
+    );
+    let m = message(&owed);
+    let at = t("2026-09-28T10:30:00Z");
+    for outcome in [
+        Outcome::Sent { message_id: "0100-abc".into() },
+        Outcome::Missed { closed_at: t("2026-09-30T09:00:00Z") },
+        Outcome::Rejected { reason: "MessageRejected".into() },
+    ] {
+        let delivery = Delivery { key: Some(key_of(&m)), outcome };
+        let event =
+            OutcomeEvent::for_delivery(&delivery, &m, at, None).unwrap_or_else(|| panic!("published"));
+        assert_eq!(event.obligation.as_deref(), Some("US-CA/ca-annual-term"));
+        let detail: serde_json::Value =
+            serde_json::from_str(&event.to_detail()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(detail["obligation"], "US-CA/ca-annual-term");
+    }
+    // No rule on the job: the field is left out of the detail, not null.
+    let plain = message(JOB);
+    let delivery = Delivery { key: Some(key_of(&plain)), outcome: Outcome::Sent { message_id: "m".into() } };
+    let event =
+        OutcomeEvent::for_delivery(&delivery, &plain, at, None).unwrap_or_else(|| panic!("published"));
+    let detail: serde_json::Value =
+        serde_json::from_str(&event.to_detail()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(detail.get("obligation").is_none(), "{detail}");
+    // A withdraw names none.
+    let w = message(WITHDRAW);
+    let delivery = Delivery { key: Some(key_of(&w)), outcome: Outcome::Withdrawn { already: false } };
+    let event = OutcomeEvent::for_delivery(&delivery, &w, at, None).unwrap_or_else(|| panic!("published"));
+    assert_eq!(event.obligation, None);
+    // From the row: the rule stored at claim, on the sent event and on the bounce after it.
+    let mut sent = row(RowState::Sent);
+    sent.obligation = Some("US-CO/co-anniversary".into());
+    sent.delivery_status = Some(DeliveryStatus::Bounced);
+    let events = OutcomeEvent::from_row(&sent);
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e.obligation.as_deref() == Some("US-CO/co-anniversary")), "{events:?}");
+}

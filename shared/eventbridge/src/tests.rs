@@ -83,6 +83,7 @@ fn event(i: usize) -> OutcomeEvent {
         message_id: None,
         config_version: None,
         jurisdiction: None,
+        obligation: None,
         published_by: PublishedBy::Sender,
     }
 }

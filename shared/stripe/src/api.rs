@@ -3,9 +3,11 @@
 //! reminder needs (the core's [`SubscriptionSource`]: when the subscription began, which no
 //! upcoming-invoice event states).
 //!
-//! One `GET {base}/v1/customers/{id}` per price change, one `GET {base}/v1/subscriptions/{id}` per
-//! renewal an anniversary rule speaks for, with a restricted key (read-only
-//! Customers and Subscriptions), `Stripe-Version` pinned to [`API_VERSION`], a bounded connect
+//! One `GET {base}/v1/customers/{id}` and one
+//! `GET {base}/v1/subscriptions/{id}?expand[]=latest_invoice` per price change (is the event stale,
+//! which amount is in force), one `GET {base}/v1/subscriptions/{id}` per renewal an anniversary rule
+//! speaks for, with a restricted key (read-only Customers and Subscriptions, and Invoices where
+//! price changes are announced), `Stripe-Version` pinned to [`API_VERSION`], a bounded connect
 //! and a bounded whole request ([`TIMEOUT`]), no retry here: the webhook is the retry — a failed
 //! lookup answers Stripe 500, and Stripe delivers the event again.
 //!
@@ -33,7 +35,9 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use notice_ledger::intake::{Customer, CustomerSource, LookupError, Subscription, SubscriptionSource};
+use notice_ledger::intake::{
+    Amount, Customer, CustomerSource, LookupError, Subscription, SubscriptionSource,
+};
 use notice_ledger::Fault;
 use serde_json::Value;
 
@@ -46,8 +50,9 @@ pub const DEFAULT_BASE: &str = "https://api.stripe.com";
 /// The bound on one whole request (connect, send, answer, body): well inside Stripe's 10 s
 /// webhook timeout, so the intake answers 500 itself rather than being cut off.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest customer object read (a customer is about 1–2 KiB).
-const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest object read: a customer is about 1–2 KiB, a subscription with its latest invoice
+/// expanded (up to ten lines inline) some 10–30 KiB.
+const MAX_BODY_BYTES: usize = 256 * 1024;
 const SERVICE: &str = "Stripe API";
 
 /// A Stripe API key: a restricted key (`rk_…`) or, refused nowhere but discouraged, a secret key
@@ -220,30 +225,74 @@ impl CustomerSource for StripeApi {
 #[async_trait]
 impl SubscriptionSource for StripeApi {
     async fn subscription(&self, id: &str) -> Result<Subscription, LookupError> {
-        // As for a customer: an id outside Stripe's alphabet is never put in a path.
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return Err(LookupError::NotFound {
-                id: id.to_owned(),
-                reason: "is not a Stripe subscription id".into(),
-            });
-        }
-        let object = self.get(&format!("/v1/subscriptions/{id}"), id, "read subscriptions").await?;
-        Ok(subscription(&object))
+        let path = format!("/v1/subscriptions/{}", subscription_id(id)?);
+        Ok(subscription(&self.get(&path, id, "read subscriptions").await?))
+    }
+
+    /// With its latest invoice expanded (`expand[]=latest_invoice`): the amount the current
+    /// period was billed at, which a change back is told by — one request, and the only one that
+    /// needs the key's read access to invoices.
+    async fn priced_subscription(&self, id: &str) -> Result<Subscription, LookupError> {
+        let path = format!("/v1/subscriptions/{}?expand%5B%5D=latest_invoice", subscription_id(id)?);
+        Ok(subscription(&self.get(&path, id, "read subscriptions and invoices").await?))
     }
 }
 
-/// An anniversary's facts from Stripe's subscription object: `start_date` (when the subscription
-/// began — a backdated one counts from there, not from `created`) and its first item's term
-/// (`price.recurring`, or `plan` before prices). Either is `None` when the object lacks it: the
-/// rule that needs it then refuses, naming the fact.
+/// `id` when it is one of Stripe's ids: anything outside Stripe's id alphabet is never put in a
+/// path (as for a customer).
+fn subscription_id(id: &str) -> Result<&str, LookupError> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(LookupError::NotFound {
+            id: id.to_owned(),
+            reason: "is not a Stripe subscription id".into(),
+        });
+    }
+    Ok(id)
+}
+
+/// A subscription's facts from Stripe's subscription object: `start_date` (when the subscription
+/// began — a backdated one counts from there, not from `created`), its first item's term
+/// (`price.recurring`, or `plan` before prices), its price now (Σ `unit_amount` × `quantity` of
+/// `items.data`) and the amount in force ([`in_force`]). Each is `None` when the object lacks
+/// it: the rule that needs the start or the term then refuses, naming the fact; without the
+/// prices a change back is announced like any change.
 pub fn subscription(object: &Value) -> Subscription {
+    let items = object.pointer("/items/data").and_then(Value::as_array).filter(|i| !i.is_empty());
     Subscription {
         started_at: object
             .get("start_date")
             .and_then(Value::as_i64)
             .and_then(|s| DateTime::from_timestamp(s, 0)),
         term: object.pointer("/items/data/0").and_then(crate::events::term),
+        price: items
+            .and_then(|items| crate::events::amount(items, None).ok())
+            .map(|(minor, currency)| Amount { minor, currency }),
+        in_force: in_force(object),
     }
+}
+
+/// The amount per period the current period was billed at: the subscription's `latest_invoice`
+/// (expanded), Σ `amount` of its subscription lines (not prorations) whose `period.end` is the
+/// subscription's current period end, in the invoice's currency. `None` when the invoice is not
+/// expanded, lists more lines than it carries (`lines.has_more`), or has no such line (the
+/// latest invoice is a proration invoice, or an older period's): the amount in force is then not
+/// known, never guessed.
+pub fn in_force(subscription: &Value) -> Option<Amount> {
+    let invoice = subscription.get("latest_invoice").filter(|i| i.is_object())?;
+    let end = crate::events::period_end(subscription)?;
+    let lines = invoice.get("lines")?;
+    if lines.get("has_more").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    let mut total: Option<i64> = None;
+    for line in lines.get("data")?.as_array()?.iter().filter(|l| crate::events::is_subscription_line(l)) {
+        if line.pointer("/period/end").and_then(Value::as_i64) != Some(end) {
+            continue;
+        }
+        total = Some(total.unwrap_or(0).checked_add(line.get("amount")?.as_i64()?)?);
+    }
+    let currency = invoice.get("currency").and_then(Value::as_str).filter(|c| !c.is_empty())?;
+    Some(Amount { minor: total?, currency: currency.to_ascii_uppercase() })
 }
 
 /// The notice's facts from Stripe's customer object: `email`, the first of

@@ -238,7 +238,7 @@ fn price_change(event_type: &str, subscription: &Value, previous: &Value) -> Res
         plan_name,
         term: first.and_then(term),
         // The event states only the amount just before this change, not the one the current
-        // period was billed at (a change back is told from it).
+        // period was billed at: the planner reads that from the subscription's latest invoice.
         in_force_minor: None,
     }))
 }
@@ -248,7 +248,7 @@ fn price_change(event_type: &str, subscription: &Value, previous: &Value) -> Res
 /// `old`: the previous attributes of a subscription from before prices, whose `plan` and
 /// `quantity` replace the (one) item's. Err: the field (relative to the item list) and why — a
 /// tiered or metered price has no `unit_amount`, and no amount can be announced for it.
-fn amount(items: &[Value], old: Option<&Value>) -> Result<(i64, String), (String, String)> {
+pub(crate) fn amount(items: &[Value], old: Option<&Value>) -> Result<(i64, String), (String, String)> {
     let mut total: i64 = 0;
     let mut currency: Option<String> = None;
     for (i, item) in items.iter().enumerate() {
@@ -324,7 +324,7 @@ fn cancellation(event_type: &str, subscription: &Value, reason: &str) -> Result<
 
 /// When the subscription's current period ends (the renewal's instant): the subscription's own
 /// field, else the latest of its items' (API 2025-03-31 moved it there).
-fn period_end(subscription: &Value) -> Option<i64> {
+pub(crate) fn period_end(subscription: &Value) -> Option<i64> {
     subscription.get("current_period_end").and_then(Value::as_i64).or_else(|| {
         subscription
             .pointer("/items/data")
@@ -337,15 +337,18 @@ fn period_end(subscription: &Value) -> Option<i64> {
 
 /// The invoice's line for the subscription itself (not a proration, not a one-off item).
 fn subscription_line(invoice: &Value) -> Option<&Value> {
-    invoice.pointer("/lines/data").and_then(Value::as_array)?.iter().find(|line| {
-        let old_shape = line.get("type").and_then(Value::as_str) == Some("subscription")
-            && line.get("proration").and_then(Value::as_bool) != Some(true);
-        let new_shape = line.pointer("/parent/type").and_then(Value::as_str)
-            == Some("subscription_item_details")
-            && line.pointer("/parent/subscription_item_details/proration").and_then(Value::as_bool)
-                != Some(true);
-        old_shape || new_shape
-    })
+    invoice.pointer("/lines/data").and_then(Value::as_array)?.iter().find(|line| is_subscription_line(line))
+}
+
+/// Whether an invoice line bills a subscription item for its period (not a proration, not a
+/// one-off item): `type: subscription` before API 2025-03-31, `parent.type:
+/// subscription_item_details` from it.
+pub(crate) fn is_subscription_line(line: &Value) -> bool {
+    let old_shape = line.get("type").and_then(Value::as_str) == Some("subscription")
+        && line.get("proration").and_then(Value::as_bool) != Some(true);
+    let new_shape = line.pointer("/parent/type").and_then(Value::as_str) == Some("subscription_item_details")
+        && line.pointer("/parent/subscription_item_details/proration").and_then(Value::as_bool) != Some(true);
+    old_shape || new_shape
 }
 
 /// The term the subscription line pays for: its price's `recurring` (or, before prices, its

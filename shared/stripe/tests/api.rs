@@ -246,3 +246,86 @@ async fn a_subscriptions_start_is_read_from_its_record() {
         stand_in(Serve::Answer(200, json!({"id": "sub_2", "object": "subscription"}).to_string())).await;
     assert_eq!(api(&base).subscription("sub_2").await.unwrap().started_at, None);
 }
+
+/// Stripe's own published object (`tests/fixtures/stripe`, from `stripe/openapi`'s fixtures).
+fn fixture(name: &str) -> serde_json::Value {
+    let path = format!("{}/../../tests/fixtures/stripe/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The period the fixtures' subscription is in: it ends (and the next opens) here.
+const PERIOD_END: i64 = 1_790_812_800;
+
+/// Stripe's subscription (2025-03-31 shape) now at 39.00 a month, its latest invoice — expanded,
+/// Stripe's invoice object — billing the current period at `billed` (its one line made the
+/// subscription item's line for that period; the fixture's is a one-off proration).
+fn changed_subscription(billed: i64) -> serde_json::Value {
+    let mut sub = fixture("subscription.json");
+    sub["items"]["data"][0]["current_period_end"] = json!(PERIOD_END);
+    sub["items"]["data"][0]["price"]["unit_amount"] = json!(3900);
+    let mut invoice = fixture("invoice.json");
+    let line = &mut invoice["lines"]["data"][0];
+    line["amount"] = json!(billed);
+    line["period"] = json!({"start": PERIOD_END - 30 * 86_400, "end": PERIOD_END});
+    line["parent"]["type"] = json!("subscription_item_details");
+    line["parent"]["subscription_item_details"]["proration"] = json!(false);
+    sub["latest_invoice"] = invoice;
+    sub
+}
+
+/// Issue 49, item 3: a price change's facts from the subscription record, its latest invoice
+/// expanded in the same request — the price now (Σ unit amount × quantity of the items: tells a
+/// stale event) and the amount in force (the latest invoice's subscription lines for the current
+/// period: tells a change back). Where the invoice cannot say, the amount in force is unknown,
+/// never guessed.
+#[tokio::test]
+async fn a_subscriptions_price_now_and_the_amount_in_force_are_read_with_its_latest_invoice() {
+    use notice_ledger::intake::{Amount, SubscriptionSource};
+    let usd = |minor| Some(Amount { minor, currency: "USD".into() });
+    let object = changed_subscription(2900);
+    let (base, seen) = stand_in(Serve::Answer(200, object.to_string())).await;
+    let found = api(&base).priced_subscription("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw").await.unwrap();
+    assert_eq!((found.price, found.in_force), (usd(3900), usd(2900)));
+    let head = seen.lock().unwrap()[0].clone();
+    assert!(head.contains("?expand%5B%5D=latest_invoice "), "one request, the invoice expanded: {head}");
+    // A key without read access to invoices: denied, naming what it lacks.
+    let (base, _) = stand_in(Serve::Answer(403, "{}".into())).await;
+    match api(&base).priced_subscription("sub_1").await {
+        Err(LookupError::Failed { fault: Fault::Denied { action }, .. }) => {
+            assert_eq!(action.as_deref(), Some("read subscriptions and invoices"))
+        }
+        other => panic!("expected Denied, got {other:?}"),
+    }
+
+    let in_force = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut object = changed_subscription(2900);
+        f(&mut object);
+        notice_stripe::api::in_force(&object)
+    };
+    assert_eq!(in_force(&|_| {}), usd(2900));
+    // Not expanded (an id, as without `expand`): unknown.
+    assert_eq!(in_force(&|o| o["latest_invoice"] = json!("in_1Pgc6tB7WZ01zgkWu9fdqL6I")), None);
+    // A proration invoice (Stripe's fixture line as published), or an older period's: unknown.
+    assert_eq!(
+        in_force(
+            &|o| o["latest_invoice"]["lines"]["data"][0]["parent"]["type"] = json!("invoice_item_details")
+        ),
+        None
+    );
+    assert_eq!(
+        in_force(&|o| o["latest_invoice"]["lines"]["data"][0]["period"]["end"] = json!(PERIOD_END - 1)),
+        None
+    );
+    // More lines than the expanded invoice carries: unknown rather than a partial sum.
+    assert_eq!(in_force(&|o| o["latest_invoice"]["lines"]["has_more"] = json!(true)), None);
+    // Before API 2025-03-31: the line's `type: subscription`, the period end on the subscription.
+    let old = in_force(&|o| {
+        let line = &mut o["latest_invoice"]["lines"]["data"][0];
+        line["parent"] = serde_json::Value::Null;
+        line["type"] = json!("subscription");
+        line["proration"] = json!(false);
+        o["current_period_end"] = json!(PERIOD_END);
+    });
+    assert_eq!(old, usd(2900));
+}

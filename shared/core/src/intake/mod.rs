@@ -128,11 +128,28 @@ pub struct Cancellation {
 }
 
 /// What the billing system's subscription record states that an event may not: when the
-/// subscription began (anniversaries count from it) and its term.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// subscription began (anniversaries count from it), its term, and — for a price change, whose
+/// events may arrive late and out of order — its price now and the amount in force.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Subscription {
     pub started_at: Option<DateTime<Utc>>,
     pub term: Option<Term>,
+    /// The amount per period its next renewal charges, as the subscription stands now (Stripe:
+    /// Σ `unit_amount` × `quantity` of its items). A price-change event whose new amount differs
+    /// was overtaken by a later change, whose own event plans the notice.
+    pub price: Option<Amount>,
+    /// The amount per period the customer pays in the current period, billed when it opened
+    /// (Stripe: the latest invoice's subscription lines for the current period). A change back to
+    /// it before anything was told owes no notice. `None`: not readable (a change back is then
+    /// announced like any change — the customer is told an amount that is true).
+    pub in_force: Option<Amount>,
+}
+
+/// An amount in ISO 4217 minor units and its upper-case currency code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Amount {
+    pub minor: i64,
+    pub currency: String,
 }
 
 /// The billing system's subscription records, read-only (Stripe: `GET /v1/subscriptions/{id}`,
@@ -140,7 +157,16 @@ pub struct Subscription {
 /// anniversary rule needs it and the event does not state it — looked up, never guessed.
 #[async_trait]
 pub trait SubscriptionSource: Send + Sync {
+    /// The record's start and term (what an anniversary needs).
     async fn subscription(&self, id: &str) -> Result<Subscription, LookupError>;
+
+    /// The record with its price now and the amount in force too (what a price change needs;
+    /// Stripe: the latest invoice expanded, which needs read access to invoices as well — asked
+    /// only where a price change is planned). By default the plain record: a source that cannot
+    /// tell the amount in force leaves it `None`, and a change back is announced.
+    async fn priced_subscription(&self, id: &str) -> Result<Subscription, LookupError> {
+        self.subscription(id).await
+    }
 }
 
 /// A changed price, as the billing system states it: the new amount first applies at the renewal
@@ -165,9 +191,10 @@ pub struct PriceChange {
     pub currency: String,
     pub plan_name: Option<String>,
     pub term: Option<Term>,
-    /// The amount the customer pays in the current period, when the billing system states it:
+    /// The amount the customer pays in the current period, when the event states it (Stripe's
+    /// does not: the planner then reads it from the subscription record, [`Subscription::in_force`]):
     /// a change back to it before anything was told withdraws the pending notice and announces
-    /// nothing. `None`: not stated, so a change back is announced like any change.
+    /// nothing. Neither: a change back is announced like any change.
     pub in_force_minor: Option<i64>,
 }
 

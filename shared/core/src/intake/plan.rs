@@ -1,4 +1,8 @@
 //! The planner: a billing fact and the ledger's rows → the messages to enqueue.
+//!
+//! This file holds what every fact shares (the kinds owed, a job's body, the ledger scan) and
+//! the renewal; each fact with its own rules has its own file: [`price`] (price changes),
+//! [`cancel`] (cancellations) and [`anniversary`] (reminders planned ahead of their renewal).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -6,18 +10,22 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
-use super::revision::{self, PriceChoice, RevisionChoice, RevisionRows, WithdrawChoice};
-use super::{
-    BillingFact, Cancellation, CustomerSource, IntakeDecision, LookupError, PriceChange, Refused, Renewal,
-    SubscriptionSource,
-};
+use super::revision::{self, RevisionChoice, RevisionRows};
+use super::{BillingFact, CustomerSource, IntakeDecision, LookupError, Refused, Renewal, SubscriptionSource};
 use crate::error::{ConfigError, LedgerError};
 use crate::identity::{Identity, Kind, NoticeKey};
 use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Cldr, Locale, Money, TimeZone};
-use crate::policy::{Contract, Holds, Obligations, Occasion, Term, WindowPolicy};
+use crate::policy::{Contract, Obligations, WindowPolicy};
+
+mod anniversary;
+mod cancel;
+mod price;
+
+use anniversary::is_first_renewal;
+pub(super) use anniversary::next_renewal;
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
 const PAGE: u64 = 8;
@@ -130,57 +138,10 @@ impl IntakePlanner {
         self
     }
 
-    /// Whether some obligation rule counts anniversaries (Colorado's 12-month reminder): then the
-    /// subscription's start must be readable from the billing system, since its events do not
-    /// state it.
-    pub fn counts_anniversaries(&self) -> bool {
-        match &self.kinds {
-            Kinds::Stated(_) => false,
-            Kinds::Obligations(o) => o.rules().any(|(_, r)| r.anniversary_months.is_some()),
-        }
-    }
-
-    /// The kinds some anniversary rule owes, each once (two jurisdictions' rules may owe one
-    /// kind): a cancellation withdraws them one renewal further.
-    fn anniversary_kinds(&self) -> Vec<&str> {
-        let mut kinds: Vec<&str> = match &self.kinds {
-            Kinds::Stated(_) => Vec::new(),
-            Kinds::Obligations(o) => o
-                .rules()
-                .filter(|(_, r)| r.anniversary_months.is_some())
-                .map(|(_, r)| r.kind.as_str())
-                .collect(),
-        };
-        kinds.sort_unstable();
-        kinds.dedup();
-        kinds
-    }
-
     /// The same, reading a price change's customer facts from `customers`.
     pub fn with_customers(mut self, customers: Arc<dyn CustomerSource>) -> Self {
         self.customers = Some(customers);
         self
-    }
-
-    /// The kinds some rule owes `on: price_change`.
-    fn price_change_kinds(&self) -> Vec<&str> {
-        match &self.kinds {
-            Kinds::Stated(_) => Vec::new(),
-            Kinds::Obligations(o) => o
-                .rules()
-                .filter(|(_, r)| r.on == Occasion::PriceChange)
-                .map(|(_, r)| r.kind.as_str())
-                .collect(),
-        }
-    }
-
-    /// Whether the obligations owe notices of a price change in some jurisdiction: then the
-    /// customer facts must be readable (a deployment without that rule never looks them up).
-    pub fn announces_price_changes(&self) -> bool {
-        match &self.kinds {
-            Kinds::Stated(_) => false,
-            Kinds::Obligations(o) => o.rules().any(|(_, r)| r.on == Occasion::PriceChange),
-        }
     }
 
     pub fn kinds(&self) -> &Kinds {
@@ -325,70 +286,6 @@ impl IntakePlanner {
             .collect())
     }
 
-    /// The anniversary reminders the renewal *after* `renewal` owes (`next`: that renewal, one
-    /// term later): the rules are those that speak for `renewal`'s contract, the anniversary is
-    /// judged at `next`'s charge.
-    fn anniversaries_ahead(&self, event_type: &str, next: &Renewal) -> Result<Vec<OwedKind>, Refused> {
-        let Kinds::Obligations(obligations) = &self.kinds else { return Ok(Vec::new()) };
-        let jurisdiction = next.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
-        let contract = Contract {
-            term: next.term,
-            started_at: next.started_at,
-            charge_at: Some(next.period_start_at),
-            ..Contract::new(next.occasion, jurisdiction.as_deref())
-        };
-        let (scope, candidates) = obligations.candidates(contract.occasion, contract.jurisdiction.as_deref());
-        let mut out: Vec<OwedKind> = Vec::new();
-        for rule in candidates.into_iter().filter(|r| r.anniversary_months.is_some()) {
-            match rule.holds(&contract) {
-                Holds::Yes if out.iter().any(|o| o.kind == rule.kind) => {}
-                Holds::Yes => {
-                    let id = crate::policy::Owed { kind: &rule.kind, rule, scope }.rule_id();
-                    out.push(OwedKind { kind: rule.kind.clone(), rule: Some(id), anniversary: true });
-                }
-                Holds::No => {}
-                Holds::Needs(fact) => {
-                    let reason = format!(
-                        "rule `{}` needs {}, which the billing event does not state ({})",
-                        rule.name,
-                        fact.phrase(),
-                        contract.describe()
-                    );
-                    return Err(Refused::new(event_type, "obligations", reason));
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// `renewal` with the subscription's start filled in when an anniversary rule could speak for
-    /// it and the event does not state it: read from the billing system (`GET
-    /// /v1/subscriptions/{id}` for Stripe). Without a subscription source it is left unstated, and
-    /// the rule that needs it refuses the event, naming the fact — never a guessed start.
-    async fn with_start(&self, event_type: &str, renewal: &Renewal) -> Result<Renewal, PlanError> {
-        let mut renewal = renewal.clone();
-        let Kinds::Obligations(obligations) = &self.kinds else { return Ok(renewal) };
-        let jurisdiction =
-            renewal.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
-        let (_, candidates) = obligations.candidates(renewal.occasion, jurisdiction.as_deref());
-        let needs = candidates.iter().any(|r| r.anniversary_months.is_some());
-        if !needs || renewal.started_at.is_some() {
-            return Ok(renewal);
-        }
-        let Some(source) = &self.subscriptions else { return Ok(renewal) };
-        match source.subscription(&renewal.subscription_id).await {
-            Ok(found) => {
-                renewal.started_at = found.started_at;
-                renewal.term = renewal.term.or(found.term);
-                Ok(renewal)
-            }
-            Err(LookupError::NotFound { id, reason }) => {
-                Err(Refused::new(event_type, "subscription", format!("{id}: {reason}")).into())
-            }
-            Err(e) => Err(PlanError::Lookup(e)),
-        }
-    }
-
     /// A renewal's notices. An anniversary reminder (Colorado: 25–40 days before a renewal that
     /// crosses a 12-month anniversary) is planned **one renewal ahead**: the event of the charge
     /// before it plans it, and the sender parks it until its window opens — a billing system's
@@ -473,213 +370,6 @@ impl IntakePlanner {
         })
     }
 
-    /// A price change: when some obligation speaks for price changes, the customer's facts are
-    /// read from the billing system, the obligations decide the kinds for the customer's
-    /// jurisdiction, and [`revision::price_change`] decides each kind's messages.
-    async fn plan_price_change(
-        &self,
-        event_type: &str,
-        change: &PriceChange,
-        ledger: &dyn RowReader,
-    ) -> Result<Vec<IntakeDecision>, PlanError> {
-        if !self.announces_price_changes() {
-            return Ok(vec![IntakeDecision::Ignore {
-                reason:
-                    "no obligation rule is `on: price_change`: the configuration owes no price-change notice"
-                        .into(),
-            }]);
-        }
-        let customers = self.customers.as_ref().ok_or(PlanError::Lookup(LookupError::NotConfigured(
-            "the obligations owe price-change notices, and their customer facts come from the billing system",
-        )))?;
-        let customer = match customers.customer(&change.customer_id).await {
-            Ok(c) => c,
-            Err(LookupError::NotFound { id, reason }) => {
-                return Err(Refused::new(event_type, "customer", format!("{id}: {reason}")).into())
-            }
-            Err(e) => return Err(PlanError::Lookup(e)),
-        };
-        let email = customer.email.filter(|e| !e.trim().is_empty()).ok_or_else(|| {
-            Refused::new(
-                event_type,
-                "customer.email",
-                "is missing: the customer has no e-mail address on file",
-            )
-        })?;
-        let renewal = Renewal {
-            occasion: Occasion::PriceChange,
-            subscription_id: change.subscription_id.clone(),
-            period_start_at: change.period_start_at,
-            charge_at: change.charge_at,
-            amount_minor: change.amount_minor,
-            currency: change.currency.clone(),
-            email,
-            locale: customer.locale,
-            jurisdiction: customer.jurisdiction,
-            plan_name: change.plan_name.clone(),
-            term: change.term,
-            trial_days: None,
-            started_at: None,
-        };
-        let owed = self.owed(event_type, &renewal)?;
-        if owed.is_empty() {
-            return Ok(vec![IntakeDecision::Ignore {
-                reason: format!(
-                    "no obligation rule speaks for a price change in {}: the configuration owes no notice",
-                    renewal.jurisdiction.as_deref().unwrap_or("no jurisdiction")
-                ),
-            }]);
-        }
-        let change_back = change.in_force_minor == Some(change.amount_minor);
-        let mut out = Vec::new();
-        for owed in owed {
-            let kind = owed.kind.as_str();
-            if let Some(rule) = &owed.rule {
-                tracing::info!(kind, rule, change_back, "price-change notice owed");
-            }
-            let job = self.owed_job(event_type, &owed, &renewal, 0)?;
-            let digest = job.content_digest();
-            let period_start = period_of(&job);
-            let at = (renewal.subscription_id.as_str(), period_start.as_str(), kind);
-            let scanned = self.scan(event_type, at, ledger).await?;
-            let choice =
-                revision::price_change(&scanned, &digest, change_back).ok_or_else(|| too_many(event_type))?;
-            let withdraw = |revisions: Vec<u64>, reason: &str| -> Result<Vec<IntakeDecision>, Refused> {
-                revisions
-                    .into_iter()
-                    .map(|r| self.withdrawal(event_type, at, r, reason).map(IntakeDecision::Withdraw))
-                    .collect()
-            };
-            match choice {
-                PriceChoice::Reuse(revision) => {
-                    out.push(IntakeDecision::Send(self.owed_job(event_type, &owed, &renewal, revision)?));
-                }
-                PriceChoice::Withdraw(revisions) => {
-                    out.extend(withdraw(revisions, "the price went back before the change was announced")?);
-                }
-                PriceChoice::Mint { revision, superseded } => {
-                    if revision >= MAX_REVISIONS {
-                        return Err(too_many(event_type));
-                    }
-                    let reason =
-                        format!("{}: the price changed again", revision::superseded_mark(revision, &digest));
-                    out.extend(withdraw(superseded, &reason)?);
-                    out.push(IntakeDecision::Send(self.owed_job(event_type, &owed, &renewal, revision)?));
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// A cancellation withdraws the period's notice of every kind the deployment can send: the
-    /// event does not say which ones were owed, and a tombstone where none was owed costs one row.
-    /// The anniversary kinds are withdrawn for the period after it too: their reminder for that
-    /// renewal was planned a renewal ahead and may be parked already.
-    async fn plan_cancellation(
-        &self,
-        event_type: &str,
-        cancellation: &Cancellation,
-        ledger: &dyn RowReader,
-    ) -> Result<Vec<IntakeDecision>, PlanError> {
-        let period_start = self
-            .period_start(cancellation.period_start_at)
-            .map_err(|e| Refused::new(event_type, "period_start", e))?;
-        let mut out = Vec::new();
-        let price_kinds = self.price_change_kinds();
-        let mut periods = vec![(period_start.clone(), self.kinds.all())];
-        let anniversary_kinds = self.anniversary_kinds();
-        if !anniversary_kinds.is_empty() {
-            periods.push((self.period_after(event_type, cancellation).await?, anniversary_kinds));
-        }
-        for (period_start, kinds) in periods {
-            self.withdraw_period(
-                event_type,
-                cancellation,
-                &period_start,
-                kinds,
-                &price_kinds,
-                ledger,
-                &mut out,
-            )
-            .await?;
-        }
-        Ok(out)
-    }
-
-    /// The period after the cancelled one (its start one term later), whose anniversary reminder
-    /// was planned ahead: the term from the event, else from the billing system's record; neither
-    /// → refused naming the term (a reminder left standing would tell a cancelled customer of a
-    /// renewal that will not happen).
-    async fn period_after(&self, event_type: &str, cancellation: &Cancellation) -> Result<String, PlanError> {
-        let (mut term, mut started) = (cancellation.term, cancellation.started_at);
-        // Only a missing term is worth a lookup: without the start, the next period is one term on.
-        if let Some(source) = self.subscriptions.as_ref().filter(|_| term.is_none()) {
-            match source.subscription(&cancellation.subscription_id).await {
-                Ok(found) => {
-                    term = term.or(found.term);
-                    started = started.or(found.started_at);
-                }
-                Err(LookupError::NotFound { .. }) => {}
-                Err(e) => return Err(PlanError::Lookup(e)),
-            }
-        }
-        let refused = |reason: String| Refused::new(event_type, "term", reason);
-        let term = term.ok_or_else(|| {
-            refused(
-                "is not stated and cannot be read: the anniversary reminder planned for the renewal \
-                 after this one cannot be found to withdraw"
-                    .into(),
-            )
-        })?;
-        let next = next_period(term, started, cancellation.period_start_at).ok_or_else(|| {
-            refused(format!("{term} after {} is out of range", cancellation.period_start_at))
-        })?;
-        Ok(self.period_start(next).map_err(|e| Refused::new(event_type, "period_start", e))?)
-    }
-
-    /// Withdraws the notices of `kinds` for one period of a cancelled subscription.
-    #[allow(clippy::too_many_arguments)]
-    async fn withdraw_period(
-        &self,
-        event_type: &str,
-        cancellation: &Cancellation,
-        period_start: &str,
-        kinds: Vec<&str>,
-        price_kinds: &[&str],
-        ledger: &dyn RowReader,
-        out: &mut Vec<IntakeDecision>,
-    ) -> Result<(), PlanError> {
-        let subscription_id = cancellation.subscription_id.as_str();
-        for kind in kinds {
-            // Validates the identity before the ledger is read (a bad id is refused, not looked up).
-            Identity::new(subscription_id, period_start, kind, 0)
-                .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
-            let at = (subscription_id, period_start, kind);
-            let scanned = self.scan(event_type, at, ledger).await?;
-            // A price-change kind's tombstones do not end its period (a pending notice may sit
-            // past them, without a row): its first revision without a row is always withdrawn.
-            let choice = if price_kinds.contains(&kind) {
-                revision::withdraw_pending(&scanned, &cancellation.reason)
-            } else {
-                revision::withdraw(&scanned)
-            };
-            match choice.ok_or_else(|| too_many(event_type))? {
-                WithdrawChoice::AlreadyWithdrawn(revision) => out.push(IntakeDecision::Ignore {
-                    reason: format!(
-                        "the {kind} notice for period {period_start} is already withdrawn (revision {revision})"
-                    ),
-                }),
-                WithdrawChoice::Withdraw(revisions) => {
-                    for r in revisions {
-                        let w = self.withdrawal(event_type, at, r, &cancellation.reason)?;
-                        out.push(IntakeDecision::Withdraw(w));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn withdrawal(
         &self,
         event_type: &str,
@@ -744,47 +434,6 @@ impl IntakePlanner {
 
 /// A notice's identity but its revision: (subscription, period, kind).
 type Notice<'a> = (&'a str, &'a str, &'a str);
-
-/// Whether `renewal` is the subscription's first: no charge before it whose event could have
-/// planned its anniversary reminder (the term before its period is the subscription's start).
-fn is_first_renewal(renewal: &Renewal) -> bool {
-    match (renewal.term, renewal.started_at) {
-        (Some(term), Some(started)) => {
-            term.before(renewal.period_start_at).is_some_and(|prev| prev <= started)
-        }
-        _ => false,
-    }
-}
-
-/// The renewal one term after `renewal`: its period one term later — on the subscription's own
-/// grid when its period lies on it (anchored on the 31st: 31 March after 28 February) — charged
-/// as long after its period opens as this one, with the same amount and customer facts as in force
-/// now (a price change is announced by its own notice).
-pub(super) fn next_renewal(renewal: &Renewal) -> Option<Renewal> {
-    let period = renewal.period_start_at;
-    let next = next_period(renewal.term?, renewal.started_at, period)?;
-    let charge_at = next.checked_add_signed(renewal.charge_at.signed_duration_since(period))?;
-    Some(Renewal { period_start_at: next, charge_at, ..renewal.clone() })
-}
-
-/// The period after the one opening at `period`: on the subscription's own grid when `period` lies
-/// on it (the k-th term after `started` is `period`: the next is the (k+1)-th), else one term on.
-/// One computation for the planner and the cancellation, so a withdraw finds what was planned.
-fn next_period(term: Term, started: Option<DateTime<Utc>>, period: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let on_grid = started.and_then(|started| {
-        // Bounded: a century of the shortest term.
-        (1..=5_300u32).find_map(|k| match term.times_after(started, k) {
-            Some(at) if at == period => Some(term.times_after(started, k + 1)),
-            Some(at) if at > period => Some(None),
-            None => Some(None),
-            _ => None,
-        })
-    });
-    match on_grid {
-        Some(Some(next)) => Some(next),
-        _ => term.after(period),
-    }
-}
 
 fn period_of(job: &Job) -> String {
     job.identity.period_start().format("%Y-%m-%d").to_string()

@@ -149,9 +149,11 @@ pub fn withdraw_pending(scanned: &[RevisionRows], reason: &str) -> Option<Withdr
 pub enum PriceChoice {
     /// This new amount is already the notice at this revision: the same body again.
     Reuse(u64),
-    /// Withdraw these revisions (the one a pending notice sits at, and every `released` one) and
+    /// Withdraw these revisions (where a pending notice may sit, and every `released` one) and
     /// announce nothing: the price went back before anything was told.
     Withdraw(Vec<u64>),
+    /// This change back's own tombstone is already at this revision: nothing more to do.
+    WentBack(u64),
     /// Withdraw `superseded` and announce the new amount at `revision`.
     Mint { revision: u64, superseded: Vec<u64> },
 }
@@ -171,12 +173,16 @@ pub enum PriceChoice {
 ///   old amount whenever its job arrives; a withdraw that finds it already claimed is answered
 ///   `withdraw_too_late` and the new amount still goes out (the customer was told the old one).
 ///
-/// A change back (`change_back`: the new amount is the one in force) before anything was told
-/// withdraws the pending notice and mints nothing; once something was claimed or sent, the
-/// customer was told another amount, so the one in force is announced like any change.
+/// A change back (`back`: the new amount is the one in force; its withdraw reason) before anything
+/// was told withdraws the pending notice and mints nothing. The pending notice sits at the first
+/// revision without a row — or one past it, when the tombstone its change sent to that revision has
+/// not landed yet (the two events came seconds apart) — so both are withdrawn. A change back
+/// delivered again finds its own tombstone (`back` in its detail) just before the first revision
+/// without a row and withdraws nothing more. Once something was claimed or sent, the customer was
+/// told another amount, so the one in force is announced like any change.
 ///
 /// `None` when the scan did not reach its first gap.
-pub fn price_change(scanned: &[RevisionRows], digest: &str, change_back: bool) -> Option<PriceChoice> {
+pub fn price_change(scanned: &[RevisionRows], digest: &str, back: Option<&str>) -> Option<PriceChoice> {
     let gap = first_gap(scanned)?;
     let before_gap = scanned.iter().filter(|r| r.revision < gap);
     // Only the latest announcement counts: an older revision with this amount was superseded
@@ -194,8 +200,19 @@ pub fn price_change(scanned: &[RevisionRows], digest: &str, change_back: bool) -
     let mut superseded: Vec<u64> =
         before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
     superseded.push(gap);
-    if change_back && !told {
-        return Some(PriceChoice::Withdraw(superseded));
+    match back {
+        Some(reason) if !told => {
+            let own = |r: &LedgerRow| {
+                r.state == RowState::Withdrawn
+                    && r.detail.as_deref().is_some_and(|d| d.ends_with(&format!(": {reason}")))
+            };
+            let before = gap.checked_sub(1).and_then(|b| scanned.iter().find(|r| r.revision == b));
+            if let Some(before) = before.filter(|b| b.rows.iter().any(own)) {
+                return Some(PriceChoice::WentBack(before.revision));
+            }
+            superseded.push(gap + 1);
+            Some(PriceChoice::Withdraw(superseded))
+        }
+        _ => Some(PriceChoice::Mint { revision: gap + 1, superseded }),
     }
-    Some(PriceChoice::Mint { revision: gap + 1, superseded })
 }

@@ -78,9 +78,9 @@ impl OutcomeEvent {
         let outcome = published_as(&delivery.outcome)?;
         let key = delivery.key.as_ref()?;
         let identity = message.identity();
-        let (charge_at, jurisdiction) = match message {
-            Message::Send(job) => (Some(job.charge_at), job.jurisdiction.clone()),
-            Message::Withdraw(_) => (None, None),
+        let (charge_at, jurisdiction, obligation) = match message {
+            Message::Send(job) => (Some(job.charge_at), job.jurisdiction.clone(), job.obligation.clone()),
+            Message::Withdraw(_) => (None, None, None),
         };
         let (reason, message_id) = match &delivery.outcome {
             Outcome::Sent { message_id } => (None, Some(message_id.clone())),
@@ -121,6 +121,7 @@ impl OutcomeEvent {
             message_id,
             config_version: config_version.filter(|_| judged).map(str::to_owned),
             jurisdiction,
+            obligation,
             published_by: PublishedBy::Sender,
         })
     }
@@ -194,6 +195,7 @@ impl OutcomeEvent {
             message_id: row.message_id.clone(),
             config_version: row.rendered.as_ref().map(|r| r.config_version.clone()),
             jurisdiction: row.jurisdiction.clone(),
+            obligation: row.obligation.clone(),
             published_by: by,
         })
     }

@@ -139,6 +139,12 @@ pub struct OutcomeEvent {
     /// The jurisdiction the window was judged in, where the job named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jurisdiction: Option<String>,
+    /// The obligation rule that owed the notice (`US-CA/ca-annual-term`: scope and rule name), where
+    /// the job named one (a planner's jobs do; a withdraw names none): the business can count
+    /// outcomes per legal rule without reading the ledger — the same value the row and
+    /// `noticectl evidence` show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub obligation: Option<String>,
     pub published_by: PublishedBy,
 }
 

@@ -1,0 +1,120 @@
+//! Cancellations: the period's notice of every kind withdrawn, and the anniversary reminder
+//! planned a renewal ahead withdrawn for the period after.
+
+use super::anniversary::next_period;
+use super::{too_many, IntakePlanner, PlanError};
+use crate::identity::Identity;
+use crate::intake::revision::{self, WithdrawChoice};
+use crate::intake::{Cancellation, IntakeDecision, LookupError, Refused};
+use crate::ledger::RowReader;
+
+impl IntakePlanner {
+    /// A cancellation withdraws the period's notice of every kind the deployment can send: the
+    /// event does not say which ones were owed, and a tombstone where none was owed costs one row.
+    /// The anniversary kinds are withdrawn for the period after it too: their reminder for that
+    /// renewal was planned a renewal ahead and may be parked already.
+    pub(super) async fn plan_cancellation(
+        &self,
+        event_type: &str,
+        cancellation: &Cancellation,
+        ledger: &dyn RowReader,
+    ) -> Result<Vec<IntakeDecision>, PlanError> {
+        let period_start = self
+            .period_start(cancellation.period_start_at)
+            .map_err(|e| Refused::new(event_type, "period_start", e))?;
+        let mut out = Vec::new();
+        let price_kinds = self.price_change_kinds();
+        let mut periods = vec![(period_start.clone(), self.kinds.all())];
+        let anniversary_kinds = self.anniversary_kinds();
+        if !anniversary_kinds.is_empty() {
+            periods.push((self.period_after(event_type, cancellation).await?, anniversary_kinds));
+        }
+        for (period_start, kinds) in periods {
+            self.withdraw_period(
+                event_type,
+                cancellation,
+                &period_start,
+                kinds,
+                &price_kinds,
+                ledger,
+                &mut out,
+            )
+            .await?;
+        }
+        Ok(out)
+    }
+
+    /// The period after the cancelled one (its start one term later), whose anniversary reminder
+    /// was planned ahead: the term from the event, else from the billing system's record; neither
+    /// → refused naming the term (a reminder left standing would tell a cancelled customer of a
+    /// renewal that will not happen).
+    async fn period_after(&self, event_type: &str, cancellation: &Cancellation) -> Result<String, PlanError> {
+        let (mut term, mut started) = (cancellation.term, cancellation.started_at);
+        // Only a missing term is worth a lookup: without the start, the next period is one term on.
+        if let Some(source) = self.subscriptions.as_ref().filter(|_| term.is_none()) {
+            match source.subscription(&cancellation.subscription_id).await {
+                Ok(found) => {
+                    term = term.or(found.term);
+                    started = started.or(found.started_at);
+                }
+                Err(LookupError::NotFound { .. }) => {}
+                Err(e) => return Err(PlanError::Lookup(e)),
+            }
+        }
+        let refused = |reason: String| Refused::new(event_type, "term", reason);
+        let term = term.ok_or_else(|| {
+            refused(
+                "is not stated and cannot be read: the anniversary reminder planned for the renewal \
+                 after this one cannot be found to withdraw"
+                    .into(),
+            )
+        })?;
+        let next = next_period(term, started, cancellation.period_start_at).ok_or_else(|| {
+            refused(format!("{term} after {} is out of range", cancellation.period_start_at))
+        })?;
+        Ok(self.period_start(next).map_err(|e| Refused::new(event_type, "period_start", e))?)
+    }
+
+    /// Withdraws the notices of `kinds` for one period of a cancelled subscription.
+    #[allow(clippy::too_many_arguments)]
+    async fn withdraw_period(
+        &self,
+        event_type: &str,
+        cancellation: &Cancellation,
+        period_start: &str,
+        kinds: Vec<&str>,
+        price_kinds: &[&str],
+        ledger: &dyn RowReader,
+        out: &mut Vec<IntakeDecision>,
+    ) -> Result<(), PlanError> {
+        let subscription_id = cancellation.subscription_id.as_str();
+        for kind in kinds {
+            // Validates the identity before the ledger is read (a bad id is refused, not looked up).
+            Identity::new(subscription_id, period_start, kind, 0)
+                .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
+            let at = (subscription_id, period_start, kind);
+            let scanned = self.scan(event_type, at, ledger).await?;
+            // A price-change kind's tombstones do not end its period (a pending notice may sit
+            // past them, without a row): its first revision without a row is always withdrawn.
+            let choice = if price_kinds.contains(&kind) {
+                revision::withdraw_pending(&scanned, &cancellation.reason)
+            } else {
+                revision::withdraw(&scanned)
+            };
+            match choice.ok_or_else(|| too_many(event_type))? {
+                WithdrawChoice::AlreadyWithdrawn(revision) => out.push(IntakeDecision::Ignore {
+                    reason: format!(
+                        "the {kind} notice for period {period_start} is already withdrawn (revision {revision})"
+                    ),
+                }),
+                WithdrawChoice::Withdraw(revisions) => {
+                    for r in revisions {
+                        let w = self.withdrawal(event_type, at, r, &cancellation.reason)?;
+                        out.push(IntakeDecision::Withdraw(w));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
