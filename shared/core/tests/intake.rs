@@ -542,7 +542,11 @@ impl SubscriptionSource for Subscriptions {
 #[tokio::test]
 async fn the_start_is_read_from_the_subscription_record_only_where_an_anniversary_rule_speaks() {
     let mut known = std::collections::HashMap::new();
-    let record = Subscription { started_at: Some(at("2025-10-01T07:00:00Z")), term: Term::parse("month", 1) };
+    let record = Subscription {
+        started_at: Some(at("2025-10-01T07:00:00Z")),
+        term: Term::parse("month", 1),
+        ..Subscription::default()
+    };
     known.insert("sub_8812".to_owned(), record);
     let source = Arc::new(Subscriptions { known, ..Default::default() });
     let p = obliged().with_subscriptions(source.clone());
@@ -806,7 +810,7 @@ async fn a_change_back_before_anything_was_told_withdraws_and_after_is_announced
     // Back to 29.00, the amount in force, while 39.00 waits: withdrawn, nothing announced.
     let back = PriceChange { in_force_minor: Some(2900), ..price_change(3900, 2900) };
     let decisions = plan_price(&p, &back, &ledger).await;
-    assert_eq!(withdraws(&decisions), vec![1]);
+    assert_eq!(withdraws(&decisions), vec![1, 2]);
     assert!(sends(&decisions).is_empty(), "{decisions:?}");
     let IntakeDecision::Withdraw(w) = &decisions[0] else { panic!("a withdraw") };
     assert!(w.reason.as_deref().unwrap_or("").contains("went back"));
@@ -815,7 +819,8 @@ async fn a_change_back_before_anything_was_told_withdraws_and_after_is_announced
     deliver(&p, &ledger, &b);
     let decisions = plan_price(&p, &back, &ledger).await;
     assert_eq!(sends(&decisions), vec![(3, 2900)]);
-    // A change back whose amount in force is not stated is announced like any change.
+    // A change back whose amount in force is not stated, by the event or the subscription
+    // record, is announced like any change.
     let ledger = MemoryLedger::new();
     deliver(&p, &ledger, &b[..1]);
     assert_eq!(sends(&plan_price(&p, &price_change(3900, 2900), &ledger).await), vec![(2, 2900)]);
@@ -880,16 +885,98 @@ async fn a_price_change_without_a_rule_looks_nothing_up_and_a_lookup_failure_dec
     assert!(matches!(err, Err(PlanError::Lookup(LookupError::NotConfigured(_)))), "{err:?}");
 }
 
+/// The subscription record as Stripe would answer now: its price `now` and the amount the
+/// current period was billed at.
+fn stands_at(now: i64, in_force: i64) -> Arc<Subscriptions> {
+    let usd = |minor| Some(notice_ledger::intake::Amount { minor, currency: "USD".into() });
+    let record = Subscription { price: usd(now), in_force: usd(in_force), ..Subscription::default() };
+    Arc::new(Subscriptions {
+        known: [("sub_8812".to_owned(), record)].into_iter().collect(),
+        ..Subscriptions::default()
+    })
+}
+
+/// The planner with the customer and the subscription record as it stands.
+fn priced_at(now: i64, in_force: i64) -> IntakePlanner {
+    priced_with(customers(&[("cus_ada", ada("US-CA"))])).with_subscriptions(stands_at(now, in_force))
+}
+
+/// Issue 49, item 3: a change back (29.00 → 39.00, then back to 29.00, which the current period
+/// was billed at) before anything was sent withdraws the pending notice and announces nothing —
+/// whether the sender ran between the two events or not, whatever their order and however often
+/// each is delivered.
+#[tokio::test]
+async fn a_change_back_to_the_amount_in_force_only_withdraws_in_any_order() {
+    let (at_b, at_a) = (priced_at(3900, 2900), priced_at(2900, 2900));
+    let back = price_change(3900, 2900);
+    let only_withdraws = |d: &[IntakeDecision]| {
+        assert!(sends(d).is_empty(), "nothing announced: {d:?}");
+        withdraws(d)
+    };
+
+    // In order, the sender ran between them: 39.00 waits at 1 and is withdrawn (and the revision
+    // past the gap, where it would sit had its tombstone not landed).
+    let ledger = MemoryLedger::new();
+    let b = plan_price(&at_b, &price_change(2900, 3900), &ledger).await;
+    assert_eq!((withdraws(&b), sends(&b)), (vec![0], vec![(1, 3900)]));
+    deliver(&at_b, &ledger, &b[..1]);
+    let undo = plan_price(&at_a, &back, &ledger).await;
+    assert_eq!(only_withdraws(&undo), vec![1, 2]);
+    let IntakeDecision::Withdraw(w) = &undo[0] else { panic!("a withdraw") };
+    let reason = w.reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("went back from 3900 to 2900 USD, the amount in force"), "{reason}");
+    // Redelivered before the tombstones landed: the same messages; after: nothing more.
+    assert_eq!(plan_price(&at_a, &back, &ledger).await, undo);
+    deliver(&at_a, &ledger, &undo);
+    let again = plan_price(&at_a, &back, &ledger).await;
+    assert!(matches!(again.as_slice(), [IntakeDecision::Ignore { reason }] if reason.contains("went back")));
+    // The first change delivered again now: overtaken (the subscription is at 29.00), nothing.
+    let late = plan_price(&at_a, &price_change(2900, 3900), &ledger).await;
+    assert!(matches!(late.as_slice(), [IntakeDecision::Ignore { reason }] if reason.contains("superseded")));
+
+    // In order, both planned before the sender ran: 39.00 will sit at 1 (its tombstone at 0 not
+    // yet landed), and the change back withdraws it there.
+    let ledger = MemoryLedger::new();
+    let b = plan_price(&at_b, &price_change(2900, 3900), &ledger).await;
+    let undo = plan_price(&at_a, &back, &ledger).await;
+    assert_eq!(only_withdraws(&undo), vec![0, 1]);
+    assert_eq!(sends(&b), vec![(1, 3900)], "the notice the change back withdraws");
+
+    // Reordered: the change back first (the record already at 29.00), the change to 39.00 after.
+    let ledger = MemoryLedger::new();
+    let undo = plan_price(&at_a, &back, &ledger).await;
+    assert_eq!(only_withdraws(&undo), vec![0, 1]);
+    for _ in 0..2 {
+        let late = plan_price(&at_a, &price_change(2900, 3900), &ledger).await;
+        assert!(matches!(late.as_slice(), [IntakeDecision::Ignore { .. }]), "{late:?}");
+        deliver(&at_a, &ledger, &undo);
+    }
+
+    // Not a change back: the amount in force is 29.00, the price moved 39.00 → 34.00.
+    let ledger = MemoryLedger::new();
+    let c = plan_price(&priced_at(3400, 2900), &price_change(3900, 3400), &ledger).await;
+    assert_eq!(sends(&c), vec![(1, 3400)]);
+    // The subscription cannot be read: nothing decided (retried); unknown: refused naming it.
+    let down = PriceChange { subscription_id: "sub_down".into(), ..back.clone() };
+    let err = at_a.plan("customer.subscription.updated", &BillingFact::PriceChange(down), &ledger).await;
+    assert!(matches!(err, Err(PlanError::Lookup(LookupError::Failed { .. }))), "{err:?}");
+    let gone = PriceChange { subscription_id: "sub_gone".into(), ..back };
+    let err = at_a.plan("customer.subscription.updated", &BillingFact::PriceChange(gone), &ledger).await;
+    assert!(matches!(err, Err(PlanError::Refused(ref r)) if r.field == "subscription"), "{err:?}");
+}
+
 #[test]
 fn the_price_change_rule_needs_the_gap_and_reuses_only_the_latest_revision() {
     use revision::PriceChoice;
-    assert_eq!(revision::price_change(&[], "d", false), None);
+    assert_eq!(revision::price_change(&[], "d", None), None);
     let empty = [RevisionRows { revision: 0, rows: Vec::new() }];
     assert_eq!(
-        revision::price_change(&empty, "d", false),
+        revision::price_change(&empty, "d", None),
         Some(PriceChoice::Mint { revision: 1, superseded: vec![0] })
     );
-    assert_eq!(revision::price_change(&empty, "d", true), Some(PriceChoice::Withdraw(vec![0])));
+    // A change back: the gap and the revision past it (where a pending notice sits until the
+    // tombstone its change sent to the gap lands).
+    assert_eq!(revision::price_change(&empty, "d", Some("back")), Some(PriceChoice::Withdraw(vec![0, 1])));
 }
 
 #[tokio::test]
