@@ -35,6 +35,14 @@ fn intake(state: &Path, file: &str) -> Output {
     noticectl(state, &["intake", "stripe", file, "--config", EXAMPLE, "--billing-time-zone", "UTC"], None)
 }
 
+/// `intake stripe FILE` under the US example, reading Stripe's API at `base` (a stand-in).
+fn intake_reading(state: &Path, file: &Path, base: &str) -> Output {
+    let file = file.to_str().unwrap_or_default();
+    let key = "rk_test_51Restricted0Key0For0Tests";
+    let args = ["intake", "stripe", file, "--config", EXAMPLE, "--billing-time-zone", "UTC"];
+    noticectl(state, &[&args[..], &["--stripe-api-key", key, "--stripe-api-base", base]].concat(), None)
+}
+
 fn messages(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
@@ -288,23 +296,7 @@ fn a_change_back_before_the_notice_went_out_only_withdraws() {
     let plan = |events: &str| {
         let file = state.path().join("events.jsonl");
         std::fs::write(&file, events).unwrap();
-        let out = noticectl(
-            state.path(),
-            &[
-                "intake",
-                "stripe",
-                file.to_str().unwrap(),
-                "--config",
-                EXAMPLE,
-                "--billing-time-zone",
-                "UTC",
-                "--stripe-api-key",
-                "rk_test_51Restricted0Key0For0Tests",
-                "--stripe-api-base",
-                &base,
-            ],
-            None,
-        );
+        let out = intake_reading(state.path(), &file, &base);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         out
     };
@@ -381,23 +373,7 @@ fn a_colorado_anniversary_reminder_is_planned_a_renewal_ahead_and_sent_inside_it
     event["data"]["object"]["customer_address"]["state"] = "CO".into();
     let file = state.path().join("colorado.json");
     std::fs::write(&file, serde_json::to_string_pretty(&event).unwrap()).unwrap();
-    let planned = noticectl(
-        state.path(),
-        &[
-            "intake",
-            "stripe",
-            file.to_str().unwrap(),
-            "--config",
-            EXAMPLE,
-            "--billing-time-zone",
-            "UTC",
-            "--stripe-api-key",
-            "rk_test_51Restricted0Key0For0Tests",
-            "--stripe-api-base",
-            &base,
-        ],
-        None,
-    );
+    let planned = intake_reading(state.path(), &file, &base);
     let stderr = String::from_utf8_lossy(&planned.stderr).into_owned();
     assert_eq!(planned.status.code(), Some(0), "{stderr}");
     assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 1, "the start was read from Stripe");

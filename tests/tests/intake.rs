@@ -711,14 +711,7 @@ async fn a_price_change_through_the_intake_reads_the_customer_from_stripe_and_is
 /// 39.00 (its window opens 30 days before) and its row is the change back's tombstone.
 #[tokio::test]
 async fn a_change_back_through_the_intake_only_withdraws_in_either_order() {
-    const GROUP: &str = "notice-parked";
-    const ROLE: &str = "arn:aws:iam::123456789012:role/notice-scheduler-to-queue";
-    let config = us_example();
-    let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
-    let mut stack = stack_with(kinds.clone(), Some(config)).await;
-    stack.env.moto.create_schedule_group(GROUP).await;
-    let parker = notice_scheduler::SchedulerParker::new(stack.env.moto.scheduler().await, GROUP, ROLE);
-    stack.sender = stack.sender.with_parker(Some(Arc::new(parker)));
+    let (mut stack, kinds) = us_stack_parking().await;
     let in_order = Renewal::in_hours("sub_back_ca", 40 * 24);
     let reordered = Renewal::in_hours("sub_back_late", 40 * 24);
     // Stripe's record as it stands once both changes were made: back at 29.00, billed 29.00.
@@ -770,6 +763,22 @@ async fn a_change_back_through_the_intake_only_withdraws_in_either_order() {
     assert_eq!(price_state(&stack, &reordered, 2).await, None, "no revision spent past the change back");
 }
 
+/// The schedule group the sender parks early jobs in.
+const PARKED: &str = "notice-parked";
+
+/// A stack under the US example whose real sender parks early jobs in EventBridge Scheduler
+/// (group [`PARKED`]), and the example's obligations.
+async fn us_stack_parking() -> (Stack, Kinds) {
+    const ROLE: &str = "arn:aws:iam::123456789012:role/notice-scheduler-to-queue";
+    let config = us_example();
+    let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
+    let mut stack = stack_with(kinds.clone(), Some(config)).await;
+    stack.env.moto.create_schedule_group(PARKED).await;
+    let parker = notice_scheduler::SchedulerParker::new(stack.env.moto.scheduler().await, PARKED, ROLE);
+    stack.sender = stack.sender.with_parker(Some(Arc::new(parker)));
+    (stack, kinds)
+}
+
 async fn price_state(stack: &Stack, renewal: &Renewal, revision: u64) -> Option<RowState> {
     let key = renewal.identity_of("price_change", revision).derive_key(&NoticeSecret::new(SECRET).unwrap());
     sender_app::state(&stack.env, &key).await
@@ -800,14 +809,7 @@ impl notice_ledger::intake::SubscriptionSource for StartedAt {
 /// reminder of the cancelled period and the one planned for the period after it.
 #[tokio::test]
 async fn a_colorado_anniversary_reminder_is_parked_a_renewal_ahead_and_a_cancellation_withdraws_it() {
-    const GROUP: &str = "notice-parked";
-    const ROLE: &str = "arn:aws:iam::123456789012:role/notice-scheduler-to-queue";
-    let config = us_example();
-    let kinds = Kinds::from_policy(config.policy(), None).expect("the example has obligations");
-    let mut stack = stack_with(kinds.clone(), Some(config)).await;
-    stack.env.moto.create_schedule_group(GROUP).await;
-    let parker = notice_scheduler::SchedulerParker::new(stack.env.moto.scheduler().await, GROUP, ROLE);
-    stack.sender = stack.sender.with_parker(Some(Arc::new(parker)));
+    let (mut stack, kinds) = us_stack_parking().await;
 
     let renewal = Renewal::in_hours("sub_co_anniversary", 20 * 24);
     let started = renewal.period_start_at.checked_sub_months(chrono::Months::new(11)).unwrap();
@@ -834,7 +836,7 @@ async fn a_colorado_anniversary_reminder_is_parked_a_renewal_ahead_and_a_cancell
             .derive_key(&secret);
     let reminder = renewal.identity(0).derive_key(&secret);
     let scheduler = stack.env.moto.scheduler().await;
-    let listed = scheduler.list_schedules().group_name(GROUP).send().await.unwrap();
+    let listed = scheduler.list_schedules().group_name(PARKED).send().await.unwrap();
     let mut names: Vec<String> =
         listed.schedules().iter().filter_map(|s| s.name().map(str::to_owned)).collect();
     names.sort();

@@ -49,25 +49,10 @@ impl IntakePlanner {
             }]);
         }
         let now = self.subscription_now(event_type, change).await?;
-        if let Some(price) = now.as_ref().and_then(|s| s.price.as_ref()) {
-            if price.minor != change.amount_minor || price.currency != change.currency {
-                // An event delivered late (Stripe's order is not guaranteed): a later change moved
-                // the price on, and that change's own event plans its notice. Planning this one
-                // would announce an amount the customer will not pay.
-                return Ok(vec![IntakeDecision::Ignore {
-                    reason: format!(
-                        "superseded: the subscription is now at {} {}, not {} {}; the event of that change plans its notice",
-                        price.minor, price.currency, change.amount_minor, change.currency
-                    ),
-                }]);
-            }
+        if let Some(reason) = overtaken(now.as_ref(), change) {
+            return Ok(vec![IntakeDecision::Ignore { reason }]);
         }
-        let in_force = change.in_force_minor.or_else(|| {
-            now.as_ref()
-                .and_then(|s| s.in_force.as_ref())
-                .filter(|a| a.currency == change.currency)
-                .map(|a| a.minor)
-        });
+        let in_force = in_force(now.as_ref(), change);
         let renewal = self.price_renewal(event_type, change).await?;
         let owed = self.owed(event_type, &renewal)?;
         if owed.is_empty() {
@@ -197,4 +182,26 @@ impl IntakePlanner {
             started_at: None,
         })
     }
+}
+
+/// Why `change` was overtaken, when the subscription's price now is another amount: an event
+/// delivered late (Stripe's order is not guaranteed) after a later change moved the price on,
+/// whose own event plans its notice. Planning this one would announce an amount the customer
+/// will not pay.
+fn overtaken(now: Option<&Subscription>, change: &PriceChange) -> Option<String> {
+    let price = now?.price.as_ref()?;
+    (price.minor != change.amount_minor || price.currency != change.currency).then(|| {
+        format!(
+            "superseded: the subscription is now at {} {}, not {} {}; the event of that change plans its notice",
+            price.minor, price.currency, change.amount_minor, change.currency
+        )
+    })
+}
+
+/// The amount the customer pays in the current period, in the change's currency: as the event
+/// states it, else as the subscription record does (its latest invoice); `None` when neither can.
+fn in_force(now: Option<&Subscription>, change: &PriceChange) -> Option<i64> {
+    change.in_force_minor.or_else(|| {
+        now.and_then(|s| s.in_force.as_ref()).filter(|a| a.currency == change.currency).map(|a| a.minor)
+    })
 }
