@@ -9,6 +9,10 @@
 //! `cargo bench -p notice-benches --bench footprint` (without `--bench`, e.g. under `cargo test`,
 //! it runs 200 notices as a smoke test).
 
+#[path = "job.rs"]
+mod job;
+use job::body;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,18 +39,6 @@ impl Mailer for ProbeMailer {
         self.calls_at_send.store(self.ledger.calls(), Ordering::SeqCst);
         SendResult::Accepted { message_id: format!("probe-{}", mail.key.prefix()) }
     }
-}
-
-fn body(i: u64) -> String {
-    serde_json::json!({
-        "subscription_id": format!("sub_{i:08}"),
-        "period_start": "2026-10-04",
-        "kind": "renewal_notice_t72",
-        "email": format!("customer{i}@example.com"),
-        "charge_at": "2026-10-04T09:00:00Z",
-        "template_data": { "plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"} },
-    })
-    .to_string()
 }
 
 /// A `kB` field of `/proc/self/status` (0 where there is no procfs).

@@ -9,6 +9,10 @@
 //!
 //! `cargo bench -p notice-benches --bench send_path`; `scripts/bench.sh` prints a summary.
 
+#[path = "job.rs"]
+mod job;
+use job::body;
+
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -44,19 +48,6 @@ impl Mailer for BenchMailer {
 
 fn now() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-10-02T00:00:00Z").map(|t| t.with_timezone(&Utc)).unwrap_or_default()
-}
-
-/// A distinct notice inside its window at [`now`].
-fn body(i: u64) -> String {
-    serde_json::json!({
-        "subscription_id": format!("sub_{i:08}"),
-        "period_start": "2026-10-04",
-        "kind": "renewal_notice_t72",
-        "email": format!("customer{i}@example.com"),
-        "charge_at": "2026-10-04T09:00:00Z",
-        "template_data": { "plan_name": "Coffee Box", "amount": {"minor": 2900, "currency": "USD"} },
-    })
-    .to_string()
 }
 
 fn secret(s: &str) -> NoticeSecret {

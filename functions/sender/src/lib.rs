@@ -28,10 +28,10 @@ use chrono::{DateTime, Utc};
 use lambda_runtime::LambdaEvent;
 use notice_ledger::metrics::Metrics;
 use notice_ledger::outcomes::{publish_logged, OutcomeEvent, PUBLISH_BUDGET};
-use notice_ledger::queue::Disposition;
+use notice_ledger::queue::{Disposition, QueuedMessage};
 use notice_ledger::worker::{Record, Worker};
 pub use notice_setup::settings::{OutcomeSettings, ParkingSettings, SenderSettings};
-use notice_sqs::{Attribute, ReceivedMessage, REPLAY_BATCH_ATTRIBUTE};
+use notice_sqs::{Attribute, ReceivedMessage};
 use rand::Rng;
 use serde_json::Value;
 use tracing::warn;
@@ -69,8 +69,9 @@ pub async fn handle_batch(app: &SenderApp, event: LambdaEvent<SqsEvent>) -> (Sqs
         .map(|record| {
             let count =
                 record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-            let metrics = replays.metrics_for(app.sender.metrics(), replay_batch(&record).as_deref());
-            (received(app, record, received_at), count, metrics)
+            let message = received(app, record, received_at);
+            let metrics = replays.metrics_for(app.sender.metrics(), message.replay_batch());
+            (message, count, metrics)
         })
         .collect();
     let records: Vec<Record<'_>> = messages
@@ -178,10 +179,6 @@ fn received(app: &SenderApp, record: SqsMessage, received_at: DateTime<Utc>) -> 
         attributes,
         received_at,
     }
-}
-
-fn replay_batch(record: &SqsMessage) -> Option<String> {
-    record.message_attributes.get(REPLAY_BATCH_ATTRIBUTE).and_then(|a| a.string_value.clone())
 }
 
 /// Epoch milliseconds of 2001-09-09: any real deadline is later. Local emulators send other

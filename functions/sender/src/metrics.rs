@@ -13,8 +13,9 @@ pub(crate) struct ReplayBatches(Mutex<BTreeMap<String, Arc<Metrics>>>);
 
 impl ReplayBatches {
     /// The counters a record counts into: its replay batch's, or the sender's own (`own`).
+    /// `replay_batch` as the queue adapter answers it (never empty).
     pub(crate) fn metrics_for(&self, own: &Arc<Metrics>, replay_batch: Option<&str>) -> Arc<Metrics> {
-        match replay_batch.filter(|b| !b.is_empty()) {
+        match replay_batch {
             None => Arc::clone(own),
             Some(batch) => {
                 let mut batches = self.0.lock().unwrap_or_else(|p| p.into_inner());

@@ -134,7 +134,7 @@ impl Worker<'_> {
             replay_batch = tracing::field::Empty,
             notice_key = tracing::field::Empty,
         );
-        if let Some(batch) = message.replay_batch().filter(|b| !b.is_empty()) {
+        if let Some(batch) = message.replay_batch() {
             span.record("replay_batch", batch);
         }
         async move {

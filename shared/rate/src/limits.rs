@@ -204,6 +204,79 @@ struct RateLimitsJson {
     rollup: Option<serde_json::Value>,
 }
 
+/// A domain's own limit, or the provider its mail goes to: `(domains, domain_providers)`.
+type DomainSpecs = (BTreeMap<String, DomainLimit>, BTreeMap<String, Provider>);
+
+/// The per-domain limits and the domains mapped to a provider, each domain named once
+/// (normalised: lower case, no trailing dot).
+fn parse_domains(specs: BTreeMap<String, serde_json::Value>) -> Result<DomainSpecs, String> {
+    let mut domains = BTreeMap::new();
+    let mut domain_providers = BTreeMap::new();
+    for (domain, spec) in specs {
+        let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+        if domain.is_empty() || domain.contains(['@', '#', ' ', ':']) {
+            return Err(format!("{domain:?} is not a domain name"));
+        }
+        if domains.contains_key(&domain) || domain_providers.contains_key(&domain) {
+            return Err(format!("domain {domain} is listed twice"));
+        }
+        if let serde_json::Value::String(name) = &spec {
+            let provider = Provider::parse(name).ok_or_else(|| {
+                format!("domain {domain}: {name:?} is not a provider (known: {})", provider_names())
+            })?;
+            domain_providers.insert(domain, provider);
+            continue;
+        }
+        let spec: LimitJson = serde_json::from_value(spec).map_err(|e| {
+            format!(
+                "domain {domain}: a limit {{\"per_second\",\"burst\"[,\"shards\"]}} or a provider name ({e})"
+            )
+        })?;
+        let limit = Limit { per_second: spec.per_second, burst: spec.burst };
+        limit.check(&format!("domain {domain}"))?;
+        let shards = check_shards(&format!("domain {domain}"), spec.shards, &limit)?;
+        domains.insert(domain, DomainLimit { limit, shards });
+    }
+    Ok((domains, domain_providers))
+}
+
+/// The per-provider limits and `providers.default` (unsharded: shards are set per provider).
+fn parse_providers(
+    specs: BTreeMap<String, LimitJson>,
+) -> Result<(BTreeMap<Provider, DomainLimit>, Option<Limit>), String> {
+    let mut providers = BTreeMap::new();
+    let mut provider_default = None;
+    for (name, spec) in specs {
+        let limit = Limit { per_second: spec.per_second, burst: spec.burst };
+        if name == "default" {
+            limit.check("providers.default")?;
+            if spec.shards.is_some_and(|s| s != 1) {
+                return Err("providers.default: shards are set per provider".into());
+            }
+            provider_default = Some(limit);
+            continue;
+        }
+        let provider = Provider::parse(&name).ok_or_else(|| {
+            format!("providers: {name:?} is not a provider (known: {}, or default)", provider_names())
+        })?;
+        limit.check(&format!("provider {name}"))?;
+        let shards = check_shards(&format!("provider {name}"), spec.shards, &limit)?;
+        providers.insert(provider, DomainLimit { limit, shards });
+    }
+    Ok((providers, provider_default))
+}
+
+/// `rollup`: absent, or `"mx"`; any other value is named in the error.
+fn parse_rollup(value: Option<&serde_json::Value>) -> Result<Option<Rollup>, String> {
+    match value {
+        None => Ok(None),
+        Some(serde_json::Value::String(name)) if name == Rollup::Mx.name() => Ok(Some(Rollup::Mx)),
+        Some(other) => {
+            Err(format!("rollup: {other} is not a rollup (known: \"mx\"; leave rollup out for none)"))
+        }
+    }
+}
+
 /// Shards of one limit: 1 to [`MAX_SHARDS`], and no more than its burst (each shard needs a token).
 fn check_shards(what: &str, shards: Option<u32>, limit: &Limit) -> Result<u32, String> {
     let shards = shards.unwrap_or(1);
@@ -263,56 +336,8 @@ impl RateLimits {
                 (Some(limit), check_shards("account", spec.shards, &limit).map_err(invalid)?)
             }
         };
-        let mut domains = BTreeMap::new();
-        let mut domain_providers = BTreeMap::new();
-        for (domain, spec) in json.domains {
-            let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
-            if domain.is_empty() || domain.contains(['@', '#', ' ', ':']) {
-                return Err(invalid(format!("{domain:?} is not a domain name")));
-            }
-            if domains.contains_key(&domain) || domain_providers.contains_key(&domain) {
-                return Err(invalid(format!("domain {domain} is listed twice")));
-            }
-            if let serde_json::Value::String(name) = &spec {
-                let provider = Provider::parse(name).ok_or_else(|| {
-                    invalid(format!(
-                        "domain {domain}: {name:?} is not a provider (known: {})",
-                        provider_names()
-                    ))
-                })?;
-                domain_providers.insert(domain, provider);
-                continue;
-            }
-            let spec: LimitJson = serde_json::from_value(spec).map_err(|e| {
-                invalid(format!("domain {domain}: a limit {{\"per_second\",\"burst\"[,\"shards\"]}} or a provider name ({e})"))
-            })?;
-            let limit = Limit { per_second: spec.per_second, burst: spec.burst };
-            limit.check(&format!("domain {domain}")).map_err(invalid)?;
-            let shards = check_shards(&format!("domain {domain}"), spec.shards, &limit).map_err(invalid)?;
-            domains.insert(domain, DomainLimit { limit, shards });
-        }
-        let mut providers = BTreeMap::new();
-        let mut provider_default = None;
-        for (name, spec) in json.providers {
-            let limit = Limit { per_second: spec.per_second, burst: spec.burst };
-            if name == "default" {
-                limit.check("providers.default").map_err(invalid)?;
-                if spec.shards.is_some_and(|s| s != 1) {
-                    return Err(invalid("providers.default: shards are set per provider".into()));
-                }
-                provider_default = Some(limit);
-                continue;
-            }
-            let provider = Provider::parse(&name).ok_or_else(|| {
-                invalid(format!(
-                    "providers: {name:?} is not a provider (known: {}, or default)",
-                    provider_names()
-                ))
-            })?;
-            limit.check(&format!("provider {name}")).map_err(invalid)?;
-            let shards = check_shards(&format!("provider {name}"), spec.shards, &limit).map_err(invalid)?;
-            providers.insert(provider, DomainLimit { limit, shards });
-        }
+        let (domains, domain_providers) = parse_domains(json.domains).map_err(invalid)?;
+        let (providers, provider_default) = parse_providers(json.providers).map_err(invalid)?;
         // A domain mapped to a provider without a limit would silently fall to `default` or the
         // account: the mapping would mean nothing.
         if provider_default.is_none() {
@@ -326,15 +351,7 @@ impl RateLimits {
                 )));
             }
         }
-        let rollup = match &json.rollup {
-            None => None,
-            Some(serde_json::Value::String(name)) if name == Rollup::Mx.name() => Some(Rollup::Mx),
-            Some(other) => {
-                return Err(invalid(format!(
-                    "rollup: {other} is not a rollup (known: \"mx\"; leave rollup out for none)"
-                )))
-            }
-        };
+        let rollup = parse_rollup(json.rollup.as_ref()).map_err(invalid)?;
         // A rollup only moves domains into providers' buckets: with no provider limited it would
         // look up every tail domain and change nothing.
         if rollup.is_some() && providers.is_empty() && provider_default.is_none() {

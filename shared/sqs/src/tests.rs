@@ -131,3 +131,20 @@ async fn a_message_without_a_queue_is_no_service_fault() {
     let err = message.dead_letter("x").await.unwrap_err();
     assert_eq!(err.fault, Fault::Other, "{err}");
 }
+
+/// The port's promise every reader trusts (the dedupe rule, the span, the replay's metrics): an
+/// empty `replay_batch` attribute is no replay.
+#[test]
+fn an_empty_replay_batch_attribute_is_no_replay() {
+    let attribute = |value: &str| Attribute {
+        name: REPLAY_BATCH_ATTRIBUTE.into(),
+        data_type: "String".into(),
+        value: value.into(),
+    };
+    let mut message = received(client("http://127.0.0.1:1"), "http://127.0.0.1:1");
+    assert_eq!(message.replay_batch(), None);
+    message.attributes = vec![attribute("")];
+    assert_eq!(message.replay_batch(), None);
+    message.attributes = vec![attribute("replay-2026-12-05")];
+    assert_eq!(message.replay_batch(), Some("replay-2026-12-05"));
+}

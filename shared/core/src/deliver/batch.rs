@@ -36,9 +36,11 @@ pub enum Dedupe {
 
 impl Dedupe {
     /// The one rule: a record received before (`receive_count` > 1) or carrying a replay batch is
-    /// read first; any other record's claim decides.
+    /// read first; any other record's claim decides. `replay_batch` as
+    /// [`QueuedMessage::replay_batch`](crate::queue::QueuedMessage::replay_batch) answers it
+    /// (never empty).
     pub fn for_record(receive_count: u32, replay_batch: Option<&str>) -> Self {
-        if receive_count > 1 || replay_batch.is_some_and(|b| !b.is_empty()) {
+        if receive_count > 1 || replay_batch.is_some() {
             Dedupe::ReadFirst
         } else {
             Dedupe::ClaimDecides
@@ -73,7 +75,9 @@ impl Prefetched {
         self.admissions.len()
     }
 
-    /// How many keys the batch read covered.
+    /// How many keys the batch answers: those it read and those it left to their claim
+    /// ([`Dedupe::ClaimDecides`]), so a batch of first deliveries is not empty though it read
+    /// nothing.
     pub fn len(&self) -> usize {
         self.rows.len()
     }

@@ -64,7 +64,9 @@ pub trait QueuedMessage: Send + Sync {
     fn body(&self) -> &str;
     /// The queue the message came from, where a parked job goes back to (`None`: unknown).
     fn queue_arn(&self) -> Option<&str>;
-    /// The `replay_batch` attribute it carried, kept on a parked job.
+    /// The `replay_batch` attribute it carried, kept on a parked job. Never `Some("")`: an
+    /// adapter answers an empty attribute as none, so that every reader (the dedupe rule, the
+    /// span, the replay's metrics) can trust `Some` to mean "an operator's replay".
     fn replay_batch(&self) -> Option<&str>;
     /// When this receipt was taken (the queue's visibility limits count from it).
     fn received_at(&self) -> DateTime<Utc>;
