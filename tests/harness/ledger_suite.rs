@@ -44,10 +44,10 @@ pub use evidence::{
     the_rendered_notice_is_kept_as_evidence,
 };
 pub use resolution::{
-    backfill_never_overwrites, claims_made_off_the_view_are_listed_when_put_on,
-    concurrent_evidence_loses_nothing, keys_are_found_by_prefix,
-    open_claims_lists_old_claims_oldest_first_within_the_limit, operator_actions_only_touch_open_claims,
-    provider_evidence_resolves_learns_and_detects_duplicates,
+    a_batch_of_evidence_applies_each_keys_events_in_order, backfill_never_overwrites,
+    claims_made_off_the_view_are_listed_when_put_on, concurrent_evidence_loses_nothing,
+    keys_are_found_by_prefix, open_claims_lists_old_claims_oldest_first_within_the_limit,
+    operator_actions_only_touch_open_claims, provider_evidence_resolves_learns_and_detects_duplicates,
 };
 pub use rotation::{
     aliases_keep_a_notice_claimable_under_one_key, claims_under_two_versions_racing_mint_once,
@@ -87,6 +87,7 @@ macro_rules! ledger_suite_tests {
             revisions_are_distinct_keys,
             provider_evidence_resolves_learns_and_detects_duplicates,
             concurrent_evidence_loses_nothing,
+            a_batch_of_evidence_applies_each_keys_events_in_order,
             operator_actions_only_touch_open_claims,
             backfill_never_overwrites,
             keys_are_found_by_prefix,

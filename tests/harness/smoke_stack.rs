@@ -110,10 +110,8 @@ impl SmokeStack {
         let checks = notice_dynamodb::DynamoKeyCheck::new(aws::dynamodb_client(&sdk), TABLE);
         let secret = notice_ledger::NoticeSecret::new(SECRET).expect("secret");
         notice_sender::verify_key_secret(&checks, &secret.clone().into()).await.expect("the key check");
-        let reconciler = ReconcilerApp {
-            ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
-            concurrency: 4,
-        };
+        let reconciler =
+            ReconcilerApp { ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)) };
         Driver {
             sender,
             reconciler,

@@ -210,15 +210,15 @@ async fn evidence_is_kept_at_millisecond_precision_and_learned_rows_expire() {
     f.mint(&request(&key, t(0))).await;
     // Event times finer than the stored milliseconds do not defeat idempotency.
     let fine = evidence(&key, "m-1", DeliveryStatus::Delivered, t(6) + Duration::nanoseconds(123_456));
-    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence"), EvidenceEffect::Resolved);
+    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence").effect, EvidenceEffect::Resolved);
     let row = f.row(&key).await;
     assert_eq!(row.updated_at, t(6));
-    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence"), EvidenceEffect::Updated);
+    assert_eq!(f.ledger.apply_evidence(&fine).await.expect("evidence").effect, EvidenceEffect::Updated);
     assert_eq!(f.row(&key).await, row);
 
     let unknown = key_in(4);
     let ev = evidence(&unknown, "m-9", DeliveryStatus::Delivered, t(7));
-    assert_eq!(f.ledger.apply_evidence(&ev).await.expect("evidence"), EvidenceEffect::Learned);
+    assert_eq!(f.ledger.apply_evidence(&ev).await.expect("evidence").effect, EvidenceEffect::Learned);
     assert!(f.item(&unknown).await.contains_key("expires_at"), "learned rows carry the TTL too");
 }
 

@@ -158,18 +158,18 @@ async fn the_reconciler_publishes_bounces_and_complaints_with_the_notices_identi
         ses_events_for_sends(&env.moto.sent_messages().await, &env.moto.recorded_send_email_requests().await);
     let ses: SqsEvent = serde_json::from_value(ses).unwrap_or_else(|e| panic!("{e}"));
     let ledger = Arc::new(sender_app::ledger(&env).await);
-    let reconciler = ReconcilerApp { ledger: ledger.clone(), concurrency: 2 };
+    let reconciler = ReconcilerApp { ledger: ledger.clone() };
 
     // The bus down: every event applied, nothing fails, both outcome events counted as failed.
     let down = Arc::new(FaultyPublisher::always(RecordingPublisher::default(), PublishFault::Unavailable));
-    let sink = OutcomeSink { publisher: down, rows: ledger.clone() };
+    let sink = OutcomeSink { publisher: down };
     let (response, tally) = handle_sqs_with_outcomes(&reconciler, Some(&sink), ses.clone()).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!((tally.outcomes_published, tally.outcome_publish_failed), (0, 2), "{tally:?}");
     assert!(observed.all_events(&env.moto, 0).await.is_empty());
 
     // The same events again (SES delivers at least once), the bus up: a bounced and a complained.
-    let sink = OutcomeSink { publisher: eventbridge(&env, &observed.bus).await, rows: ledger.clone() };
+    let sink = OutcomeSink { publisher: eventbridge(&env, &observed.bus).await };
     let (response, tally) = handle_sqs_with_outcomes(&reconciler, Some(&sink), ses).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!((tally.outcomes_published, tally.outcome_publish_failed), (2, 0), "{tally:?}");

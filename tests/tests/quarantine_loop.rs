@@ -143,10 +143,7 @@ async fn quarantine_is_closed_by_evidence_and_the_rest_stays_reported() {
 
     // 3. SES events arrive: for q1 via SNS→SQS (redelivered, out of order: Delivery before Send),
     //    for q2 via EventBridge; plus the validation text, an untagged event and a malformed body.
-    let reconciler = ReconcilerApp {
-        ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
-        concurrency: 4,
-    };
+    let reconciler = ReconcilerApp { ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)) };
     let (k1, k2, k3) = (key("sub_q1"), key("sub_q2"), key("sub_q3"));
     let delivery_q1 = sns(&ses_event("Delivery", Some(&k1), "ses-id-1").to_string());
     let send_q1 = sns(&ses_event("Send", Some(&k1), "ses-id-1").to_string());
@@ -225,10 +222,7 @@ async fn reconciler_counts_untagged_and_validation_without_failing() {
     let moto = start_moto().await;
     moto.create_ledger_table(TABLE).await;
     let sdk = moto.sdk_config().await;
-    let reconciler = ReconcilerApp {
-        ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)),
-        concurrency: 2,
-    };
+    let reconciler = ReconcilerApp { ledger: Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE)) };
     let (resp, tally) = notice_reconciler::handle_sqs(
         &reconciler,
         sqs_event(&[
@@ -254,7 +248,7 @@ async fn flooded_events_leave_one_small_row_with_a_near_expiry() {
     moto.create_ledger_table(TABLE).await;
     let sdk = moto.sdk_config().await;
     let ledger = Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE).with_retention(40));
-    let reconciler = ReconcilerApp { ledger: ledger.clone(), concurrency: 1 };
+    let reconciler = ReconcilerApp { ledger: ledger.clone() };
     let k = key("sub_flood");
 
     // The first Send teaches the ledger the key; then 300 other ids, each sent three times.
@@ -318,7 +312,7 @@ async fn events_for_a_withdrawn_notice_move_it_only_on_a_send() {
     moto.create_ledger_table(TABLE).await;
     let sdk = moto.sdk_config().await;
     let ledger = Arc::new(DynamoLedger::new(aws::dynamodb_client(&sdk), TABLE));
-    let reconciler = ReconcilerApp { ledger: ledger.clone(), concurrency: 1 };
+    let reconciler = ReconcilerApp { ledger: ledger.clone() };
     let withdrawal = notice_ledger::job::Withdrawal {
         identity: Job::from_value(&job("sub_withdrawn"), &notice_texts::Icu).unwrap().identity,
         reason: Some("cancelled".into()),
@@ -364,7 +358,7 @@ async fn the_local_stacks_ses_events_match_the_sends_it_made() {
         "a Send and a Delivery for each: {events:#}"
     );
     let event: SqsEvent = serde_json::from_value(events).unwrap();
-    let reconciler = ReconcilerApp { ledger: Arc::new(ledger(&env).await), concurrency: 2 };
+    let reconciler = ReconcilerApp { ledger: Arc::new(ledger(&env).await) };
     let (resp, tally) = notice_reconciler::handle_sqs(&reconciler, event).await;
     assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
     assert_eq!((tally.duplicates, tally.untagged, tally.malformed), (0, 0, 0), "{tally:?}");

@@ -2,12 +2,13 @@
 //!
 //! Input is either an SQS event whose bodies are SES notifications (SNS envelopes, or raw events
 //! with raw message delivery) — the default wiring in `template.yaml` — or a single EventBridge
-//! event (`source: aws.ses`). Every tagged event is applied to the ledger with
-//! [`notice_ledger::ledger::EvidenceLedger::apply_evidence`]; a malformed body fails only its own record.
+//! event (`source: aws.ses`). An SQS batch's tagged events are applied to the ledger in one call,
+//! [`notice_ledger::ledger::EvidenceLedger::apply_evidence_batch`] (on DynamoDB: one batch read,
+//! and a write only for a row the events change); a malformed body fails only its own record.
 //!
 //! Outcomes: a `Bounce` or `Complaint` applied to a notice's row is published as a `bounced` or
 //! `complained` event ([`OutcomeSink`], `NOTICE_OUTCOME_BUS`), built from the evidence and the
-//! row it was applied to, the batch's events in one bounded publish after every record is
+//! row the ledger answered when it applied it (no second read), the batch's events in one bounded publish after every record is
 //! applied — as the sender does: a failure is counted (`OutcomePublishFailed`) and logged with the
 //! notice key, and never fails a record (the ledger has the status; republish from it).
 
@@ -15,19 +16,18 @@ use std::sync::{Arc, LazyLock};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use chrono::Utc;
-use futures::StreamExt;
 use lambda_runtime::LambdaEvent;
-use notice_ledger::ledger::{EvidenceEffect, EvidenceLedger, ProviderEvidence, RowReader};
+use notice_ledger::ledger::{Applied, EvidenceEffect, EvidenceLedger, LedgerRow, ProviderEvidence};
 use notice_ledger::metrics::emf_document;
 use notice_ledger::outcomes::{
     evidence_published, publish_logged, OutcomeEvent, OutcomePublisher, PUBLISH_BUDGET,
 };
-use notice_ledger::ConfigError;
+use notice_ledger::{ConfigError, LedgerError};
 use notice_ses::events::{self, SesNotification};
 use notice_setup::aws;
 use notice_setup::ledger_url::ledger_from_env;
 use serde_json::{json, Value};
-use tracing::{error, info, warn, Instrument};
+use tracing::{error, info, warn};
 
 /// Counts for one invocation, published as one EMF document.
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,6 @@ static FUNCTION_NAME: LazyLock<String> =
 
 pub struct ReconcilerApp {
     pub ledger: Arc<dyn EvidenceLedger>,
-    pub concurrency: usize,
 }
 
 impl ReconcilerApp {
@@ -75,25 +74,32 @@ impl ReconcilerApp {
             &sdk,
             notice_setup::settings::OutcomeSettings::from_env().as_ref(),
         )?;
-        let sink = publisher.map(|publisher| OutcomeSink { publisher, rows: ledger.clone() });
-        Ok((Self { ledger, concurrency: 10 }, sink))
+        let sink = publisher.map(|publisher| OutcomeSink { publisher });
+        Ok((Self { ledger }, sink))
     }
 }
 
-/// Where the reconciler's outcome events go, and the rows it builds them from (a bounce names
-/// only the key; the event carries the notice's identity from its row).
+/// Where the reconciler's outcome events go. Each is built from the evidence and the row the
+/// ledger answered when it applied it (a bounce names only the key; the event carries the
+/// notice's identity from its row): no second read.
 #[derive(Clone)]
 pub struct OutcomeSink {
     pub publisher: Arc<dyn OutcomePublisher>,
-    pub rows: Arc<dyn RowReader>,
+}
+
+/// A bounce or complaint applied to a notice's row: an outcome to publish.
+#[derive(Debug)]
+struct Outcome {
+    evidence: ProviderEvidence,
+    /// The row as the evidence left it.
+    row: LedgerRow,
 }
 
 /// What happened to one notification.
 #[derive(Debug)]
 enum Handled {
-    /// Applied; with the evidence when it is a bounce or complaint on the notice's own message
-    /// (an outcome to publish).
-    Effect(EvidenceEffect, Option<ProviderEvidence>),
+    /// Applied; with the outcome when it is a bounce or complaint on the notice's own message.
+    Effect(EvidenceEffect, Option<Box<Outcome>>),
     Untagged,
     Validation,
     Malformed(String),
@@ -120,8 +126,13 @@ pub async fn handle_with_outcomes(
         return Ok(serde_json::to_value(response)?);
     }
     let mut tally = Tally::default();
-    let handled = match events::parse_value(&payload) {
-        Ok(n) => apply(app, n).await,
+    let handled = match events::parse_value(&payload).map(evidence_of) {
+        Ok(Ok(evidence)) => {
+            tracing::Span::current().record("notice_key", evidence.key.as_str());
+            let applied = app.ledger.apply_evidence(&evidence).await;
+            handled_as(evidence, applied)
+        }
+        Ok(Err(skipped)) => skipped,
         Err(e) => Handled::Malformed(e.to_string()),
     };
     count(&mut tally, &handled);
@@ -140,61 +151,70 @@ pub async fn handle_sqs(app: &ReconcilerApp, event: SqsEvent) -> (SqsBatchRespon
 
 /// [`handle_sqs`], then the batch's `bounced` and `complained` events in one bounded publish
 /// through `outcomes` (after every record is applied; the answer does not depend on it).
+///
+/// Each body is parsed on its own (a malformed one fails only its record); the batch's evidence is
+/// applied in one call ([`EvidenceLedger::apply_evidence_batch`]: on DynamoDB one batch read, and
+/// a write only where a row changes), events for the same key in the batch's order.
 pub async fn handle_sqs_with_outcomes(
     app: &ReconcilerApp,
     outcomes: Option<&OutcomeSink>,
     event: SqsEvent,
 ) -> (SqsBatchResponse, Tally) {
-    let results: Vec<(String, Handled)> = futures::stream::iter(event.records)
-        .map(|record| {
-            let message_id = record.message_id.clone().unwrap_or_default();
-            let span = tracing::info_span!("ses_event", message_id = %message_id, notice_key = tracing::field::Empty);
-            async move {
-                let handled = match events::parse_body(record.body.as_deref().unwrap_or("")) {
-                    Ok(n) => apply(app, n).await,
-                    Err(e) => Handled::Malformed(e.to_string()),
-                };
-                (message_id, handled)
+    let mut records: Vec<(String, tracing::Span, Option<Handled>)> = Vec::with_capacity(event.records.len());
+    let mut evidence = Vec::new();
+    let mut applying = Vec::new();
+    for record in event.records {
+        let message_id = record.message_id.clone().unwrap_or_default();
+        let span =
+            tracing::info_span!("ses_event", message_id = %message_id, notice_key = tracing::field::Empty);
+        let parsed =
+            span.in_scope(|| events::parse_body(record.body.as_deref().unwrap_or("")).map(evidence_of));
+        let handled = match parsed {
+            Ok(Ok(ev)) => {
+                span.record("notice_key", ev.key.as_str());
+                applying.push(records.len());
+                evidence.push(ev);
+                None
             }
-            .instrument(span)
-        })
-        .buffer_unordered(app.concurrency.max(1))
-        .collect()
-        .await;
+            Ok(Err(skipped)) => Some(skipped),
+            Err(e) => Some(Handled::Malformed(e.to_string())),
+        };
+        records.push((message_id, span, handled));
+    }
+    let answers = app.ledger.apply_evidence_batch(&evidence).await;
+    for ((i, ev), applied) in applying.into_iter().zip(evidence).zip(answers) {
+        let (_, span, handled) = &mut records[i];
+        *handled = Some(span.in_scope(|| handled_as(ev, applied)));
+    }
     let mut tally = Tally::default();
     let mut response = SqsBatchResponse::default();
-    for (message_id, handled) in &results {
-        count(&mut tally, handled);
-        if matches!(handled, Handled::Malformed(_) | Handled::LedgerError(_)) {
+    let mut handled = Vec::with_capacity(records.len());
+    for (message_id, span, h) in records {
+        let h = h.unwrap_or_else(|| Handled::LedgerError("no answer from the ledger".into()));
+        span.in_scope(|| count(&mut tally, &h));
+        if matches!(h, Handled::Malformed(_) | Handled::LedgerError(_)) {
             let mut failure = BatchItemFailure::default();
-            failure.item_identifier = message_id.clone();
+            failure.item_identifier = message_id;
             response.batch_item_failures.push(failure);
         }
+        handled.push(h);
     }
-    let handled: Vec<Handled> = results.into_iter().map(|(_, h)| h).collect();
     publish_outcomes(outcomes, &handled, &mut tally).await;
     (response, tally)
 }
 
-/// The outcome events of what was applied: each bounce or complaint with the row it was applied
-/// to (read back; a row without an identity — learned from provider events — has no event),
+/// The outcome events of what was applied: each bounce or complaint with the row the ledger
+/// answered for it (a row without an identity — learned from provider events — has no event),
 /// published in one bounded call. Failures are counted and logged with the key, never returned.
 async fn publish_outcomes(outcomes: Option<&OutcomeSink>, handled: &[Handled], tally: &mut Tally) {
     let Some(sink) = outcomes else { return };
     let mut events = Vec::new();
     for h in handled {
-        let Handled::Effect(_, Some(evidence)) = h else { continue };
-        match sink.rows.get(&evidence.key).await {
-            Ok(Some(row)) => match OutcomeEvent::for_evidence(&row, evidence) {
-                Some(event) => events.push(event),
-                None => {
-                    info!(notice_key = %evidence.key.as_str(), "no outcome event: the row has no identity (learned from provider events)")
-                }
-            },
-            Ok(None) => warn!(notice_key = %evidence.key.as_str(), "no outcome event: the row is gone"),
-            Err(e) => {
-                tally.outcome_publish_failed += 1;
-                error!(notice_key = %evidence.key.as_str(), error = %e, "outcome event not built: the row could not be read; republish with `noticectl outcomes republish`");
+        let Handled::Effect(_, Some(outcome)) = h else { continue };
+        match OutcomeEvent::for_evidence(&outcome.row, &outcome.evidence) {
+            Some(event) => events.push(event),
+            None => {
+                info!(notice_key = %outcome.evidence.key.as_str(), "no outcome event: the row has no identity (learned from provider events)")
             }
         }
     }
@@ -206,21 +226,25 @@ async fn publish_outcomes(outcomes: Option<&OutcomeSink>, handled: &[Handled], t
     tally.outcome_publish_failed += report.failed.len() as u64;
 }
 
-async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
-    let evidence = match notification {
+/// The evidence a notification carries, or how it was skipped.
+fn evidence_of(notification: SesNotification) -> Result<ProviderEvidence, Handled> {
+    match notification {
         SesNotification::Validation => {
             info!("SNS topic validation message skipped");
-            return Handled::Validation;
+            Err(Handled::Validation)
         }
         SesNotification::Untagged { event_type } => {
             info!(event_type, "event without a notice_key tag skipped");
-            return Handled::Untagged;
+            Err(Handled::Untagged)
         }
-        SesNotification::Evidence(ev) => ev,
-    };
-    tracing::Span::current().record("notice_key", evidence.key.as_str());
-    match app.ledger.apply_evidence(&evidence).await {
-        Ok(effect) => {
+        SesNotification::Evidence(ev) => Ok(ev),
+    }
+}
+
+/// What the ledger's answer for `evidence` means, logged (inside the record's span).
+fn handled_as(evidence: ProviderEvidence, applied: Result<Applied, LedgerError>) -> Handled {
+    match applied {
+        Ok(Applied { effect, row }) => {
             // Which evidence is one of the notice's outcomes is the core's rule.
             let outcome = evidence_published(&effect, evidence.status);
             match &effect {
@@ -247,7 +271,7 @@ async fn apply(app: &ReconcilerApp, notification: SesNotification) -> Handled {
                     "event for a withdrawn notice without its Send: the row stays withdrawn until a Send proves it went out"
                 ),
             }
-            Handled::Effect(effect, outcome.then_some(evidence))
+            Handled::Effect(effect, outcome.then(|| Box::new(Outcome { evidence, row })))
         }
         Err(e) => {
             error!(error = %e, "could not apply provider evidence");

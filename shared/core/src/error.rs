@@ -29,7 +29,7 @@ pub const UNNAMED_LEDGER: &str = "ledger";
 
 /// A ledger that could not be reached or answered something unexpected. Nothing about the claim
 /// may be assumed from it: the caller must neither send nor ack.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum LedgerError {
     /// The ledger could not be used: `service` is the store (`DynamoDB`, `PostgreSQL`, `SQLite`),
     /// `fault` is why, as the adapter's typed error said; `detail` is the message for people.

@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 use tracing::debug;
 
-use notice_ledger::ledger::{apply_to_row, learned_row, EvidenceEffect, EvidenceLedger, ProviderEvidence};
+use notice_ledger::ledger::{
+    apply_to_row, learned_row, Applied, EvidenceEffect, EvidenceLedger, ProviderEvidence,
+};
 use notice_ledger::LedgerError;
 
 use crate::rows::to_micros;
@@ -17,15 +19,16 @@ const EVIDENCE_ATTEMPTS: u32 = 3;
 impl PostgresLedger {
     /// One read-lock-modify-write round of provider evidence; `None` when a concurrent writer
     /// created the row first (the caller reads again).
-    async fn evidence_round(&self, ev: &ProviderEvidence) -> Result<Option<EvidenceEffect>, LedgerError> {
+    async fn evidence_round(&self, ev: &ProviderEvidence) -> Result<Option<Applied>, LedgerError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.pg("apply evidence", e))?;
-        let effect = match self.select_row(&tx, &ev.key, true).await? {
+        let applied = match self.select_row(&tx, &ev.key, true).await? {
             None => {
-                if !self.insert_row(&tx, &learned_row(ev)).await? {
+                let row = learned_row(ev);
+                if !self.insert_row(&tx, &row).await? {
                     return Ok(None); // dropped transaction rolls back
                 }
-                EvidenceEffect::Learned
+                Applied { effect: EvidenceEffect::Learned, row }
             }
             Some(read) => {
                 let mut row = read.clone();
@@ -48,22 +51,22 @@ impl PostgresLedger {
                     .await
                     .map_err(|e| self.pg("apply evidence", e))?;
                 }
-                effect
+                Applied { effect, row }
             }
         };
         tx.commit().await.map_err(|e| self.pg("apply evidence", e))?;
-        Ok(Some(effect))
+        Ok(Some(applied))
     }
 }
 
 #[async_trait]
 impl EvidenceLedger for PostgresLedger {
-    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<Applied, LedgerError> {
         // Compare rows at the precision they are stored at, so re-applying an event is a no-op.
         let ev = ProviderEvidence { at: to_micros(ev.at), ..ev.clone() };
         for attempt in 1..=EVIDENCE_ATTEMPTS {
-            if let Some(effect) = self.evidence_round(&ev).await? {
-                return Ok(effect);
+            if let Some(applied) = self.evidence_round(&ev).await? {
+                return Ok(applied);
             }
             debug!(
                 key = ev.key.prefix(),

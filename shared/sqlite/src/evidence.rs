@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use rusqlite::TransactionBehavior;
 
-use notice_ledger::ledger::{apply_to_row, learned_row, EvidenceEffect, EvidenceLedger, ProviderEvidence};
+use notice_ledger::ledger::{apply_to_current, Applied, EvidenceLedger, ProviderEvidence};
 use notice_ledger::LedgerError;
 
 use crate::rows::{select_row, write_row};
@@ -12,20 +12,17 @@ use crate::{sql, SqliteLedger};
 
 #[async_trait]
 impl EvidenceLedger for SqliteLedger {
-    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
-        let ev = ev.clone();
+    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<Applied, LedgerError> {
+        // At the precision rows are stored at (milliseconds), so the row answered is the row stored.
+        let at = crate::rows::ts(ev.at.timestamp_millis())?;
+        let ev = ProviderEvidence { at, ..ev.clone() };
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
-            let (row, effect) = match select_row(&tx, ev.key.as_str())? {
-                None => (learned_row(&ev), EvidenceEffect::Learned),
-                Some(mut row) => {
-                    let effect = apply_to_row(&mut row, &ev);
-                    (row, effect)
-                }
-            };
-            write_row(&tx, &row)?;
+            let mut current = select_row(&tx, ev.key.as_str())?;
+            let applied = apply_to_current(&mut current, &ev);
+            write_row(&tx, &applied.row)?;
             tx.commit().map_err(sql)?;
-            Ok(effect)
+            Ok(applied)
         })
         .await
     }

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use notice_ledger::error::LedgerError;
 use notice_ledger::identity::NoticeKey;
 use notice_ledger::ledger::{
-    Claim, ClaimLedger, ClaimOutcome, ClaimRequest, EvidenceEffect, EvidenceLedger, Ledger, LedgerRow,
+    Applied, Claim, ClaimLedger, ClaimOutcome, ClaimRequest, EvidenceLedger, Ledger, LedgerRow,
     OperatorLedger, ProviderEvidence, QuarantineView, RowPage, RowReader, WithdrawRequest,
 };
 use notice_ledger::mailer::{Mailer, NotAccepted, OutgoingMail, SendResult};
@@ -259,9 +259,17 @@ impl<L: Ledger> ClaimLedger for FaultyLedger<L> {
 
 #[async_trait]
 impl<L: Ledger> EvidenceLedger for FaultyLedger<L> {
-    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<Applied, LedgerError> {
         self.enter(true)?;
         self.inner.apply_evidence(evidence).await
+    }
+
+    /// One call, like the adapters' batch evidence (a `Down` ledger fails every item).
+    async fn apply_evidence_batch(&self, evidence: &[ProviderEvidence]) -> Vec<Result<Applied, LedgerError>> {
+        match self.enter(true) {
+            Ok(()) => self.inner.apply_evidence_batch(evidence).await,
+            Err(e) => evidence.iter().map(|_| Err(e.clone())).collect(),
+        }
     }
 }
 

@@ -12,9 +12,9 @@ use notice_ledger::error::LedgerError;
 use notice_ledger::identity::NoticeKey;
 use notice_ledger::ledger::rules::{permits, Verdict, Write};
 use notice_ledger::ledger::{
-    apply_to_row, learned_row, release_detail, resolve_detail, Claim, ClaimLedger, ClaimOutcome,
-    ClaimRequest, EvidenceEffect, EvidenceLedger, LedgerRow, OperatorLedger, Origin, ProviderEvidence,
-    QuarantineView, RowPage, RowReader, RowState, WithdrawRequest,
+    apply_to_current, release_detail, resolve_detail, Applied, Claim, ClaimLedger, ClaimOutcome,
+    ClaimRequest, EvidenceLedger, LedgerRow, OperatorLedger, Origin, ProviderEvidence, QuarantineView,
+    RowPage, RowReader, RowState, WithdrawRequest,
 };
 
 #[derive(Default)]
@@ -204,13 +204,12 @@ impl ClaimLedger for MemoryLedger {
 
 #[async_trait]
 impl EvidenceLedger for MemoryLedger {
-    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+    async fn apply_evidence(&self, ev: &ProviderEvidence) -> Result<Applied, LedgerError> {
         let mut rows = self.lock();
-        let Some(row) = rows.get_mut(&ev.key) else {
-            rows.insert(ev.key.clone(), learned_row(ev));
-            return Ok(EvidenceEffect::Learned);
-        };
-        Ok(apply_to_row(row, ev))
+        let mut current = rows.remove(&ev.key);
+        let applied = apply_to_current(&mut current, ev);
+        rows.insert(ev.key.clone(), applied.row.clone());
+        Ok(applied)
     }
 }
 

@@ -114,8 +114,11 @@ pub async fn claims_made_off_the_view_are_listed_when_put_on(ledger: Arc<dyn Led
 /// backwards, and record a second message id once as a duplicate.
 pub async fn provider_evidence_resolves_learns_and_detects_duplicates(ledger: Arc<dyn Ledger>) {
     let l = &*ledger;
+    // Each answer carries the row as the evidence left it: the stored row, read back.
     let apply = |ev: ProviderEvidence| async move {
-        l.apply_evidence(&ev).await.unwrap_or_else(|e| panic!("apply evidence: {e}"))
+        let applied = l.apply_evidence(&ev).await.unwrap_or_else(|e| panic!("apply evidence: {e}"));
+        assert_eq!(applied.row, row(l, &ev.key).await, "the answer's row is the stored row");
+        applied.effect
     };
 
     // Resolve: a quarantined claim closed by the Send event.
@@ -230,6 +233,62 @@ pub async fn concurrent_evidence_loses_nothing(ledger: Arc<dyn Ledger>) {
         let other = if first == "m-4" { "m-5" } else { "m-4" };
         assert_eq!(r.duplicate_message_ids, vec![other.to_owned()], "{r:?}");
     }
+}
+
+/// A batch of evidence (one SQS batch of provider events) answers each item in the batch's order
+/// with the row as that item left it: two events for one key both apply, in order; a key with no
+/// row is learned; a row that already says everything changes nothing; the rows stored are the
+/// ones the last answer for each key carries.
+pub async fn a_batch_of_evidence_applies_each_keys_events_in_order(ledger: Arc<dyn Ledger>) {
+    let l = &*ledger;
+    let quarantined = fresh_key();
+    mint(l, &request(&quarantined, t(0))).await;
+    let delivered = fresh_key();
+    let claim = mint(l, &request(&delivered, t(0))).await;
+    l.commit_sent(&claim, "m-d", t(1)).await.unwrap_or_else(|e| panic!("commit: {e}"));
+    l.apply_evidence(&evidence(&delivered, "m-d", DeliveryStatus::Delivered, t(2)))
+        .await
+        .unwrap_or_else(|e| panic!("evidence: {e}"));
+    let delivered_row = row(l, &delivered).await;
+    let unknown = fresh_key();
+    let batch = [
+        evidence(&quarantined, "m-q", DeliveryStatus::Accepted, t(3)),
+        evidence(&unknown, "m-u", DeliveryStatus::Accepted, t(3)),
+        evidence(&delivered, "m-d", DeliveryStatus::Delivered, t(2)),
+        evidence(&quarantined, "m-q", DeliveryStatus::Bounced, t(4)),
+        evidence(&unknown, "m-u", DeliveryStatus::Delivered, t(5)),
+    ];
+    let answers: Vec<_> = l
+        .apply_evidence_batch(&batch)
+        .await
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|e| panic!("apply evidence: {e}")))
+        .collect();
+    let effects: Vec<_> = answers.iter().map(|a| a.effect.clone()).collect();
+    assert_eq!(
+        effects,
+        [
+            EvidenceEffect::Resolved,
+            EvidenceEffect::Learned,
+            EvidenceEffect::Updated,
+            EvidenceEffect::Updated,
+            EvidenceEffect::Updated
+        ]
+    );
+    // Each answer's row is the row as that event left it.
+    assert_eq!(answers[0].row.delivery_status, Some(DeliveryStatus::Accepted));
+    assert_eq!(answers[3].row.delivery_status, Some(DeliveryStatus::Bounced));
+    assert_eq!(answers[3].row.subscription_id, "sub_8812", "the identity an outcome event needs");
+    assert_eq!(answers[1].row.delivery_status, Some(DeliveryStatus::Accepted));
+    assert_eq!(answers[4].row.delivery_status, Some(DeliveryStatus::Delivered));
+    // What is stored is what the last answer for each key says.
+    assert_eq!(row(l, &quarantined).await, answers[3].row);
+    assert_eq!(row(l, &unknown).await, answers[4].row);
+    assert_eq!(row(l, &delivered).await, delivered_row, "an event already on the row changes nothing");
+    assert_eq!(answers[2].row, delivered_row);
+    assert_eq!(answers[3].row.state, RowState::Sent);
+    assert_eq!(answers[4].row.origin, Origin::ProviderEvents);
+    assert!(l.apply_evidence_batch(&[]).await.is_empty(), "an empty batch answers nothing");
 }
 
 /// Operators release or resolve open claims only; a sent row is never released (that is how

@@ -33,13 +33,13 @@ pub async fn a_tombstone_holds_off_every_claim_and_only_a_send_event_moves_it(le
     assert_eq!(missed.as_ref(), Some(&tomb), "a missed record is held off");
 
     for status in [DeliveryStatus::Delivered, DeliveryStatus::Bounced, DeliveryStatus::Complained] {
-        let effect = l.apply_evidence(&evidence(&key, "m-1", status, t(20))).await.expect("evidence");
+        let effect = l.apply_evidence(&evidence(&key, "m-1", status, t(20))).await.expect("evidence").effect;
         assert_eq!(effect, EvidenceEffect::KeptWithdrawn, "{status:?}");
     }
     assert_eq!(row(l, &key).await, tomb, "no event but a Send changes a tombstone");
 
     let effect =
-        l.apply_evidence(&evidence(&key, "m-1", DeliveryStatus::Accepted, t(30))).await.expect("send");
+        l.apply_evidence(&evidence(&key, "m-1", DeliveryStatus::Accepted, t(30))).await.expect("send").effect;
     assert_eq!(effect, EvidenceEffect::SentAfterWithdraw);
     let sent = row(l, &key).await;
     assert_eq!(sent.state, RowState::Sent);

@@ -72,6 +72,55 @@ pub enum EvidenceEffect {
     KeptWithdrawn,
 }
 
+/// Evidence applied: what it did, and the row as it stands right after it — what the reconciler
+/// builds a bounce's or complaint's outcome event from, without reading the row again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    pub effect: EvidenceEffect,
+    pub row: LedgerRow,
+}
+
+/// Applies `ev` to the row as it stands (`None`: no row), leaving `current` as the row after it:
+/// a learned row when there was none, else [`apply_to_row`].
+pub fn apply_to_current(current: &mut Option<LedgerRow>, ev: &ProviderEvidence) -> Applied {
+    let effect = match current {
+        None => {
+            *current = Some(learned_row(ev));
+            EvidenceEffect::Learned
+        }
+        Some(row) => apply_to_row(row, ev),
+    };
+    let row = current.clone().expect("a row after applying evidence");
+    Applied { effect, row }
+}
+
+/// Evidence for one key, applied in order to the row as read (`None`: no row): each event sees
+/// the row as the events before it left it. The last answer's row is the one to write back
+/// (when it differs from what was read); an empty `evidence` answers nothing.
+pub fn apply_in_order<'a>(
+    read: Option<LedgerRow>,
+    evidence: impl IntoIterator<Item = &'a ProviderEvidence>,
+) -> Vec<Applied> {
+    let mut current = read;
+    evidence.into_iter().map(|ev| apply_to_current(&mut current, ev)).collect()
+}
+
+/// The positions of `evidence` grouped by key, each group in the order given, groups in the order
+/// their keys first appear: what a batch applies concurrently (one group per key) and in order
+/// (within a group).
+pub fn positions_by_key(evidence: &[ProviderEvidence]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group_of: std::collections::HashMap<&NoticeKey, usize> = std::collections::HashMap::new();
+    for (i, ev) in evidence.iter().enumerate() {
+        let g = *group_of.entry(&ev.key).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    groups
+}
+
 /// A `sent` row for a key the ledger had never seen (e.g. restored from an older backup).
 pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
     LedgerRow {
@@ -99,8 +148,18 @@ pub fn learned_row(ev: &ProviderEvidence) -> LedgerRow {
 }
 
 /// Applies evidence to an existing row in place: the one definition of the evidence rules,
-/// shared by every adapter that can read-modify-write.
+/// shared by every adapter that can read-modify-write. A row it moves out of `claimed` leaves the
+/// quarantine view, as every store reads it back ([`LedgerRow::on_quarantine_view`]), so the row
+/// answered ([`Applied`]) is the row stored.
 pub fn apply_to_row(row: &mut LedgerRow, ev: &ProviderEvidence) -> EvidenceEffect {
+    let effect = fold_into_row(row, ev);
+    if row.state != RowState::Claimed {
+        row.on_quarantine_view = false;
+    }
+    effect
+}
+
+fn fold_into_row(row: &mut LedgerRow, ev: &ProviderEvidence) -> EvidenceEffect {
     if row.state == RowState::Withdrawn {
         if ev.status != DeliveryStatus::Accepted {
             return EvidenceEffect::KeptWithdrawn;

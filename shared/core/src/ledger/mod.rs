@@ -19,11 +19,12 @@ pub mod rules;
 
 pub use detail::{bounded_text, release_detail, resolve_detail, withdraw_detail, MAX_REASON_CHARS};
 pub use evidence::{
-    apply_to_row, learned_row, EvidenceEffect, ProviderEvidence, EVENT_CLOCK_SKEW_SECS, MAX_DUPLICATE_IDS,
-    MAX_MESSAGE_ID_LEN,
+    apply_in_order, apply_to_current, apply_to_row, learned_row, positions_by_key, Applied, EvidenceEffect,
+    ProviderEvidence, EVENT_CLOCK_SKEW_SECS, MAX_DUPLICATE_IDS, MAX_MESSAGE_ID_LEN,
 };
 pub use ports::{
-    prefix_end, ClaimLedger, EvidenceLedger, Ledger, OperatorLedger, QuarantineView, RowPage, RowReader,
+    in_batch_order, prefix_end, ClaimLedger, EvidenceLedger, Ledger, OperatorLedger, QuarantineView, RowPage,
+    RowReader,
 };
 pub use row::{
     Claim, ClaimOutcome, ClaimRequest, ClaimToken, DeliveryStatus, LedgerRow, Origin, RenderedNotice,

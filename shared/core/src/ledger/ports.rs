@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::evidence::{EvidenceEffect, ProviderEvidence};
+use super::evidence::{positions_by_key, Applied, ProviderEvidence};
 use super::row::{Claim, ClaimOutcome, ClaimRequest, LedgerRow, WithdrawRequest};
 use crate::error::LedgerError;
 use crate::identity::NoticeKey;
@@ -102,8 +102,40 @@ pub trait EvidenceLedger: Send + Sync {
     /// evidence says it went out); no row → a `sent` row with origin `provider_events` (identity
     /// fields empty: events do not carry them); same message id → delivery status advanced; a
     /// different message id on a row that has one → recorded once in `duplicate_message_ids`, the
-    /// first id kept. See [`apply_to_row`](super::apply_to_row).
-    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError>;
+    /// first id kept. See [`apply_to_row`](super::apply_to_row). Answers what it did and the row
+    /// as it stands after it ([`Applied`]), so nobody reads the row again to learn it.
+    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<Applied, LedgerError>;
+
+    /// Applies a batch of evidence (one SQS batch of provider events): an answer per item, in the
+    /// batch's order; events for the same key in the batch's order, each on the row as the ones
+    /// before it left it; different keys independently. The default is [`apply_evidence`] per
+    /// item — one key's events in turn, the keys concurrently; an adapter that can read many rows
+    /// at once (DynamoDB's `BatchGetItem`) reads the batch's rows in one request instead.
+    ///
+    /// [`apply_evidence`]: EvidenceLedger::apply_evidence
+    async fn apply_evidence_batch(&self, evidence: &[ProviderEvidence]) -> Vec<Result<Applied, LedgerError>> {
+        let groups = positions_by_key(evidence);
+        let per_key = futures::future::join_all(groups.iter().map(|positions| async move {
+            let mut answers = Vec::with_capacity(positions.len());
+            for &i in positions {
+                answers.push(self.apply_evidence(&evidence[i]).await);
+            }
+            answers
+        }))
+        .await;
+        in_batch_order(evidence.len(), &groups, per_key)
+    }
+}
+
+/// Per-key answers ([`positions_by_key`]'s groups) put back in the batch's order.
+pub fn in_batch_order<T>(len: usize, groups: &[Vec<usize>], per_key: Vec<Vec<T>>) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(len).collect();
+    for (positions, answers) in groups.iter().zip(per_key) {
+        for (&i, answer) in positions.iter().zip(answers) {
+            slots[i] = Some(answer);
+        }
+    }
+    slots.into_iter().map(|s| s.expect("an answer for every item of the batch")).collect()
 }
 
 /// Operator actions (`noticectl`): explicit, audited resolutions of open claims, and backfill.

@@ -76,8 +76,11 @@ impl<T: ClaimLedger + ?Sized> ClaimLedger for std::sync::Arc<T> {
 
 #[async_trait]
 impl<T: EvidenceLedger + ?Sized> EvidenceLedger for std::sync::Arc<T> {
-    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<EvidenceEffect, LedgerError> {
+    async fn apply_evidence(&self, evidence: &ProviderEvidence) -> Result<Applied, LedgerError> {
         (**self).apply_evidence(evidence).await
+    }
+    async fn apply_evidence_batch(&self, evidence: &[ProviderEvidence]) -> Vec<Result<Applied, LedgerError>> {
+        (**self).apply_evidence_batch(evidence).await
     }
 }
 
