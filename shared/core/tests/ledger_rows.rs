@@ -43,6 +43,30 @@ fn a_flood_of_duplicate_ids_keeps_a_bounded_row() {
     assert!(long.len() < MAX_REASON_CHARS + 200 && !long.contains('\n'), "{long}");
 }
 
+/// A batch's answers go back to their events by position: two keys' groups interleaved come back in
+/// the batch's order, and an event its group did not answer is an error of its own (retried by its
+/// SQS record), never the next event's answer.
+#[test]
+fn a_batch_of_evidence_answers_each_event_in_its_place() {
+    let secret = NoticeSecret::new("x").unwrap();
+    let key = |s: &str| Identity::new(s, "2026-10-01", "k", 0).unwrap().derive_key(&secret);
+    let now = Utc::now();
+    let ev = |k: &str, id: &str| {
+        ProviderEvidence::bounded(key(k), id, DeliveryStatus::Accepted, now, now).unwrap()
+    };
+    let batch = [ev("a", "m-a"), ev("b", "m-b"), ev("a", "m-a2")];
+    let groups = positions_by_key(&batch);
+    assert_eq!(groups, vec![vec![0, 2], vec![1]]);
+    let a = apply_in_order(None, [&batch[0], &batch[2]]);
+    assert_eq!(a[0].effect, EvidenceEffect::Learned);
+    assert!(matches!(a[1].effect, EvidenceEffect::DuplicateSend { .. }), "{:?}", a[1].effect);
+    let answers = in_batch_order(batch.len(), &groups, vec![a.into_iter().map(Ok).collect(), Vec::new()]);
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[0].as_ref().unwrap().row.message_id.as_deref(), Some("m-a"));
+    assert!(answers[1].is_err(), "the unanswered event is an error: {:?}", answers[1]);
+    assert_eq!(answers[2].as_ref().unwrap().row.duplicate_message_ids, vec!["m-a2".to_string()]);
+}
+
 fn rendered() -> RenderedNotice {
     RenderedNotice {
         config_version: "builtin:0a1b2c3d".into(),

@@ -83,14 +83,11 @@ pub struct Applied {
 /// Applies `ev` to the row as it stands (`None`: no row), leaving `current` as the row after it:
 /// a learned row when there was none, else [`apply_to_row`].
 pub fn apply_to_current(current: &mut Option<LedgerRow>, ev: &ProviderEvidence) -> Applied {
-    let effect = match current {
-        None => {
-            *current = Some(learned_row(ev));
-            EvidenceEffect::Learned
-        }
-        Some(row) => apply_to_row(row, ev),
+    let (effect, row) = match current.take() {
+        None => (EvidenceEffect::Learned, learned_row(ev)),
+        Some(mut row) => (apply_to_row(&mut row, ev), row),
     };
-    let row = current.clone().expect("a row after applying evidence");
+    *current = Some(row.clone());
     Applied { effect, row }
 }
 

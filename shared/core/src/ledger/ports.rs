@@ -127,15 +127,29 @@ pub trait EvidenceLedger: Send + Sync {
     }
 }
 
-/// Per-key answers ([`positions_by_key`]'s groups) put back in the batch's order.
-pub fn in_batch_order<T>(len: usize, groups: &[Vec<usize>], per_key: Vec<Vec<T>>) -> Vec<T> {
-    let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(len).collect();
+/// Per-key answers ([`positions_by_key`]'s groups) put back in the batch's order. An item no
+/// group answered (an adapter that answered a key short) is an error of its own, never a shifted
+/// answer nor a panic: its SQS record is retried.
+pub fn in_batch_order(
+    len: usize,
+    groups: &[Vec<usize>],
+    per_key: Vec<Vec<Result<Applied, LedgerError>>>,
+) -> Vec<Result<Applied, LedgerError>> {
+    let mut slots: Vec<Option<Result<Applied, LedgerError>>> =
+        std::iter::repeat_with(|| None).take(len).collect();
     for (positions, answers) in groups.iter().zip(per_key) {
         for (&i, answer) in positions.iter().zip(answers) {
-            slots[i] = Some(answer);
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(answer);
+            }
         }
     }
-    slots.into_iter().map(|s| s.expect("an answer for every item of the batch")).collect()
+    slots
+        .into_iter()
+        .map(|s| {
+            s.unwrap_or_else(|| Err(LedgerError::unavailable("the ledger gave no answer for this event")))
+        })
+        .collect()
 }
 
 /// Operator actions (`noticectl`): explicit, audited resolutions of open claims, and backfill.
