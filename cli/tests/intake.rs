@@ -287,11 +287,13 @@ fn changed(id: &str, from: i64, to: i64) -> String {
 #[test]
 fn a_change_back_before_the_notice_went_out_only_withdraws() {
     let state = tempfile::tempdir().unwrap();
-    let customer = serde_json::json!({
-        "id": "cus_back", "object": "customer", "email": "back@example.com", "preferred_locales": ["en-US"],
-        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
-                    "postal_code": "95814", "state": "CA"}
-    });
+    // Stripe's customer fixture, with the fields the intake reads set (empty or `null` there).
+    let mut customer = fixture("customer.json");
+    customer["id"] = "cus_back".into();
+    customer["email"] = "back@example.com".into();
+    customer["preferred_locales"] = serde_json::json!(["en-US"]);
+    customer["address"] = serde_json::json!({"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall",
+                                             "line2": null, "postal_code": "95814", "state": "CA"});
     let (base, served, record) = stripe_objects(customer, subscription_now(3900));
     let plan = |events: &str| {
         let file = state.path().join("events.jsonl");

@@ -596,17 +596,21 @@ async fn stripe_api(
     (base, up, served)
 }
 
-/// A Californian customer on Stripe's customer object (the API reference's, as published: the
-/// address nested, `preferred_locales` a list).
+/// A Californian customer: Stripe's customer fixture (`customer.json`) with its `id`, and the
+/// fields the intake reads set — `email`, `preferred_locales` (empty in the fixture) and
+/// `address` (all `null` there).
 fn californian(id: &str, email: &str) -> Value {
-    json!({
-        "id": id, "object": "customer", "email": email, "name": "Jenny Rosen",
-        "preferred_locales": ["en-US"], "balance": 0, "created": 1_680_893_993_i64, "currency": null,
-        "delinquent": false, "description": null, "livemode": false, "metadata": {}, "phone": null,
-        "shipping": null, "tax_exempt": "none", "test_clock": null,
-        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
-                    "postal_code": "95814", "state": "CA"}
-    })
+    let mut customer = fixture("customer.json");
+    set(&mut customer, "/id", json!(id));
+    set(&mut customer, "/email", json!(email));
+    set(&mut customer, "/preferred_locales", json!(["en-US"]));
+    set(
+        &mut customer,
+        "/address",
+        json!({"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
+               "postal_code": "95814", "state": "CA"}),
+    );
+    customer
 }
 
 /// Stripe's subscription fixture (2025 shape) for `renewal`'s customer `customer`, now at
