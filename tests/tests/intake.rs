@@ -863,12 +863,17 @@ async fn a_colorado_anniversary_reminder_is_parked_a_renewal_ahead_and_a_cancell
 /// `renewal`'s `invoice.upcoming` for a weekly Coloradan: the line's period one week (the term the
 /// intake reads from it), the address in Colorado.
 fn weekly_upcoming(renewal: &Renewal) -> Value {
+    colorado_upcoming(renewal, 7)
+}
+
+/// The same for a plan of `days` days.
+fn colorado_upcoming(renewal: &Renewal, days: i64) -> Value {
     let mut upcoming = renewal.upcoming(2900);
     let start = renewal.period_start_at.timestamp();
     set(
         &mut upcoming,
         "/data/object/lines/data/0/period",
-        json!({"start": start, "end": start + 7 * 86_400}),
+        json!({"start": start, "end": start + days * 86_400}),
     );
     set(&mut upcoming, "/data/object/customer_address/country", json!("US"));
     set(&mut upcoming, "/data/object/customer_address/state", json!("CO"));
@@ -910,7 +915,7 @@ async fn a_weekly_plans_anniversary_reminder_is_planned_by_every_week_in_its_lea
         KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
         std::sync::Arc::new(notice_texts::Icu),
     )
-    .with_subscriptions(Arc::new(WeeklyRecords(stated)));
+    .with_subscriptions(Arc::new(Records(stated, "week")));
 
     for weeks in [3, 2, 1] {
         let upcoming = weekly_upcoming(&weeks_before(&crossing, weeks));
@@ -949,16 +954,58 @@ async fn a_weekly_plans_anniversary_reminder_is_planned_by_every_week_in_its_lea
     assert_eq!(sender_app::state(&stack.env, &parked).await, Some(RowState::Withdrawn));
 }
 
-/// Weekly subscription records by id (their `start_date`), as Stripe's API states them.
-struct WeeklyRecords(std::collections::HashMap<String, DateTime<Utc>>);
+/// Subscription records by id (their `start_date`), all billed every `interval`, as Stripe's API
+/// states them.
+struct Records(std::collections::HashMap<String, DateTime<Utc>>, &'static str);
 
 #[async_trait::async_trait]
-impl notice_ledger::intake::SubscriptionSource for WeeklyRecords {
+impl notice_ledger::intake::SubscriptionSource for Records {
     async fn subscription(
         &self,
         id: &str,
     ) -> Result<notice_ledger::intake::Subscription, notice_ledger::intake::LookupError> {
         let started = self.0.get(id).copied().unwrap_or_default();
-        notice_ledger::intake::SubscriptionSource::subscription(&StartedAt(started, "week"), id).await
+        notice_ledger::intake::SubscriptionSource::subscription(&StartedAt(started, self.1), id).await
     }
+}
+
+/// The same for a daily plan on the emulator: the renewal on the first anniversary, charged in
+/// about 38 days, is planned by the events of the days 20, 10 and 5 before it (each delivered
+/// twice), inside its window: one notice.
+#[tokio::test]
+async fn a_daily_plans_anniversary_reminder_is_planned_by_every_day_in_its_lead_and_sent_once() {
+    let (mut stack, kinds) = us_stack_parking().await;
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let started = Utc::now() + Duration::days(38) - Duration::days(365);
+    // The anniversary falls on the daily grid: that renewal is the one that crosses it.
+    let anniversary = started.checked_add_months(chrono::Months::new(12)).unwrap();
+    let crossing = Renewal {
+        sub: "sub_co_daily".into(),
+        charge_at: anniversary + Duration::hours(1),
+        period_start_at: anniversary,
+    };
+    let stated = std::collections::HashMap::from([(crossing.sub.clone(), started)]);
+    stack.intake.planner = IntakePlanner::with_kinds(
+        kinds,
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
+    )
+    .with_subscriptions(Arc::new(Records(stated, "day")));
+    for days in [20, 10, 5] {
+        let before = Renewal {
+            sub: crossing.sub.clone(),
+            charge_at: crossing.charge_at - Duration::days(days),
+            period_start_at: crossing.period_start_at - Duration::days(days),
+        };
+        let upcoming = colorado_upcoming(&before, 1);
+        for _ in 0..2 {
+            assert_eq!(revisions(&deliver_ok(&stack, &upcoming).await), [send(0), send(0)], "{days}");
+        }
+    }
+    drain(&stack).await;
+    let reminder = crossing.identity_of("anniversary_reminder", 0).derive_key(&secret);
+    assert_eq!(sender_app::state(&stack.env, &reminder).await, Some(RowState::Sent));
+    let mails = mails_to(&stack, &crossing).await;
+    assert_eq!(mails.len(), 1, "six plans, one notice: {mails:?}");
 }

@@ -1113,6 +1113,20 @@ async fn a_daily_plans_anniversary_reminder_is_planned_from_every_renewal_within
     }
     let own = plan(&p, &daily("2026-10-01T07:00:00Z"), &ledger).await;
     assert_eq!(kinds_sent(&own), ["renewal_notice_t72"]);
+    // Cancelled with the period of 20 September: of the 41 days after it, only the crossing
+    // renewal's reminder is withdrawn — the notice that was planned.
+    let cancelled = BillingFact::Cancellation(Cancellation {
+        subscription_id: "sub_8812".into(),
+        period_start_at: at("2026-09-20T07:00:00Z"),
+        reason: "stripe customer.subscription.deleted".into(),
+        term: Term::parse("day", 1),
+        started_at: Some(at("2025-10-01T07:00:00Z")),
+    });
+    let decisions = plan(&p, &cancelled, &MemoryLedger::new()).await;
+    let ahead = withdrawn(&decisions).split_off(3);
+    assert_eq!(ahead, [("anniversary_reminder".to_owned(), "2026-10-01".to_owned())]);
+    let IntakeDecision::Withdraw(w) = decisions.last().unwrap() else { panic!("a withdraw") };
+    assert_eq!(w.identity, job.identity);
 }
 
 /// A weekly Coloradan cancels with the period of 16 September: its notices are withdrawn, and so
