@@ -175,8 +175,9 @@ impl IntakePlanner {
 }
 
 /// Whether one renewal ahead is too late for `window` under `term`: one term after `period` is no
-/// longer than the window's closing edge, so the reminder's window closes before the event of the
-/// renewal at `period` comes (weekly and daily plans under Colorado's 25–40 days).
+/// longer than the window's closing edge, so the next renewal's reminder window closes no later
+/// than the charge at `period`, and an event that comes days before that charge finds it closed
+/// (weekly and daily plans under Colorado's 25–40 days).
 pub(super) fn is_short(term: Term, period: DateTime<Utc>, window: Window) -> bool {
     term.after(period).is_some_and(|next| {
         next.signed_duration_since(period) <= Duration::hours(i64::from(window.closes_hours_before))
