@@ -1,7 +1,8 @@
 //! `noticectl intake stripe` as the local half of the whole path: Stripe's sample events
-//! (events/stripe/events.jsonl: a monthly and an annual Californian's `invoice.upcoming`, a cancellation,
-//! a deletion) planned under the US example's obligations, the messages piped into `noticectl send`
-//! — the annual customer gets the annual notice, the monthly one the 72 h reminder, each
+//! (events/stripe/events.jsonl: a monthly, an annual and a trial Californian's `invoice.upcoming`, a
+//! cancellation, a deletion) planned under the US example's obligations, the messages piped into
+//! `noticectl send` — the annual customer gets the annual notice, the monthly one and the trial
+//! (an upcoming invoice does not say a trial ends with it) the 72 h reminder, each
 //! cancellation withdraws every kind the rules can owe, and planning the same events again after
 //! the send builds the same bodies, which the ledger suppresses.
 
@@ -59,7 +60,14 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
         .filter(|m| m.get("action").is_none())
         .map(|m| (m["subscription_id"].as_str().unwrap(), m["kind"].as_str().unwrap()))
         .collect();
-    assert_eq!(jobs, [("sub_monthly_ca", "renewal_notice_t72"), ("sub_annual_ca", "annual_renewal")]);
+    assert_eq!(
+        jobs,
+        [
+            ("sub_monthly_ca", "renewal_notice_t72"),
+            ("sub_annual_ca", "annual_renewal"),
+            ("sub_trial_ca", "renewal_notice_t72")
+        ]
+    );
     let withdrawn: Vec<&str> = bodies
         .iter()
         .filter(|m| m["action"] == "withdraw" && m["subscription_id"] == "sub_annual_ny")
@@ -78,7 +86,7 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
             "anniversary_reminder"
         ]
     );
-    assert!(stderr.contains("events: 4 · jobs: 2 · withdraws: 12 · ignored: 0 · refused: 0"), "{stderr}");
+    assert!(stderr.contains("events: 5 · jobs: 3 · withdraws: 12 · ignored: 0 · refused: 0"), "{stderr}");
 
     let send = |input: &[u8]| {
         noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", NOW], Some(input))
@@ -86,12 +94,12 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
     let sent = send(&planned.stdout);
     let report = String::from_utf8_lossy(&sent.stdout).into_owned();
     assert_eq!(sent.status.code(), Some(0), "{report}{}", String::from_utf8_lossy(&sent.stderr));
-    assert!(report.contains("2 sent, 12 withdrawn"), "{report}");
+    assert!(report.contains("3 sent, 12 withdrawn"), "{report}");
     let outbox: Vec<String> = std::fs::read_dir(state.path().join("outbox"))
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
         .collect();
-    assert_eq!(outbox.len(), 2);
+    assert_eq!(outbox.len(), 3);
     assert!(outbox
         .iter()
         .any(|m| m.contains("grace@example.com") && m.contains("renews automatically for another term")));
@@ -100,13 +108,13 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
     // cancellations find their tombstones and plan nothing.
     let again = intake(state.path(), EVENTS);
     let resent = messages(&again);
-    assert_eq!(resent.iter().filter(|m| m.get("action").is_none()).count(), 2);
-    assert_eq!(&resent[..2], &bodies[..2], "a redelivery plans the very same jobs");
+    assert_eq!(resent.iter().filter(|m| m.get("action").is_none()).count(), 3);
+    assert_eq!(&resent[..3], &bodies[..3], "a redelivery plans the very same jobs");
     let second = send(&again.stdout);
-    assert_eq!(resent.len(), 2, "the withdraws are already written: {resent:?}");
+    assert_eq!(resent.len(), 3, "the withdraws are already written: {resent:?}");
     let report = String::from_utf8_lossy(&second.stdout).into_owned();
-    assert!(report.contains("2 job(s): 2 suppressed"), "{report}");
-    assert_eq!(std::fs::read_dir(state.path().join("outbox")).unwrap().count(), 2, "nothing sent twice");
+    assert!(report.contains("3 job(s): 3 suppressed"), "{report}");
+    assert_eq!(std::fs::read_dir(state.path().join("outbox")).unwrap().count(), 3, "nothing sent twice");
 }
 
 #[test]
@@ -287,11 +295,13 @@ fn changed(id: &str, from: i64, to: i64) -> String {
 #[test]
 fn a_change_back_before_the_notice_went_out_only_withdraws() {
     let state = tempfile::tempdir().unwrap();
-    let customer = serde_json::json!({
-        "id": "cus_back", "object": "customer", "email": "back@example.com", "preferred_locales": ["en-US"],
-        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
-                    "postal_code": "95814", "state": "CA"}
-    });
+    // Stripe's customer fixture, with the fields the intake reads set (empty or `null` there).
+    let mut customer = fixture("customer.json");
+    customer["id"] = "cus_back".into();
+    customer["email"] = "back@example.com".into();
+    customer["preferred_locales"] = serde_json::json!(["en-US"]);
+    customer["address"] = serde_json::json!({"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall",
+                                             "line2": null, "postal_code": "95814", "state": "CA"});
     let (base, served, record) = stripe_objects(customer, subscription_now(3900));
     let plan = |events: &str| {
         let file = state.path().join("events.jsonl");
@@ -428,4 +438,44 @@ fn a_colorado_anniversary_reminder_is_planned_a_renewal_ahead_and_sent_inside_it
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(text.contains("anniversary_reminder revision 0"), "{text}");
     assert!(text.contains("  rule       US-CO/co-anniversary — C.R.S. section 6-1-732"), "{text}");
+}
+
+/// The price-change sample (events/stripe/subscription-price-change.json: Stripe's subscription
+/// fixture going from 29.00 to 39.00 a month on 1 April 2027, `previous_attributes` naming the old
+/// item) through `noticectl intake stripe`, with Stripe's customer fixture (a Californian) and the
+/// subscription's record (its latest invoice billed at 29.00) on the stand-in: one
+/// `price_change` notice for 39.00 from 1 April, under California's rule.
+#[test]
+fn the_price_change_sample_is_one_price_change_notice_with_the_customer_read_from_stripe() {
+    let state = tempfile::tempdir().unwrap();
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/stripe/subscription-price-change.json");
+    let event: Value = serde_json::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
+    // Stripe's customer fixture, with the fields the intake reads set.
+    let mut customer = fixture("customer.json");
+    customer["email"] = "price@example.com".into();
+    customer["preferred_locales"] = serde_json::json!(["en-US"]);
+    customer["address"] = serde_json::json!({"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall",
+                                             "line2": null, "postal_code": "95814", "state": "CA"});
+    // The record as it stands after the change: 39.00 now, the current period billed at 29.00.
+    let mut record = event["data"]["object"].clone();
+    let mut invoice = fixture("invoice.json");
+    let line = &mut invoice["lines"]["data"][0];
+    line["amount"] = 2900.into();
+    line["period"] = serde_json::json!({"start": APPLIES - 31 * 86_400, "end": APPLIES});
+    line["parent"]["type"] = "subscription_item_details".into();
+    line["parent"]["subscription_item_details"]["proration"] = false.into();
+    record["latest_invoice"] = invoice;
+    let (base, _, _) = stripe_objects(customer, record);
+    let out = intake_reading(state.path(), Path::new(sample), &base);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let jobs: Vec<Value> = messages(&out).into_iter().filter(|m| m.get("action").is_none()).collect();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let job = &jobs[0];
+    assert_eq!(
+        (job["subscription_id"].as_str(), job["kind"].as_str(), job["period_start"].as_str()),
+        (Some("sub_price_ca"), Some("price_change"), Some("2027-04-01"))
+    );
+    assert_eq!(job["template_data"]["amount"]["minor"], 3900);
+    assert_eq!(job["email"], "price@example.com");
+    assert_eq!(job["obligation"], "US-CA/ca-price-change");
 }

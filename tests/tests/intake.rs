@@ -8,7 +8,8 @@
 //! redelivered change mints none; a Stripe price change (`customer.subscription.updated`) with the
 //! customer read from a stand-in of Stripe's API, sent once, and answered 500 while the API is
 //! down; Colorado's anniversary reminder planned a renewal ahead, parked in EventBridge Scheduler,
-//! and withdrawn by a cancellation.
+//! and withdrawn by a cancellation; a weekly plan's reminder planned by every week's event in its
+//! lead, sent once inside its window, parked when further ahead, and withdrawn by a cancellation.
 
 use std::sync::Arc;
 
@@ -596,17 +597,21 @@ async fn stripe_api(
     (base, up, served)
 }
 
-/// A Californian customer on Stripe's customer object (the API reference's, as published: the
-/// address nested, `preferred_locales` a list).
+/// A Californian customer: Stripe's customer fixture (`customer.json`) with its `id`, and the
+/// fields the intake reads set — `email`, `preferred_locales` (empty in the fixture) and
+/// `address` (all `null` there).
 fn californian(id: &str, email: &str) -> Value {
-    json!({
-        "id": id, "object": "customer", "email": email, "name": "Jenny Rosen",
-        "preferred_locales": ["en-US"], "balance": 0, "created": 1_680_893_993_i64, "currency": null,
-        "delinquent": false, "description": null, "livemode": false, "metadata": {}, "phone": null,
-        "shipping": null, "tax_exempt": "none", "test_clock": null,
-        "address": {"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
-                    "postal_code": "95814", "state": "CA"}
-    })
+    let mut customer = fixture("customer.json");
+    set(&mut customer, "/id", json!(id));
+    set(&mut customer, "/email", json!(email));
+    set(&mut customer, "/preferred_locales", json!(["en-US"]));
+    set(
+        &mut customer,
+        "/address",
+        json!({"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall", "line2": null,
+               "postal_code": "95814", "state": "CA"}),
+    );
+    customer
 }
 
 /// Stripe's subscription fixture (2025 shape) for `renewal`'s customer `customer`, now at
@@ -785,8 +790,8 @@ async fn price_state(stack: &Stack, renewal: &Renewal, revision: u64) -> Option<
 }
 
 /// A subscription record whose start is `started` (what Stripe's `GET /v1/subscriptions/{id}`
-/// states as `start_date`), monthly.
-struct StartedAt(DateTime<Utc>);
+/// states as `start_date`), billed every `interval` (`month`, `week`, `day`).
+struct StartedAt(DateTime<Utc>, &'static str);
 
 #[async_trait::async_trait]
 impl notice_ledger::intake::SubscriptionSource for StartedAt {
@@ -796,7 +801,7 @@ impl notice_ledger::intake::SubscriptionSource for StartedAt {
     ) -> Result<notice_ledger::intake::Subscription, notice_ledger::intake::LookupError> {
         Ok(notice_stripe::api::subscription(&json!({
             "id": id, "object": "subscription", "start_date": self.0.timestamp(),
-            "items": {"data": [{"price": {"recurring": {"interval": "month", "interval_count": 1}}}]}
+            "items": {"data": [{"price": {"recurring": {"interval": self.1, "interval_count": 1}}}]}
         })))
     }
 }
@@ -820,7 +825,7 @@ async fn a_colorado_anniversary_reminder_is_parked_a_renewal_ahead_and_a_cancell
         KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
         std::sync::Arc::new(notice_texts::Icu),
     )
-    .with_subscriptions(Arc::new(StartedAt(started)));
+    .with_subscriptions(Arc::new(StartedAt(started, "month")));
     let mut upcoming = renewal.upcoming(2900);
     set(&mut upcoming, "/data/object/customer_address/country", json!("US"));
     set(&mut upcoming, "/data/object/customer_address/state", json!("CO"));
@@ -853,4 +858,154 @@ async fn a_colorado_anniversary_reminder_is_parked_a_renewal_ahead_and_a_cancell
     drain(&stack).await;
     assert_eq!(sender_app::state(&stack.env, &anniversary).await, Some(RowState::Withdrawn));
     assert_eq!(sender_app::state(&stack.env, &reminder).await, Some(RowState::Withdrawn));
+}
+
+/// `renewal`'s `invoice.upcoming` for a weekly Coloradan: the line's period one week (the term the
+/// intake reads from it), the address in Colorado.
+fn weekly_upcoming(renewal: &Renewal) -> Value {
+    colorado_upcoming(renewal, 7)
+}
+
+/// The same for a plan of `days` days.
+fn colorado_upcoming(renewal: &Renewal, days: i64) -> Value {
+    let mut upcoming = renewal.upcoming(2900);
+    let start = renewal.period_start_at.timestamp();
+    set(
+        &mut upcoming,
+        "/data/object/lines/data/0/period",
+        json!({"start": start, "end": start + days * 86_400}),
+    );
+    set(&mut upcoming, "/data/object/customer_address/country", json!("US"));
+    set(&mut upcoming, "/data/object/customer_address/state", json!("CO"));
+    upcoming
+}
+
+/// The renewal `weeks` before `renewal`, of the same subscription.
+fn weeks_before(renewal: &Renewal, weeks: i64) -> Renewal {
+    Renewal {
+        sub: renewal.sub.clone(),
+        charge_at: renewal.charge_at - Duration::weeks(weeks),
+        period_start_at: renewal.period_start_at - Duration::weeks(weeks),
+    }
+}
+
+/// Issue 49, item 4 for a weekly plan on the emulator. One Coloradan's renewal that crosses the
+/// first anniversary is charged in 30 days: the events of the three weekly renewals before it
+/// (charged in 9, 16 and 23 days), each delivered twice, all plan its reminder; its window (25–40
+/// days) is open, so the first copy is sent and every other is suppressed — one notice. Another's
+/// crossing renewal is 100 days away: the event 63 days before it owes nothing yet, the one 42
+/// days before plans the reminder, which the real sender parks (its window opens in 60 days); a
+/// cancellation then withdraws it, the period named as the planner named it.
+#[tokio::test]
+async fn a_weekly_plans_anniversary_reminder_is_planned_by_every_week_in_its_lead_and_sent_once() {
+    let (mut stack, kinds) = us_stack_parking().await;
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let crossing = Renewal::in_hours("sub_co_weekly", 30 * 24);
+    // 53 weeks before the crossing period: the 12-month anniversary falls in the week before it.
+    let started = crossing.period_start_at - Duration::weeks(53);
+    let later = Renewal::in_hours("sub_co_weekly_later", 100 * 24);
+    let later_started = later.period_start_at - Duration::weeks(53);
+    let stated = std::collections::HashMap::from([
+        (crossing.sub.clone(), started),
+        (later.sub.clone(), later_started),
+    ]);
+    stack.intake.planner = IntakePlanner::with_kinds(
+        kinds,
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
+    )
+    .with_subscriptions(Arc::new(Records(stated, "week")));
+
+    for weeks in [3, 2, 1] {
+        let upcoming = weekly_upcoming(&weeks_before(&crossing, weeks));
+        for _ in 0..2 {
+            assert_eq!(revisions(&deliver_ok(&stack, &upcoming).await), [send(0), send(0)], "{weeks}");
+        }
+    }
+    drain(&stack).await;
+    let reminder = crossing.identity_of("anniversary_reminder", 0).derive_key(&secret);
+    assert_eq!(sender_app::state(&stack.env, &reminder).await, Some(RowState::Sent));
+    // The weekly reminders (charged in 9 days or more) are parked; the anniversary one went out.
+    let mails = mails_to(&stack, &crossing).await;
+    assert_eq!(mails.len(), 1, "six plans, one notice: {mails:?}");
+
+    // Further ahead: 63 days before the crossing renewal, past its lead — nothing owed yet.
+    let far = deliver_ok(&stack, &weekly_upcoming(&weeks_before(&later, 9))).await;
+    assert_eq!(revisions(&far), [send(0)], "{far}");
+    let answer = deliver_ok(&stack, &weekly_upcoming(&weeks_before(&later, 6))).await;
+    assert_eq!(revisions(&answer), [send(0), send(0)], "{answer}");
+    drain(&stack).await;
+    let parked = later.identity_of("anniversary_reminder", 0).derive_key(&secret);
+    let scheduler = stack.env.moto.scheduler().await;
+    let listed = scheduler.list_schedules().group_name(PARKED).send().await.unwrap();
+    assert!(listed.schedules().iter().any(|s| s.name() == Some(parked.as_str())), "parked by its key");
+    assert_eq!(sender_app::state(&stack.env, &parked).await, None, "parked, not claimed");
+
+    // The customer cancels with the period after (5 weeks before the crossing renewal).
+    let cancelled = weeks_before(&later, 5);
+    let mut cancel = cancelled.cancel_at_period_end();
+    set(&mut cancel, "/data/object/start_date", json!(later_started.timestamp()));
+    set(&mut cancel, "/data/object/items/data/0/price/recurring/interval", json!("week"));
+    set(&mut cancel, "/data/object/items/data/0/plan/interval", json!("week"));
+    let answer = deliver_ok(&stack, &cancel).await;
+    assert!(revisions(&answer).iter().all(|(action, _)| action == "withdraw"), "{answer}");
+    drain(&stack).await;
+    assert_eq!(sender_app::state(&stack.env, &parked).await, Some(RowState::Withdrawn));
+}
+
+/// Subscription records by id (their `start_date`), all billed every `interval`, as Stripe's API
+/// states them.
+struct Records(std::collections::HashMap<String, DateTime<Utc>>, &'static str);
+
+#[async_trait::async_trait]
+impl notice_ledger::intake::SubscriptionSource for Records {
+    async fn subscription(
+        &self,
+        id: &str,
+    ) -> Result<notice_ledger::intake::Subscription, notice_ledger::intake::LookupError> {
+        let started = self.0.get(id).copied().unwrap_or_default();
+        notice_ledger::intake::SubscriptionSource::subscription(&StartedAt(started, self.1), id).await
+    }
+}
+
+/// The same for a daily plan on the emulator: the renewal on the first anniversary, charged in
+/// about 38 days, is planned by the events of the days 20, 10 and 5 before it (each delivered
+/// twice), inside its window: one notice.
+#[tokio::test]
+async fn a_daily_plans_anniversary_reminder_is_planned_by_every_day_in_its_lead_and_sent_once() {
+    let (mut stack, kinds) = us_stack_parking().await;
+    let secret = NoticeSecret::new(SECRET).unwrap();
+    let started = Utc::now() + Duration::days(38) - Duration::days(365);
+    // The anniversary falls on the daily grid: that renewal is the one that crosses it.
+    let anniversary = started.checked_add_months(chrono::Months::new(12)).unwrap();
+    let crossing = Renewal {
+        sub: "sub_co_daily".into(),
+        charge_at: anniversary + Duration::hours(1),
+        period_start_at: anniversary,
+    };
+    let stated = std::collections::HashMap::from([(crossing.sub.clone(), started)]);
+    stack.intake.planner = IntakePlanner::with_kinds(
+        kinds,
+        TimeZone::parse("UTC").unwrap(),
+        KeyRing::from(NoticeSecret::new(SECRET).unwrap()),
+        std::sync::Arc::new(notice_texts::Icu),
+    )
+    .with_subscriptions(Arc::new(Records(stated, "day")));
+    for days in [20, 10, 5] {
+        let before = Renewal {
+            sub: crossing.sub.clone(),
+            charge_at: crossing.charge_at - Duration::days(days),
+            period_start_at: crossing.period_start_at - Duration::days(days),
+        };
+        let upcoming = colorado_upcoming(&before, 1);
+        for _ in 0..2 {
+            assert_eq!(revisions(&deliver_ok(&stack, &upcoming).await), [send(0), send(0)], "{days}");
+        }
+    }
+    drain(&stack).await;
+    let reminder = crossing.identity_of("anniversary_reminder", 0).derive_key(&secret);
+    assert_eq!(sender_app::state(&stack.env, &reminder).await, Some(RowState::Sent));
+    let mails = mails_to(&stack, &crossing).await;
+    assert_eq!(mails.len(), 1, "six plans, one notice: {mails:?}");
 }

@@ -1021,3 +1021,152 @@ async fn a_cancellation_withdraws_the_reminder_ahead_on_the_subscriptions_grid()
     assert_eq!(ahead.identity.kind().as_str(), "anniversary_reminder");
     assert_eq!(ahead.identity.period_start().to_string(), "2027-03-31");
 }
+
+/// (kind, period_start) of each withdraw.
+fn withdrawn(decisions: &[IntakeDecision]) -> Vec<(String, String)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Withdraw(w) => {
+                Some((w.identity.kind().as_str().to_owned(), w.identity.period_start().to_string()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anniversary reminder each plan in `decisions` holds (at most one).
+fn reminder(decisions: &[IntakeDecision]) -> Option<Job> {
+    decisions.iter().find_map(|d| match d {
+        IntakeDecision::Send(job) if job.identity.kind().as_str() == "anniversary_reminder" => {
+            Some(job.clone())
+        }
+        _ => None,
+    })
+}
+
+/// A weekly Coloradan who began on 1 October 2025: the 53rd renewal (7 October 2026) is the first
+/// past the anniversary. Its reminder is owed 25–40 days before it, and each weekly
+/// upcoming-renewal event comes days before its own charge — one renewal ahead (a week) is always
+/// too late. So every renewal's event within the window's opening plus one term (47 days) before
+/// the crossing renewal plans the same reminder: the first of them before the window opens, so
+/// the sender parks it; each later one is the same body under the same key, so the ledger sends
+/// it once. An event further ahead owes nothing yet; the crossing renewal's own plans only its
+/// ordinary reminder.
+#[tokio::test]
+async fn a_weekly_plans_anniversary_reminder_is_planned_from_every_renewal_within_its_lead() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let weekly = |period: &str| BillingFact::Renewal(colorado(period, "week"));
+    // 19 August: 49 days before the crossing renewal, past the lead: only its own reminder.
+    let far = plan(&p, &weekly("2026-08-19T07:00:00Z"), &ledger).await;
+    assert_eq!(kinds_sent(&far), ["renewal_notice_t72"]);
+    // 26 August, 42 days before: the reminder for 7 October, with the amount in force now.
+    let first = plan(&p, &weekly("2026-08-26T07:00:00Z"), &ledger).await;
+    assert_eq!(
+        planned(&first)[1],
+        (
+            "anniversary_reminder".to_owned(),
+            "2026-10-07".to_owned(),
+            "2026-10-07T08:00:00+00:00".to_owned(),
+            "US-CO/co-anniversary".to_owned()
+        )
+    );
+    let job = reminder(&first).expect("the reminder");
+    assert_eq!(job.template_data["amount"]["minor"], 2900);
+    // Every later week's event, before and after the sender claimed it: the very same notice.
+    for (i, period) in
+        ["2026-09-02", "2026-09-09", "2026-09-16", "2026-09-23", "2026-09-30"].into_iter().enumerate()
+    {
+        let decisions = plan(&p, &weekly(&format!("{period}T07:00:00Z")), &ledger).await;
+        assert_eq!(kinds_sent(&decisions), ["renewal_notice_t72", "anniversary_reminder"], "{period}");
+        assert_eq!(reminder(&decisions), Some(job.clone()), "{period}: one identity, one body");
+        if i == 1 {
+            ledger.insert(sent_row(&p, &job));
+        }
+    }
+    // The crossing renewal's own event: its reminder was planned; nothing crosses after it.
+    let own = plan(&p, &weekly("2026-10-07T07:00:00Z"), &ledger).await;
+    assert_eq!(kinds_sent(&own), ["renewal_notice_t72"]);
+    let after = plan(&p, &weekly("2026-10-14T07:00:00Z"), &ledger).await;
+    assert_eq!(kinds_sent(&after), ["renewal_notice_t72"]);
+}
+
+/// The same for a daily plan: the anniversary (1 October 2026) falls on a renewal, which crosses
+/// it; every day's event from 41 days before plans its reminder, the day before that none.
+#[tokio::test]
+async fn a_daily_plans_anniversary_reminder_is_planned_from_every_renewal_within_its_lead() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let daily = |period: &str| BillingFact::Renewal(colorado(period, "day"));
+    let far = plan(&p, &daily("2026-08-20T07:00:00Z"), &ledger).await;
+    assert_eq!(kinds_sent(&far), ["renewal_notice_t72"]);
+    let first = plan(&p, &daily("2026-08-21T07:00:00Z"), &ledger).await;
+    let job = reminder(&first).expect("the reminder");
+    assert_eq!(job.identity.period_start().to_string(), "2026-10-01");
+    assert_eq!(job.charge_at, at("2026-10-01T08:00:00Z"));
+    let mut day = at("2026-08-22T07:00:00Z");
+    while day < at("2026-10-01T07:00:00Z") {
+        let decisions = plan(&p, &BillingFact::Renewal(colorado(&day.to_rfc3339(), "day")), &ledger).await;
+        assert_eq!(reminder(&decisions), Some(job.clone()), "{day}");
+        day += chrono::Duration::days(1);
+    }
+    let own = plan(&p, &daily("2026-10-01T07:00:00Z"), &ledger).await;
+    assert_eq!(kinds_sent(&own), ["renewal_notice_t72"]);
+    // Cancelled with the period of 20 September: of the 41 days after it, only the crossing
+    // renewal's reminder is withdrawn — the notice that was planned.
+    let cancelled = BillingFact::Cancellation(Cancellation {
+        subscription_id: "sub_8812".into(),
+        period_start_at: at("2026-09-20T07:00:00Z"),
+        reason: "stripe customer.subscription.deleted".into(),
+        term: Term::parse("day", 1),
+        started_at: Some(at("2025-10-01T07:00:00Z")),
+    });
+    let decisions = plan(&p, &cancelled, &MemoryLedger::new()).await;
+    let ahead = withdrawn(&decisions).split_off(3);
+    assert_eq!(ahead, [("anniversary_reminder".to_owned(), "2026-10-01".to_owned())]);
+    let IntakeDecision::Withdraw(w) = decisions.last().unwrap() else { panic!("a withdraw") };
+    assert_eq!(w.identity, job.identity);
+}
+
+/// A weekly Coloradan cancels with the period of 16 September: its notices are withdrawn, and so
+/// is the anniversary reminder planned for the crossing renewal (7 October) — the period the
+/// planner named, found on the same grid; the weeks around it cross nothing and are left alone.
+/// Without the start (no record to read it from), every week in the range is withdrawn.
+#[tokio::test]
+async fn a_cancellation_withdraws_a_weekly_plans_reminder_for_the_crossing_renewal() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let planned_from =
+        plan(&p, &BillingFact::Renewal(colorado("2026-09-09T07:00:00Z", "week")), &ledger).await;
+    let job = reminder(&planned_from).expect("the reminder");
+    let cancelled = Cancellation {
+        subscription_id: "sub_8812".into(),
+        period_start_at: at("2026-09-16T07:00:00Z"),
+        reason: "stripe customer.subscription.deleted".into(),
+        term: Term::parse("week", 1),
+        started_at: Some(at("2025-10-01T07:00:00Z")),
+    };
+    let decisions = plan(&p, &BillingFact::Cancellation(cancelled.clone()), &ledger).await;
+    let pair = |k: &str, d: &str| (k.to_owned(), d.to_owned());
+    assert_eq!(
+        withdrawn(&decisions),
+        [
+            pair("anniversary_reminder", "2026-09-16"),
+            pair("annual_renewal", "2026-09-16"),
+            pair("renewal_notice_t72", "2026-09-16"),
+            pair("anniversary_reminder", "2026-10-07"),
+        ]
+    );
+    let IntakeDecision::Withdraw(w) = decisions.last().unwrap() else { panic!("a withdraw") };
+    assert_eq!(w.identity, job.identity, "the withdraw names the notice that was planned");
+    // Delivered, then the reminder planned again by a late event: the tombstone holds.
+    deliver(&p, &ledger, &decisions);
+    let late = plan(&p, &BillingFact::Renewal(colorado("2026-09-09T07:00:00Z", "week")), &ledger).await;
+    assert_eq!(reminder(&late), None, "{late:?}");
+
+    let unstarted = Cancellation { started_at: None, ..cancelled };
+    let decisions = plan(&p, &BillingFact::Cancellation(unstarted), &MemoryLedger::new()).await;
+    let ahead: Vec<String> = withdrawn(&decisions).into_iter().skip(3).map(|(_, d)| d).collect();
+    assert_eq!(ahead, ["2026-09-23", "2026-09-30", "2026-10-07", "2026-10-14", "2026-10-21", "2026-10-28"]);
+}

@@ -312,8 +312,8 @@ fn cancellation(event_type: &str, subscription: &Value, reason: &str) -> Result<
         subscription_id,
         period_start_at: instant(event_type, "current_period_end", end)?,
         reason: reason.to_owned(),
-        // The first item's price (or plan): an anniversary reminder planned a renewal ahead is
-        // withdrawn one term after the period's end.
+        // The first item's price (or plan): an anniversary reminder planned ahead is withdrawn
+        // for the periods after the period's end (its start: only the crossing ones, when weekly).
         term: subscription.pointer("/items/data/0").and_then(term),
         started_at: subscription
             .get("start_date")

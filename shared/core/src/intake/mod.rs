@@ -37,11 +37,14 @@
 //!   either amount, planned after the claim, finds it and reuses or bumps as the rule says.
 //! - *The ledger cannot be read*: nothing is enqueued and the webhook is answered with an error,
 //!   so the billing system retries it later.
-//! - *An anniversary reminder is planned a renewal ahead* (the event of the charge before plans
-//!   it: the anniversary charge's own event comes too late for its window), *then the subscription
-//!   is cancelled*: the cancellation withdraws the anniversary kind for the period after the
-//!   cancelled one too, so the parked reminder meets its tombstone at the sender. A cancellation
-//!   whose term cannot be known is refused (naming `term`) rather than leave the reminder standing.
+//! - *An anniversary reminder is planned ahead* (the event of the charge before plans it: the
+//!   anniversary charge's own event comes too late for its window; for a weekly or daily term,
+//!   every renewal's event within the window's opening plus one term before it, each the same
+//!   body under the same key, so the ledger sends it once), *then the subscription is
+//!   cancelled*: the cancellation withdraws the anniversary kind for the periods after the
+//!   cancelled one that an event could have planned it for (the same grid), so the parked
+//!   reminder meets its tombstone at the sender. A cancellation whose term cannot be known is
+//!   refused (naming `term`) rather than leave the reminder standing.
 //! - *The subscription's start cannot be read* (Stripe unreachable): nothing is enqueued and the
 //!   webhook is answered with an error, as for the ledger; an unknown subscription is refused.
 //!   Without a subscription source the rule that needs the start refuses, naming it: an
@@ -118,9 +121,10 @@ pub struct Cancellation {
     pub period_start_at: DateTime<Utc>,
     /// For the tombstone's audit trail (one line).
     pub reason: String,
-    /// The term between charges, when the event states it: an anniversary reminder is planned a
-    /// renewal ahead (see [`IntakePlanner`]), so a cancellation also withdraws the one for the
-    /// renewal after `period_start_at` — one term later.
+    /// The term between charges, when the event states it: an anniversary reminder is planned
+    /// ahead (see [`IntakePlanner`]), so a cancellation also withdraws the ones for the renewals
+    /// after `period_start_at` it could have been planned for — one term later, or for a weekly
+    /// or daily term each crossing renewal up to the window's opening plus one term on.
     pub term: Option<Term>,
     /// When the subscription began, when the event states it: the renewal after is found on the
     /// subscription's own grid (anchored on the 31st), as the planner found it.

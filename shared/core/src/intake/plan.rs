@@ -18,13 +18,14 @@ use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Cldr, Locale, Money, TimeZone};
-use crate::policy::{Contract, Obligations, WindowPolicy};
+use crate::policy::{Contract, Obligations, RuleScope, Window, WindowPolicy};
 
 mod anniversary;
 mod cancel;
 mod price;
 
 use anniversary::is_first_renewal;
+#[cfg(test)]
 pub(super) use anniversary::next_renewal;
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
@@ -54,7 +55,9 @@ pub enum PlanError {
 #[derive(Clone, Debug)]
 pub enum Kinds {
     Stated(Kind),
-    Obligations(Obligations),
+    /// The obligations, and the widest window of a kind an anniversary rule owes (`None`: no
+    /// anniversary rule): how far ahead its reminders are planned ([`anniversary`]).
+    Obligations(Obligations, Option<Window>),
 }
 
 /// The variable that states the one kind of a deployment without obligations.
@@ -77,7 +80,7 @@ impl Kinds {
                 "is set to {kind:?} but the notice configuration's policy has `obligations`, which choose \
                  the kind of every notice: unset it (a kind for every contract is a `default` rule)"
             ))),
-            (false, None) => Ok(Self::Obligations(policy.obligations().clone())),
+            (false, None) => Ok(Self::Obligations(policy.obligations().clone(), anniversary_window(policy))),
         }
     }
 
@@ -85,7 +88,7 @@ impl Kinds {
     pub fn describe(&self) -> String {
         match self {
             Kinds::Stated(kind) => format!("{kind} (stated)"),
-            Kinds::Obligations(o) => format!("{} obligation rules", o.rules().count()),
+            Kinds::Obligations(o, _) => format!("{} obligation rules", o.rules().count()),
         }
     }
 
@@ -93,16 +96,37 @@ impl Kinds {
     fn all(&self) -> Vec<&str> {
         match self {
             Kinds::Stated(kind) => vec![kind.as_str()],
-            Kinds::Obligations(o) => o.kinds(),
+            Kinds::Obligations(o, _) => o.kinds(),
         }
     }
+}
+
+/// The widest window of the kinds anniversary rules owe, in their rules' jurisdictions: its
+/// opening says how far ahead a short term's reminder is planned, its closing which terms are
+/// short (see [`anniversary`]).
+fn anniversary_window(policy: &WindowPolicy) -> Option<Window> {
+    policy
+        .obligations()
+        .rules()
+        .filter(|(_, r)| r.anniversary_months.is_some())
+        .map(|(scope, r)| {
+            let jurisdiction = match scope {
+                RuleScope::Default => None,
+                RuleScope::Jurisdiction(j) => Some(j),
+            };
+            policy.effective(Some(&r.kind), jurisdiction).window
+        })
+        .reduce(|a, b| Window {
+            opens_hours_before: a.opens_hours_before.max(b.opens_hours_before),
+            closes_hours_before: a.closes_hours_before.max(b.closes_hours_before),
+        })
 }
 
 /// One notice a renewal owes: its kind and the rule that owes it (`None`: the stated kind).
 struct OwedKind {
     kind: String,
     rule: Option<String>,
-    /// Owed by an anniversary rule: planned one renewal ahead (see [`IntakePlanner::plan`]).
+    /// Owed by an anniversary rule: planned ahead of its renewal (see [`IntakePlanner::plan`]).
     anniversary: bool,
 }
 
@@ -262,7 +286,7 @@ impl IntakePlanner {
             Kinds::Stated(kind) => {
                 return Ok(vec![OwedKind { kind: kind.as_str().to_owned(), rule: None, anniversary: false }])
             }
-            Kinds::Obligations(obligations) => obligations,
+            Kinds::Obligations(obligations, _) => obligations,
         };
         let jurisdiction =
             renewal.jurisdiction.as_deref().and_then(|j| crate::jurisdiction::normalise(j).ok());
@@ -287,11 +311,14 @@ impl IntakePlanner {
     }
 
     /// A renewal's notices. An anniversary reminder (Colorado: 25–40 days before a renewal that
-    /// crosses a 12-month anniversary) is planned **one renewal ahead**: the event of the charge
-    /// before it plans it, and the sender parks it until its window opens — a billing system's
+    /// crosses a 12-month anniversary) is planned **ahead**: the event of the charge before it
+    /// plans it, and the sender parks it until its window opens — a billing system's
     /// upcoming-renewal event comes a few days before each charge, which for a monthly plan is
-    /// always too late for such a window. Its own event plans it only when there was no charge
-    /// before it to plan it from (the first renewal: an annual plan's first anniversary).
+    /// always too late for such a window. For a term no longer than the window's closing edge
+    /// (weekly, daily) one renewal ahead is too late as well: every renewal's event within the
+    /// window's opening plus one term before it plans it, each the same body, so the ledger sends
+    /// it once ([`anniversary`]). Its own event plans it only when there was no charge before it
+    /// to plan it from (the first renewal: an annual plan's first anniversary).
     async fn plan_renewal(
         &self,
         event_type: &str,
@@ -325,7 +352,7 @@ impl IntakePlanner {
             }
             out.extend(self.plan_kind(event_type, &owed, renewal, ledger).await?);
         }
-        if let Some(next) = next_renewal(renewal) {
+        for next in self.renewals_ahead(renewal) {
             for owed in self.anniversaries_ahead(event_type, &next)? {
                 tracing::info!(kind = owed.kind, rule = owed.rule, charge_at = %next.charge_at, "anniversary reminder owed for the next renewal");
                 out.extend(self.plan_kind(event_type, &owed, &next, ledger).await?);

@@ -1,8 +1,10 @@
-//! Cancellations: the period's notice of every kind withdrawn, and the anniversary reminder
-//! planned a renewal ahead withdrawn for the period after.
+//! Cancellations: the period's notice of every kind withdrawn, and the anniversary reminders
+//! planned ahead withdrawn for the periods after it that an event could have planned them for
+//! ([`periods_ahead`]: the next one; for a weekly or daily term every crossing renewal up to the
+//! window's opening plus one term on).
 
-use super::anniversary::next_period;
-use super::{too_many, IntakePlanner, PlanError};
+use super::anniversary::{is_short, periods_ahead};
+use super::{too_many, IntakePlanner, Kinds, PlanError};
 use crate::identity::Identity;
 use crate::intake::revision::{self, WithdrawChoice};
 use crate::intake::{Cancellation, IntakeDecision, LookupError, Refused};
@@ -11,8 +13,8 @@ use crate::ledger::RowReader;
 impl IntakePlanner {
     /// A cancellation withdraws the period's notice of every kind the deployment can send: the
     /// event does not say which ones were owed, and a tombstone where none was owed costs one row.
-    /// The anniversary kinds are withdrawn for the period after it too: their reminder for that
-    /// renewal was planned a renewal ahead and may be parked already.
+    /// The anniversary kinds are withdrawn for the periods after it too: their reminders for
+    /// those renewals were planned ahead and may be parked already.
     pub(super) async fn plan_cancellation(
         &self,
         event_type: &str,
@@ -25,9 +27,8 @@ impl IntakePlanner {
         let mut out = Vec::new();
         let price_kinds = self.price_change_kinds();
         let mut periods = vec![(period_start.clone(), self.kinds.all())];
-        let anniversary_kinds = self.anniversary_kinds();
-        if !anniversary_kinds.is_empty() {
-            periods.push((self.period_after(event_type, cancellation).await?, anniversary_kinds));
+        if !self.anniversary_kinds().is_empty() {
+            periods.extend(self.periods_after(event_type, cancellation).await?);
         }
         for (period_start, kinds) in periods {
             self.withdraw_period(
@@ -44,14 +45,24 @@ impl IntakePlanner {
         Ok(out)
     }
 
-    /// The period after the cancelled one (its start one term later), whose anniversary reminder
-    /// was planned ahead: the term from the event, else from the billing system's record; neither
-    /// → refused naming the term (a reminder left standing would tell a cancelled customer of a
-    /// renewal that will not happen).
-    async fn period_after(&self, event_type: &str, cancellation: &Cancellation) -> Result<String, PlanError> {
+    /// The periods after the cancelled one whose anniversary reminders were planned ahead, each
+    /// with the kinds to withdraw there ([`periods_ahead`], the planner's own grid): the term from
+    /// the event, else from the billing system's record; neither → refused naming the term (a
+    /// reminder left standing would tell a cancelled customer of a renewal that will not happen).
+    /// For a short term the start is read too where the event lacks it, so only the crossing
+    /// renewals are withdrawn; unknown, every period in the range is.
+    async fn periods_after(
+        &self,
+        event_type: &str,
+        cancellation: &Cancellation,
+    ) -> Result<Vec<(String, Vec<&str>)>, PlanError> {
+        let Kinds::Obligations(_, Some(window)) = &self.kinds else { return Ok(Vec::new()) };
+        let period = cancellation.period_start_at;
         let (mut term, mut started) = (cancellation.term, cancellation.started_at);
-        // Only a missing term is worth a lookup: without the start, the next period is one term on.
-        if let Some(source) = self.subscriptions.as_ref().filter(|_| term.is_none()) {
+        // Only a missing term, or a short term's missing start, is worth a lookup: a longer
+        // term's next period is one term on without the start.
+        let wanted = term.is_none_or(|t| started.is_none() && is_short(t, period, *window));
+        if let Some(source) = self.subscriptions.as_ref().filter(|_| wanted) {
             match source.subscription(&cancellation.subscription_id).await {
                 Ok(found) => {
                     term = term.or(found.term);
@@ -69,10 +80,20 @@ impl IntakePlanner {
                     .into(),
             )
         })?;
-        let next = next_period(term, started, cancellation.period_start_at).ok_or_else(|| {
-            refused(format!("{term} after {} is out of range", cancellation.period_start_at))
-        })?;
-        Ok(self.period_start(next).map_err(|e| Refused::new(event_type, "period_start", e))?)
+        let ahead = periods_ahead(term, started, period, *window);
+        if ahead.is_empty() {
+            return Err(refused(format!("{term} after {period} is out of range")).into());
+        }
+        let short = is_short(term, period, *window);
+        let mut out = Vec::new();
+        for at in ahead {
+            let kinds = self.anniversary_kinds_at(term, started, at, short);
+            if !kinds.is_empty() {
+                let start = self.period_start(at).map_err(|e| Refused::new(event_type, "period_start", e))?;
+                out.push((start, kinds));
+            }
+        }
+        Ok(out)
     }
 
     /// Withdraws the notices of `kinds` for one period of a cancelled subscription.

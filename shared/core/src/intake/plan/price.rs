@@ -14,7 +14,7 @@ impl IntakePlanner {
     pub(super) fn price_change_kinds(&self) -> Vec<&str> {
         match &self.kinds {
             Kinds::Stated(_) => Vec::new(),
-            Kinds::Obligations(o) => o
+            Kinds::Obligations(o, _) => o
                 .rules()
                 .filter(|(_, r)| r.on == Occasion::PriceChange)
                 .map(|(_, r)| r.kind.as_str())
@@ -27,7 +27,7 @@ impl IntakePlanner {
     pub fn announces_price_changes(&self) -> bool {
         match &self.kinds {
             Kinds::Stated(_) => false,
-            Kinds::Obligations(o) => o.rules().any(|(_, r)| r.on == Occasion::PriceChange),
+            Kinds::Obligations(o, _) => o.rules().any(|(_, r)| r.on == Occasion::PriceChange),
         }
     }
 
