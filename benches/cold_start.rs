@@ -107,7 +107,7 @@ fn spawn(bin: &PathBuf, port: u16, aws_port: u16) -> std::io::Result<Child> {
         .env("NOTICE_TABLE", "notices")
         .env("NOTICE_KEY_SECRET", "cold-start-secret")
         .env("NOTICE_FROM", "billing@example.com")
-        .env("NOTICE_MANAGE_URL", "https://billing.example.com/manage")
+        .env("NOTICE_MANAGE_URL", "https://billing.notice-ledger.dev/manage")
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
