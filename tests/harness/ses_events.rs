@@ -105,3 +105,28 @@ fn events_for(to: &str, now: &str) -> Vec<(&'static str, (&'static str, Value))>
         _ => vec![send, delivery],
     }
 }
+
+/// `message` in the SNS envelope the events queue carries (SNS → SQS without raw delivery).
+pub fn sns(message: &str) -> String {
+    json!({"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:us-east-1:123456789012:ses-events",
+        "Message": message, "Timestamp": Utc::now().to_rfc3339()})
+    .to_string()
+}
+
+/// An SQS event from the events queue with these bodies, one record each (first deliveries,
+/// message ids `ses-msg-<i>`), as Lambda hands it to the reconciler or the sender.
+pub fn sqs_event(bodies: &[String]) -> aws_lambda_events::event::sqs::SqsEvent {
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            json!({"messageId": format!("ses-msg-{i}"), "receiptHandle": "r", "body": b,
+            "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {}, "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ses-events", "awsRegion": "us-east-1"})
+        })
+        .collect();
+    match serde_json::from_value(json!({ "Records": records })) {
+        Ok(event) => event,
+        Err(e) => panic!("an SQS event of {} records: {e}", bodies.len()),
+    }
+}

@@ -9,6 +9,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::Utc;
 use lambda_runtime::{Context, LambdaEvent};
 use notice_dynamodb::ledger::DynamoLedger;
+use notice_e2e::ses_events::{sns, sqs_event};
 use notice_e2e::{start_moto, start_ses_stub, StubReply};
 use notice_ledger::ledger::RowReader;
 use notice_ledger::ledger::{DeliveryStatus, Origin, RowState};
@@ -51,25 +52,6 @@ fn ses_event(event_type: &str, key: Option<&NoticeKey>, message_id: &str) -> Val
     };
     event[detail_field] = json!({});
     event
-}
-
-fn sns(message: &str) -> String {
-    json!({"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:us-east-1:123456789012:ses-events",
-        "Message": message, "Timestamp": Utc::now().to_rfc3339()})
-    .to_string()
-}
-
-fn sqs_event(bodies: &[String]) -> SqsEvent {
-    let records: Vec<Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            json!({"messageId": format!("ses-msg-{i}"), "receiptHandle": "r", "body": b,
-            "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {}, "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ses-events", "awsRegion": "us-east-1"})
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).unwrap()
 }
 
 #[tokio::test]

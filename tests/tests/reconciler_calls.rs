@@ -9,10 +9,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::Utc;
 use notice_dynamodb::ledger::DynamoLedger;
 use notice_e2e::ledger_suite::{fresh_key, mint, request, t};
+use notice_e2e::ses_events::{sns, sqs_event};
 use notice_e2e::{amz_target, start_moto, Moto};
 use notice_ledger::ledger::{
     ClaimLedger, DeliveryStatus, EvidenceEffect, EvidenceLedger, ProviderEvidence, RowReader, RowState,
@@ -21,7 +21,7 @@ use notice_ledger::outcomes::OutcomeKind;
 use notice_ledger::NoticeKey;
 use notice_reconciler::{handle_sqs, handle_sqs_with_outcomes, OutcomeSink, ReconcilerApp};
 use notice_testkit::outcomes::RecordingPublisher;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const TABLE: &str = "notices";
 
@@ -37,22 +37,7 @@ fn ses_event(event_type: &str, key: &NoticeKey, message_id: &str) -> String {
     let event = json!({"eventType": event_type, "mail": {"timestamp": Utc::now().to_rfc3339(),
         "messageId": message_id, "source": "billing@example.com", "destination": ["x@example.com"],
         "tags": {"notice_key": [key.as_str()]}}});
-    json!({"Type": "Notification", "MessageId": "sns-1", "TopicArn": "arn:aws:sns:us-east-1:123456789012:ses-events",
-        "Message": event.to_string(), "Timestamp": Utc::now().to_rfc3339()})
-    .to_string()
-}
-
-fn sqs_event(bodies: &[String]) -> SqsEvent {
-    let records: Vec<Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            json!({"messageId": format!("ses-msg-{i}"), "receiptHandle": "r", "body": b,
-            "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {}, "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ses-events", "awsRegion": "us-east-1"})
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).expect("an SQS event")
+    sns(&event.to_string())
 }
 
 /// DynamoDB operations recorded since the last `start_recording`, by operation name.
