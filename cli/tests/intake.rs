@@ -2,7 +2,7 @@
 //! (events/stripe/events.jsonl: a monthly, an annual and a trial Californian's `invoice.upcoming`, a
 //! cancellation, a deletion) planned under the US example's obligations, the messages piped into
 //! `noticectl send` — the annual customer gets the annual notice, the monthly one and the trial
-//! (an upcoming invoice does not say a trial ends with it) the 72 h reminder, each
+//! (without Stripe's API an upcoming invoice is the renewal it states) the 72 h reminder, each
 //! cancellation withdraws every kind the rules can owe, and planning the same events again after
 //! the send builds the same bodies, which the ledger suppresses.
 
@@ -478,4 +478,51 @@ fn the_price_change_sample_is_one_price_change_notice_with_the_customer_read_fro
     assert_eq!(job["template_data"]["amount"]["minor"], 3900);
     assert_eq!(job["email"], "price@example.com");
     assert_eq!(job["obligation"], "US-CA/ca-price-change");
+}
+
+/// The trial sample (events/stripe/subscription-created-trial.json: Stripe's subscription fixture
+/// trialing for 60 days, 31 January to 1 April 2027, on an annual price of 299.00) through
+/// `noticectl intake stripe`, the customer (a Californian) read from the stand-in: California's
+/// trial-conversion notice, charged at the trial's end. Handed to `send` on 27 February it is
+/// deferred (its window opens 21 days before the end, on 11 March); on 20 March it is sent; the
+/// sample planned again builds the same body, which the ledger suppresses.
+#[test]
+fn the_trial_sample_is_the_trial_conversion_notice_parked_until_its_window_and_sent_once() {
+    let state = tempfile::tempdir().unwrap();
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/stripe/subscription-created-trial.json");
+    let mut customer = fixture("customer.json");
+    customer["id"] = "cus_trial_ca".into();
+    customer["email"] = "trial@example.com".into();
+    customer["preferred_locales"] = serde_json::json!(["en-US"]);
+    customer["address"] = serde_json::json!({"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall",
+                                             "line2": null, "postal_code": "95814", "state": "CA"});
+    let (base, served, _) = stripe_objects(customer, Value::Null);
+    let planned = intake_reading(state.path(), Path::new(sample), &base);
+    assert_eq!(planned.status.code(), Some(0), "{}", String::from_utf8_lossy(&planned.stderr));
+    let jobs = messages(&planned);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let job = &jobs[0];
+    assert_eq!(
+        (job["subscription_id"].as_str(), job["kind"].as_str(), job["period_start"].as_str()),
+        (Some("sub_trial_annual_ca"), Some("trial_conversion"), Some("2027-04-01"))
+    );
+    assert!(job["charge_at"].as_str().unwrap().starts_with("2027-04-01T00:00:00"), "{job}");
+    assert_eq!(job["template_data"]["amount"]["minor"], 29900);
+    assert_eq!(job["email"], "trial@example.com");
+    assert_eq!(job["obligation"], "US-CA/ca-long-trial");
+    assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 1, "the customer was read from Stripe");
+
+    let send = |input: &[u8], now: &str| {
+        let out = noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", now], Some(input));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let early = send(&planned.stdout, NOW);
+    assert!(early.contains("1 job(s): 1 deferred"), "{early}");
+    let inside = send(&planned.stdout, "2027-03-20T12:00:00Z");
+    assert!(inside.contains("1 sent"), "{inside}");
+    let again = intake_reading(state.path(), Path::new(sample), &base);
+    assert_eq!(messages(&again), jobs, "a redelivery plans the very same job");
+    let report = send(&again.stdout, "2027-03-21T12:00:00Z");
+    assert!(report.contains("1 job(s): 1 suppressed"), "{report}");
+    assert_eq!(std::fs::read_dir(state.path().join("outbox")).unwrap().count(), 1, "sent once");
 }

@@ -9,7 +9,10 @@
 //! customer read from a stand-in of Stripe's API, sent once, and answered 500 while the API is
 //! down; Colorado's anniversary reminder planned a renewal ahead, parked in EventBridge Scheduler,
 //! and withdrawn by a cancellation; a weekly plan's reminder planned by every week's event in its
-//! lead, sent once inside its window, parked when further ahead, and withdrawn by a cancellation.
+//! lead, sent once inside its window, parked when further ahead, and withdrawn by a cancellation;
+//! a Californian's 60-day trial planned from `customer.subscription.created`, parked when its
+//! window is weeks ahead, and sent once inside it however often the event and the upcoming
+//! invoice at the trial's end arrive.
 
 use std::sync::Arc;
 
@@ -545,11 +548,15 @@ async fn the_us_example_owes_each_contract_its_own_notice() {
 struct StripeObjects {
     customer: Value,
     subscription: std::sync::Mutex<Value>,
+    /// Whether a plain `GET /v1/subscriptions/{id}` (no expansion: what a trial is read by) is
+    /// answered too; else only the price-change path's expanded read is.
+    plain: bool,
 }
 
 /// A stand-in for Stripe's API on 127.0.0.1:0: `GET /v1/customers/{id}` answers the customer
 /// object and `GET /v1/subscriptions/{id}` (with `expand[]=latest_invoice`) the subscription
-/// object, while `up` is set, and 500 otherwise; every request is counted.
+/// object (a plain one too where `plain`), while `up` is set, and 500 otherwise; every request is
+/// counted.
 async fn stripe_api(
     objects: Arc<StripeObjects>,
 ) -> (String, Arc<std::sync::atomic::AtomicBool>, Arc<std::sync::atomic::AtomicUsize>) {
@@ -576,7 +583,7 @@ async fn stripe_api(
             let object = if head.starts_with("GET /v1/customers/") {
                 Some(objects.customer.to_string())
             } else if head.starts_with("GET /v1/subscriptions/")
-                && head.contains("expand%5B%5D=latest_invoice")
+                && (objects.plain || head.contains("expand%5B%5D=latest_invoice"))
             {
                 Some(objects.subscription.lock().unwrap().to_string())
             } else {
@@ -676,6 +683,7 @@ async fn a_price_change_through_the_intake_reads_the_customer_from_stripe_and_is
     let objects = Arc::new(StripeObjects {
         customer: californian("cus_price_ca", "sub_price_ca@example.com"),
         subscription: std::sync::Mutex::new(subscription_at(&renewal, "cus_price_ca", 3900, 2900)),
+        plain: false,
     });
     let (base, up, served) = stripe_api(objects).await;
     stack.intake.planner = planner_reading(kinds, &base);
@@ -723,6 +731,7 @@ async fn a_change_back_through_the_intake_only_withdraws_in_either_order() {
     let objects = Arc::new(StripeObjects {
         customer: californian("cus_back_ca", "sub_back_ca@example.com"),
         subscription: std::sync::Mutex::new(subscription_at(&in_order, "cus_back_ca", 3900, 2900)),
+        plain: false,
     });
     let (base, _, _) = stripe_api(objects.clone()).await;
     stack.intake.planner = planner_reading(kinds, &base);
@@ -1008,4 +1017,105 @@ async fn a_daily_plans_anniversary_reminder_is_planned_by_every_day_in_its_lead_
     assert_eq!(sender_app::state(&stack.env, &reminder).await, Some(RowState::Sent));
     let mails = mails_to(&stack, &crossing).await;
     assert_eq!(mails.len(), 1, "six plans, one notice: {mails:?}");
+}
+
+/// The trial sample (events/stripe/subscription-created-trial.json: Stripe's subscription fixture,
+/// trialing, an annual price of 299.00) for `sub` of customer `customer`, its trial ending at `end`
+/// after 60 days.
+fn trialing(sub: &str, customer: &str, end: DateTime<Utc>) -> Value {
+    let path = notice_e2e::workspace_root().join("events/stripe/subscription-created-trial.json");
+    let sample: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut object = sample["data"]["object"].clone();
+    let start = (end - Duration::days(60)).timestamp();
+    for (pointer, value) in [
+        ("/id", json!(sub)),
+        ("/customer", json!(customer)),
+        ("/start_date", json!(start)),
+        ("/created", json!(start)),
+        ("/trial_start", json!(start)),
+        ("/trial_end", json!(end.timestamp())),
+        ("/billing_cycle_anchor", json!(end.timestamp())),
+        ("/items/data/0/current_period_start", json!(start)),
+        ("/items/data/0/current_period_end", json!(end.timestamp())),
+    ] {
+        set(&mut object, pointer, value);
+    }
+    object
+}
+
+/// Issue 49, trials, on the emulator: two Californians on 60-day free trials of an annual plan,
+/// each planned from `customer.subscription.created` (the customer read from Stripe's API, a
+/// stand-in) as California's trial-conversion notice, due 3 to 21 days before the trial ends. The
+/// trial ending in 60 days is parked in EventBridge Scheduler, named by its key, and nothing is
+/// sent. The one ending in 10 days is inside its window: its event delivered twice, a later
+/// `customer.subscription.updated` and the upcoming invoice at the trial's end (whose subscription
+/// is read: trialing, so it is the same conversion, not an annual renewal) all plan the same body
+/// — one notice. A cancellation of the parked trial withdraws it.
+#[tokio::test]
+async fn a_trial_is_planned_from_its_subscription_parked_far_ahead_and_sent_once_inside_its_window() {
+    let (mut stack, kinds) = us_stack_parking().await;
+    // The near trial ends where its upcoming invoice's period opens.
+    let near = Renewal::in_hours("sub_trial_near", 10 * 24);
+    let far = Renewal::in_hours("sub_trial_far", 60 * 24);
+    let objects = Arc::new(StripeObjects {
+        customer: californian("cus_trial_ca", &near.email()),
+        subscription: std::sync::Mutex::new(trialing(&near.sub, "cus_trial_ca", near.period_start_at)),
+        plain: true,
+    });
+    let (base, _, served) = stripe_api(objects).await;
+    stack.intake.planner = planner_reading(kinds, &base);
+    let secret = NoticeSecret::new(SECRET).unwrap();
+
+    let far_created = event(
+        "evt_trial_far",
+        "customer.subscription.created",
+        trialing(&far.sub, "cus_trial_ca", far.period_start_at),
+    );
+    for _ in 0..2 {
+        assert_eq!(revisions(&deliver_ok(&stack, &far_created).await), [send(0)]);
+    }
+    let near_object = trialing(&near.sub, "cus_trial_ca", near.period_start_at);
+    let near_created = event("evt_trial_near", "customer.subscription.created", near_object.clone());
+    let first = deliver_ok(&stack, &near_created).await;
+    assert_eq!(revisions(&first), [send(0)], "{first}");
+    assert_eq!(deliver_ok(&stack, &near_created).await["messages"], first["messages"]);
+    let mut updated = event("evt_trial_near_updated", "customer.subscription.updated", near_object);
+    updated["data"]["previous_attributes"] = json!({"metadata": {}});
+    assert_eq!(deliver_ok(&stack, &updated).await["messages"], first["messages"], "the same body");
+    let mut upcoming = near.upcoming(32_000);
+    set(&mut upcoming, "/data/object/customer_address/country", json!("US"));
+    set(&mut upcoming, "/data/object/customer_address/state", json!("CA"));
+    let from_invoice = deliver_ok(&stack, &upcoming).await;
+    assert_eq!(
+        from_invoice["messages"], first["messages"],
+        "the invoice plans the trial's notice: {from_invoice}"
+    );
+    drain(&stack).await;
+
+    let mails = mails_to(&stack, &near).await;
+    assert_eq!(mails.len(), 1, "five deliveries, one notice: {mails:?}");
+    assert!(mails[0].to_string().contains("299.00"), "the annual price: {}", mails[0]);
+    let near_key = near.identity_of("trial_conversion", 0).derive_key(&secret);
+    let row = sender_app::ledger(&stack.env).await.get(&near_key).await.unwrap().expect("the notice's row");
+    assert_eq!(row.state, RowState::Sent);
+    assert_eq!(row.obligation.as_deref(), Some("US-CA/ca-long-trial"));
+
+    // The far trial: parked (its window opens in 39 days), not claimed, nothing sent.
+    let far_key = far.identity_of("trial_conversion", 0).derive_key(&secret);
+    let scheduler = stack.env.moto.scheduler().await;
+    let listed = scheduler.list_schedules().group_name(PARKED).send().await.unwrap();
+    let names: Vec<&str> = listed.schedules().iter().filter_map(|s| s.name()).collect();
+    assert_eq!(names, [far_key.as_str()], "parked once, named by its key");
+    assert_eq!(sender_app::state(&stack.env, &far_key).await, None, "parked, not claimed");
+    // Each created or updated event read the customer; the invoice read the subscription and the customer.
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 7, "read from Stripe, not guessed");
+
+    // Cancelled during the trial: the period it ends is withdrawn, where the parked notice will land.
+    let mut cancelled = trialing(&far.sub, "cus_trial_ca", far.period_start_at);
+    set(&mut cancelled, "/cancel_at_period_end", json!(true));
+    let answer =
+        deliver_ok(&stack, &event("evt_trial_cancel", "customer.subscription.updated", cancelled)).await;
+    assert!(revisions(&answer).iter().all(|(action, _)| action == "withdraw"), "{answer}");
+    drain(&stack).await;
+    assert_eq!(sender_app::state(&stack.env, &far_key).await, Some(RowState::Withdrawn));
 }

@@ -133,6 +133,9 @@ pub(crate) async fn run(state_dir: PathBuf, args: IntakeArgs) -> anyhow::Result<
         if planner.announces_price_changes() {
             eprintln!("noticectl: no NOTICE_STRIPE_API_KEY: a price-change event will stop the run (its customer facts come from Stripe's API)");
         }
+        if planner.tells_trials_apart() {
+            eprintln!("noticectl: no NOTICE_STRIPE_API_KEY: a trialing subscription's event will stop the run (its customer facts come from Stripe's API), and an upcoming invoice is planned as the renewal it states (whether a trial ends with it is read from Stripe's API)");
+        }
         if planner.counts_anniversaries() {
             eprintln!("noticectl: no NOTICE_STRIPE_API_KEY: an event an anniversary rule speaks for is refused (the subscription's start comes from Stripe's API)");
         }

@@ -126,9 +126,9 @@ async fn stripe_api(sdk: &SdkConfig, needed: bool) -> Result<Option<StripeApi>, 
             ApiKey::parse(text).map_err(|e| invalid(STRIPE_API_KEY_ARN_VAR, format!("{arn}: {e}")))?
         }
         (None, None) if needed => return Err(ConfigError::Missing(
-            "NOTICE_STRIPE_API_KEY_ARN (or NOTICE_STRIPE_API_KEY): the obligations owe price-change notices \
-                 or anniversary reminders, whose customer e-mail, locale and address, or the subscription's \
-                 start, are read from Stripe's API",
+            "NOTICE_STRIPE_API_KEY_ARN (or NOTICE_STRIPE_API_KEY): the obligations owe price-change notices, \
+                 trial-conversion notices or anniversary reminders, whose customer e-mail, locale and address, \
+                 or the subscription's trial or start, are read from Stripe's API",
         )),
         (None, None) => return Ok(None),
     };
@@ -152,7 +152,8 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
     let ledger = LedgerUrl::from_env()?;
     let opened = ledger.open_with_buckets(Some(&sdk), ledger_url::retention_days_from_env()?).await?;
     let mut planner = IntakePlanner::with_kinds(kinds, zone, keys, std::sync::Arc::new(notice_texts::Icu));
-    let needs_api = planner.announces_price_changes() || planner.counts_anniversaries();
+    let needs_api =
+        planner.announces_price_changes() || planner.counts_anniversaries() || planner.tells_trials_apart();
     let stripe_api = stripe_api(&sdk, needs_api).await?;
     let customers = stripe_api.as_ref().map(|api| format!("{} ({} key)", api.base(), api.key_kind()));
     if let Some(api) = stripe_api {
@@ -183,7 +184,7 @@ pub async fn from_env() -> Result<IntakeApp, ConfigError> {
         signing_secrets = secrets.count().await,
         tolerance_secs,
         ledger = %ledger.describe(),
-        stripe_api = customers.as_deref().unwrap_or("not configured (no price-change rule)"),
+        stripe_api = customers.as_deref().unwrap_or("not configured (no price-change, trial or anniversary rule)"),
         "intake ready"
     );
     Ok(IntakeApp {

@@ -253,7 +253,8 @@ fn subscription_id(id: &str) -> Result<&str, LookupError> {
 /// A subscription's facts from Stripe's subscription object: `start_date` (when the subscription
 /// began — a backdated one counts from there, not from `created`), its first item's term
 /// (`price.recurring`, or `plan` before prices), its price now (Σ `unit_amount` × `quantity` of
-/// `items.data`) and the amount in force ([`in_force`]). Each is `None` when the object lacks
+/// `items.data`), the amount in force ([`in_force`]) and, while `status` is `trialing`, its trial
+/// ([`crate::events::trial`]). Each is `None` when the object lacks
 /// it: the rule that needs the start or the term then refuses, naming the fact; without the
 /// prices a change back is announced like any change.
 pub fn subscription(object: &Value) -> Subscription {
@@ -268,6 +269,8 @@ pub fn subscription(object: &Value) -> Subscription {
             .and_then(|items| crate::events::amount(items, None).ok())
             .map(|(minor, currency)| Amount { minor, currency }),
         in_force: in_force(object),
+        // Read as the subscription's own event is read, so both plan the same notice.
+        trial: crate::events::is_trialing(object).then(|| crate::events::trial("subscription", object)),
     }
 }
 

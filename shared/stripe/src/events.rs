@@ -6,6 +6,10 @@
 //! | `invoice.upcoming` with `collection_method: send_invoice` | unhandled: Stripe e-mails that invoice itself and charges nothing automatically |
 //! | `customer.subscription.updated` with `cancel_at_period_end: true`, or a `cancel_at` no later than the period's end | a cancellation of the renewal at the period's end |
 //! | `customer.subscription.deleted` | a cancellation of the renewal at the period's end |
+//! | `customer.subscription.created` with `status: trialing` | a trial's conversion: the subscription, its `customer` (the e-mail, locale and address read from Stripe's API), the charge at `trial_end`, the trial's length from `trial_start`, the amount per period of its items (Σ `unit_amount` × `quantity`), the first item's term and plan name |
+//! | `customer.subscription.updated` with `status: trialing` (and no cancellation) | the same, planned again from the subscription as it stands; with `previous_attributes.trial_end`, the notice for the old end is withdrawn too |
+//! | `customer.subscription.updated` with `previous_attributes.trial_end`, no longer trialing | the trial ended early: the notice for the old end is withdrawn |
+//! | `customer.subscription.created` not trialing, or ending with its trial (`cancel_at_period_end`) | unhandled |
 //! | `customer.subscription.updated` whose `previous_attributes` show other `items` (or, before prices, `plan`/`quantity`) with a different amount per period (Σ `unit_amount` × `quantity`) | a price change: the subscription, its `customer` (the e-mail, locale and address are read from Stripe's API, [`crate::api`]), the new amount and currency, from the period's end (`current_period_end`, on the items from API 2025-03-31) |
 //! | `customer.subscription.updated` with the same amount per period (another price id, same amount), or no price, plan or quantity change | unhandled |
 //! | anything else | unhandled |
@@ -25,7 +29,9 @@
 //! fragments of the current period.
 
 use chrono::{DateTime, Months, Utc};
-use notice_ledger::intake::{BillingFact, BillingMapping, Cancellation, PriceChange, Refused, Renewal};
+use notice_ledger::intake::{
+    BillingFact, BillingMapping, Cancellation, PriceChange, Refused, Renewal, Trial, TrialConversion,
+};
 use notice_ledger::policy::{Occasion, Term};
 use serde_json::Value;
 
@@ -50,7 +56,10 @@ impl BillingMapping for StripeMapping {
         let event_type = self.event_type(event).ok_or_else(|| Refused::new("event", "type", "is missing"))?;
         let handled = matches!(
             event_type,
-            "invoice.upcoming" | "customer.subscription.updated" | "customer.subscription.deleted"
+            "invoice.upcoming"
+                | "customer.subscription.created"
+                | "customer.subscription.updated"
+                | "customer.subscription.deleted"
         );
         if !handled {
             return Ok(BillingFact::Unhandled {
@@ -67,6 +76,7 @@ impl BillingMapping for StripeMapping {
             "customer.subscription.deleted" => {
                 cancellation(event_type, object, "stripe customer.subscription.deleted")
             }
+            "customer.subscription.created" => created(event_type, object),
             _ => updated(event_type, object, event.pointer("/data/previous_attributes")),
         }
     }
@@ -149,23 +159,37 @@ fn upcoming(event_type: &str, invoice: &Value) -> Result<BillingFact, Refused> {
     }))
 }
 
-fn updated(event_type: &str, subscription: &Value, previous: Option<&Value>) -> Result<BillingFact, Refused> {
+/// Why the subscription ends with its current period, when it does: `cancel_at_period_end`, or a
+/// `cancel_at` no later than the period's end.
+fn ends_with_period(subscription: &Value) -> Option<&'static str> {
     if subscription.get("cancel_at_period_end").and_then(Value::as_bool) == Some(true) {
+        return Some("cancel_at_period_end");
+    }
+    let cancel_at = subscription.get("cancel_at").and_then(Value::as_i64)?;
+    (cancel_at <= period_end(subscription)?).then_some("cancel_at before the renewal")
+}
+
+fn updated(event_type: &str, subscription: &Value, previous: Option<&Value>) -> Result<BillingFact, Refused> {
+    if let Some(why) = ends_with_period(subscription) {
         return cancellation(
             event_type,
             subscription,
-            "stripe customer.subscription.updated: cancel_at_period_end",
+            &format!("stripe customer.subscription.updated: {why}"),
         );
     }
-    let cancel_at = subscription.get("cancel_at").and_then(Value::as_i64);
-    if let (Some(cancel_at), Some(end)) = (cancel_at, period_end(subscription)) {
-        if cancel_at <= end {
-            return cancellation(
-                event_type,
-                subscription,
-                "stripe customer.subscription.updated: cancel_at before the renewal",
-            );
-        }
+    let moved_end = previous.and_then(|p| p.get("trial_end"));
+    if is_trialing(subscription) || moved_end.is_some() {
+        // A trial's amount, term or end changed (or nothing the notice states): its conversion
+        // is planned again from the subscription as it stands — the same notice, or a corrected one.
+        let stands = is_trialing(subscription).then(|| trial(event_type, subscription)).transpose()?;
+        return Ok(BillingFact::TrialConversion(TrialConversion {
+            subscription_id: subscription_id(event_type, subscription)?,
+            trial: stands,
+            previous_end: match moved_end.and_then(Value::as_i64) {
+                Some(secs) => Some(instant(event_type, "previous_attributes.trial_end", secs)?),
+                None => None,
+            },
+        }));
     }
     if let Some(previous) =
         previous.filter(|p| ["items", "plan", "quantity"].iter().any(|f| p.get(f).is_some()))
@@ -176,6 +200,93 @@ fn updated(event_type: &str, subscription: &Value, previous: Option<&Value>) -> 
         event_type: event_type.to_owned(),
         reason: "no cancellation at the period's end and no change of price or quantity".into(),
     })
+}
+
+/// A new subscription: in a free trial (`status: trialing` with a `trial_end`), the conversion's
+/// notice is planned now, ahead of its window; any other new subscription states nothing to announce.
+fn created(event_type: &str, subscription: &Value) -> Result<BillingFact, Refused> {
+    if !is_trialing(subscription) {
+        return Ok(BillingFact::Unhandled {
+            event_type: event_type.to_owned(),
+            reason:
+                "the subscription is not in a trial: its renewals are announced from their upcoming invoices"
+                    .into(),
+        });
+    }
+    if let Some(why) = ends_with_period(subscription) {
+        return Ok(BillingFact::Unhandled {
+            event_type: event_type.to_owned(),
+            reason: format!("the subscription ends with its trial ({why}): no charge to announce"),
+        });
+    }
+    Ok(BillingFact::TrialConversion(TrialConversion {
+        subscription_id: subscription_id(event_type, subscription)?,
+        trial: Some(trial(event_type, subscription)?),
+        previous_end: None,
+    }))
+}
+
+/// Whether the subscription is in a trial: `status: trialing`.
+pub(crate) fn is_trialing(subscription: &Value) -> bool {
+    subscription.get("status").and_then(Value::as_str) == Some("trialing")
+}
+
+/// The trial of a subscription in one: its `trial_start` and `trial_end`, the amount per period
+/// charged from its end (Σ `unit_amount` × `quantity` of `items.data`, in their one currency), the
+/// first item's term and plan name, the `customer` whose facts the notice needs, `start_date`.
+/// What cannot be read is refused, naming the field — never a guessed amount or date.
+pub fn trial(event_type: &str, subscription: &Value) -> Result<Trial, Refused> {
+    let refused = |field: &str, reason: String| Refused::new(event_type, field, reason);
+    let at = |field: &str| -> Result<_, Refused> {
+        let secs = subscription.get(field).and_then(Value::as_i64).ok_or_else(|| {
+            refused(
+                field,
+                "is missing or null: the subscription is trialing, but its trial has no such date".into(),
+            )
+        })?;
+        instant(event_type, field, secs)
+    };
+    let (starts_at, ends_at) = (at("trial_start")?, at("trial_end")?);
+    let items = subscription
+        .pointer("/items/data")
+        .and_then(Value::as_array)
+        .filter(|items| !items.is_empty())
+        .ok_or_else(|| refused("items.data", "is missing or empty: no amount to announce".into()))?;
+    let (amount_minor, currency) = amount(items, None).map_err(|(f, r)| refused(&f, r))?;
+    let customer_id =
+        id_at(subscription, "/customer").ok_or_else(|| refused("customer", "is missing".into()))?;
+    let first = items.first();
+    Ok(Trial {
+        subscription_id: subscription_id(event_type, subscription)?,
+        customer_id,
+        starts_at,
+        ends_at,
+        amount_minor,
+        currency,
+        plan_name: first.and_then(nickname),
+        term: first.and_then(term),
+        started_at: subscription
+            .get("start_date")
+            .and_then(Value::as_i64)
+            .and_then(|s| DateTime::from_timestamp(s, 0)),
+    })
+}
+
+/// A subscription item's plan name: its price's (or, before prices, its plan's) `nickname`.
+fn nickname(item: &Value) -> Option<String> {
+    ["/price/nickname", "/plan/nickname"]
+        .iter()
+        .find_map(|p| item.pointer(p).and_then(Value::as_str).filter(|s| !s.trim().is_empty()))
+        .map(str::to_owned)
+}
+
+fn subscription_id(event_type: &str, subscription: &Value) -> Result<String, Refused> {
+    subscription
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| Refused::new(event_type, "id", "is missing"))
 }
 
 /// A subscription whose items' price or quantity changed (`previous_attributes` holds the old
@@ -220,12 +331,7 @@ fn price_change(event_type: &str, subscription: &Value, previous: &Value) -> Res
         )
     })?;
     let first = items.first();
-    let plan_name = first.and_then(|item| {
-        ["/price/nickname", "/plan/nickname"]
-            .iter()
-            .find_map(|p| item.pointer(p).and_then(Value::as_str).filter(|s| !s.trim().is_empty()))
-            .map(str::to_owned)
-    });
+    let plan_name = first.and_then(nickname);
     let starts = instant(event_type, "current_period_end", end)?;
     Ok(BillingFact::PriceChange(PriceChange {
         subscription_id,

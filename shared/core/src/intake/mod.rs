@@ -49,6 +49,10 @@
 //!   webhook is answered with an error, as for the ledger; an unknown subscription is refused.
 //!   Without a subscription source the rule that needs the start refuses, naming it: an
 //!   anniversary is never counted from a guessed start.
+//! - *A free trial's conversion is planned ahead* from the subscription's own event, parked until
+//!   its window opens, and planned again — the same body — by every later event of that trial and
+//!   by the upcoming invoice at its end; a moved end or a cancellation withdraws it (`plan/trial.rs`
+//!   states each case).
 //! - *The price changes after an anniversary reminder was planned*: the reminder keeps the amount
 //!   in force when it was planned; the change is announced by its own notice where a rule owes one.
 
@@ -79,6 +83,11 @@ pub enum BillingFact {
     /// amount. The customer's address, language and jurisdiction are not in such an event; the
     /// planner reads them through a [`CustomerSource`].
     PriceChange(PriceChange),
+    /// A subscription in a free trial (or one whose trial's end moved): the notice of its first
+    /// charge, at the trial's end, is planned ahead from the subscription's own event, and the
+    /// notice planned for an end the trial no longer has is withdrawn. The customer's address,
+    /// language and jurisdiction are read through a [`CustomerSource`], as for a price change.
+    TrialConversion(TrialConversion),
     /// An event the intake does not turn into a notice (answered, counted, never an error).
     Unhandled { event_type: String, reason: String },
 }
@@ -147,6 +156,54 @@ pub struct Subscription {
     /// it before anything was told owes no notice. `None`: not readable (a change back is then
     /// announced like any change — the customer is told an amount that is true).
     pub in_force: Option<Amount>,
+    /// The trial, when the subscription is in one (Stripe: `status: trialing`): read the way the
+    /// subscription's own event is read, so an upcoming invoice at the trial's end plans the very
+    /// notice that event planned. `Err`: trialing, but a fact the notice needs cannot be read
+    /// (the field named). `None`: not in a trial.
+    pub trial: Option<Result<Trial, Refused>>,
+}
+
+/// A free trial as the billing system states it: the first charge comes at its end, for the
+/// amount per period of the subscription's items.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trial {
+    pub subscription_id: String,
+    /// The billing system's customer id: the customer's facts are looked up by it.
+    pub customer_id: String,
+    pub starts_at: DateTime<Utc>,
+    /// When the trial converts: the first charge, and the start of the billing period it pays for.
+    pub ends_at: DateTime<Utc>,
+    /// The amount per period charged from the trial's end, in ISO 4217 minor units, and its
+    /// upper-case currency code (Stripe: Σ `unit_amount` × `quantity` of the items).
+    pub amount_minor: i64,
+    pub currency: String,
+    pub plan_name: Option<String>,
+    pub term: Option<Term>,
+    /// When the subscription began (anniversaries count from it), when stated.
+    pub started_at: Option<DateTime<Utc>>,
+}
+
+impl Trial {
+    /// The trial's length in whole days, a part day counted as a day (a rule `trial_days_over:
+    /// 31` owes its notice for a trial of 31 days and an hour); `None` when it ends before it
+    /// starts or is longer than any day count.
+    pub fn days(&self) -> Option<u32> {
+        let seconds = self.ends_at.signed_duration_since(self.starts_at).num_seconds();
+        let seconds = u64::try_from(seconds).ok()?;
+        u32::try_from(seconds.div_ceil(86_400)).ok()
+    }
+}
+
+/// What a subscription's event states about its trial.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrialConversion {
+    pub subscription_id: String,
+    /// The trial as it stands (its conversion's notice is planned); `None` when it is over — ended
+    /// early, so no notice is owed ahead of the charge that ended it.
+    pub trial: Option<Trial>,
+    /// The end the trial had before this change (Stripe: `previous_attributes.trial_end`): that
+    /// period will not open, so what was planned for it is withdrawn.
+    pub previous_end: Option<DateTime<Utc>>,
 }
 
 /// An amount in ISO 4217 minor units and its upper-case currency code.

@@ -2,7 +2,8 @@
 //!
 //! This file holds what every fact shares (the kinds owed, a job's body, the ledger scan) and
 //! the renewal; each fact with its own rules has its own file: [`price`] (price changes),
-//! [`cancel`] (cancellations) and [`anniversary`] (reminders planned ahead of their renewal).
+//! [`cancel`] (cancellations), [`anniversary`] (reminders planned ahead of their renewal) and
+//! [`trial`] (a trial's conversion, planned from the subscription's own events).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,10 +24,12 @@ use crate::policy::{Contract, Obligations, RuleScope, Window, WindowPolicy};
 mod anniversary;
 mod cancel;
 mod price;
+mod trial;
 
 use anniversary::is_first_renewal;
 #[cfg(test)]
 pub(super) use anniversary::next_renewal;
+use trial::Upcoming;
 
 /// Revisions read per ledger round (one `BatchGetItem` on DynamoDB: keys × active versions).
 const PAGE: u64 = 8;
@@ -271,7 +274,12 @@ impl IntakePlanner {
         ledger: &dyn RowReader,
     ) -> Result<Vec<IntakeDecision>, PlanError> {
         match fact {
-            BillingFact::Renewal(renewal) => self.plan_renewal(event_type, renewal, ledger).await,
+            BillingFact::Renewal(renewal) => match self.trial_ending_at(event_type, renewal).await? {
+                Upcoming::Renewal(renewal) => self.plan_renewal(event_type, &renewal, ledger).await,
+                Upcoming::Trial(trial) => self.plan_trial_conversion(event_type, &trial, ledger).await,
+                Upcoming::Stale(reason) => Ok(vec![IntakeDecision::Ignore { reason }]),
+            },
+            BillingFact::TrialConversion(t) => self.plan_trial(event_type, t, ledger).await,
             BillingFact::Cancellation(c) => self.plan_cancellation(event_type, c, ledger).await,
             BillingFact::PriceChange(change) => self.plan_price_change(event_type, change, ledger).await,
             BillingFact::Unhandled { reason, .. } => {

@@ -225,11 +225,12 @@ pub(in crate::intake) fn next_renewal(renewal: &Renewal) -> Option<Renewal> {
 }
 
 /// `renewal` moved to the period opening at `period`: charged as long after it opens, with the
-/// same amount and customer facts.
+/// same amount and customer facts — a renewal, also after a trial's conversion.
 fn renewal_at(renewal: &Renewal, period: DateTime<Utc>) -> Option<Renewal> {
     let charge_at =
         period.checked_add_signed(renewal.charge_at.signed_duration_since(renewal.period_start_at))?;
-    Some(Renewal { period_start_at: period, charge_at, ..renewal.clone() })
+    // A renewal, whatever the occasion of the charge before it (a trial's conversion).
+    Some(Renewal { occasion: Occasion::Renewal, period_start_at: period, charge_at, ..renewal.clone() })
 }
 
 /// The period after the one opening at `period`: on the subscription's own grid when `period` lies

@@ -98,7 +98,7 @@ impl IntakePlanner {
 
     /// Withdraws the notices of `kinds` for one period of a cancelled subscription.
     #[allow(clippy::too_many_arguments)]
-    async fn withdraw_period(
+    pub(super) async fn withdraw_period(
         &self,
         event_type: &str,
         cancellation: &Cancellation,

@@ -3,7 +3,7 @@
 
 use super::{period_of, too_many, IntakePlanner, Kinds, MAX_REVISIONS};
 use crate::intake::revision::{self, PriceChoice};
-use crate::intake::{IntakeDecision, LookupError, PriceChange, Refused, Renewal, Subscription};
+use crate::intake::{Customer, IntakeDecision, LookupError, PriceChange, Refused, Renewal, Subscription};
 use crate::ledger::RowReader;
 use crate::policy::Occasion;
 
@@ -149,23 +149,13 @@ impl IntakePlanner {
     /// address read from the billing system (an unknown customer or one without an e-mail address
     /// is refused, naming the field).
     async fn price_renewal(&self, event_type: &str, change: &PriceChange) -> Result<Renewal, PlanError> {
-        let customers = self.customers.as_ref().ok_or(PlanError::Lookup(LookupError::NotConfigured(
-            "the obligations owe price-change notices, and their customer facts come from the billing system",
-        )))?;
-        let customer = match customers.customer(&change.customer_id).await {
-            Ok(c) => c,
-            Err(LookupError::NotFound { id, reason }) => {
-                return Err(Refused::new(event_type, "customer", format!("{id}: {reason}")).into())
-            }
-            Err(e) => return Err(PlanError::Lookup(e)),
-        };
-        let email = customer.email.filter(|e| !e.trim().is_empty()).ok_or_else(|| {
-            Refused::new(
+        let (email, customer) = self
+            .customer_facts(
                 event_type,
-                "customer.email",
-                "is missing: the customer has no e-mail address on file",
+                &change.customer_id,
+                "the obligations owe price-change notices, and their customer facts come from the billing system",
             )
-        })?;
+            .await?;
         Ok(Renewal {
             occasion: Occasion::PriceChange,
             subscription_id: change.subscription_id.clone(),
@@ -181,6 +171,35 @@ impl IntakePlanner {
             trial_days: None,
             started_at: None,
         })
+    }
+}
+
+impl IntakePlanner {
+    /// A customer's e-mail address and facts, read from the billing system by `customer_id`: an
+    /// unknown customer or one without an e-mail address is refused, naming the field; no source
+    /// configured, or one that cannot be asked, decides nothing (`why`: what needs the lookup).
+    pub(super) async fn customer_facts(
+        &self,
+        event_type: &str,
+        customer_id: &str,
+        why: &'static str,
+    ) -> Result<(String, Customer), PlanError> {
+        let customers = self.customers.as_ref().ok_or(PlanError::Lookup(LookupError::NotConfigured(why)))?;
+        let customer = match customers.customer(customer_id).await {
+            Ok(c) => c,
+            Err(LookupError::NotFound { id, reason }) => {
+                return Err(Refused::new(event_type, "customer", format!("{id}: {reason}")).into())
+            }
+            Err(e) => return Err(PlanError::Lookup(e)),
+        };
+        let email = customer.email.clone().filter(|e| !e.trim().is_empty()).ok_or_else(|| {
+            Refused::new(
+                event_type,
+                "customer.email",
+                "is missing: the customer has no e-mail address on file",
+            )
+        })?;
+        Ok((email, customer))
     }
 }
 
