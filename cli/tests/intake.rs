@@ -251,6 +251,18 @@ fn fixture(name: &str) -> Value {
 /// When the new price applies in the change-back test: 1 April 2027, 00:00 UTC.
 const APPLIES: i64 = 1_806_537_600;
 
+/// Stripe's invoice fixture as a subscription's latest invoice: its line bills the month before
+/// `APPLIES` at 29.00, the amount in force before a price change.
+fn invoice_before_applies() -> Value {
+    let mut invoice = fixture("invoice.json");
+    let line = &mut invoice["lines"]["data"][0];
+    line["amount"] = 2900.into();
+    line["period"] = serde_json::json!({"start": APPLIES - 31 * 86_400, "end": APPLIES});
+    line["parent"]["type"] = "subscription_item_details".into();
+    line["parent"]["subscription_item_details"]["proration"] = false.into();
+    invoice
+}
+
 /// Stripe's subscription fixture for `cus_back`, now at `amount` a month from `APPLIES`, its
 /// latest invoice (Stripe's invoice fixture, expanded) billing the current period at 29.00.
 fn subscription_now(amount: i64) -> Value {
@@ -261,13 +273,7 @@ fn subscription_now(amount: i64) -> Value {
     sub["cancel_at"] = Value::Null;
     sub["items"]["data"][0]["current_period_end"] = APPLIES.into();
     sub["items"]["data"][0]["price"]["unit_amount"] = amount.into();
-    let mut invoice = fixture("invoice.json");
-    let line = &mut invoice["lines"]["data"][0];
-    line["amount"] = 2900.into();
-    line["period"] = serde_json::json!({"start": APPLIES - 31 * 86_400, "end": APPLIES});
-    line["parent"]["type"] = "subscription_item_details".into();
-    line["parent"]["subscription_item_details"]["proration"] = false.into();
-    sub["latest_invoice"] = invoice;
+    sub["latest_invoice"] = invoice_before_applies();
     sub
 }
 
@@ -458,13 +464,7 @@ fn the_price_change_sample_is_one_price_change_notice_with_the_customer_read_fro
                                              "line2": null, "postal_code": "95814", "state": "CA"});
     // The record as it stands after the change: 39.00 now, the current period billed at 29.00.
     let mut record = event["data"]["object"].clone();
-    let mut invoice = fixture("invoice.json");
-    let line = &mut invoice["lines"]["data"][0];
-    line["amount"] = 2900.into();
-    line["period"] = serde_json::json!({"start": APPLIES - 31 * 86_400, "end": APPLIES});
-    line["parent"]["type"] = "subscription_item_details".into();
-    line["parent"]["subscription_item_details"]["proration"] = false.into();
-    record["latest_invoice"] = invoice;
+    record["latest_invoice"] = invoice_before_applies();
     let (base, _, _) = stripe_objects(customer, record);
     let out = intake_reading(state.path(), Path::new(sample), &base);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
