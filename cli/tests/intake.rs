@@ -73,20 +73,25 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
         .filter(|m| m["action"] == "withdraw" && m["subscription_id"] == "sub_annual_ny")
         .map(|m| m["kind"].as_str().unwrap())
         .collect();
-    // Every kind for the cancelled period, and the anniversary reminder planned a renewal ahead
-    // for the period after it.
+    // Every kind for the cancelled period — an announced kind (a price change's, a trial
+    // conversion's: the US example's trial rules owe `renewal_notice_t72` too) at its first
+    // revision without a row and the one past it, where a superseded notice's successor may be
+    // parked — and the anniversary reminder planned a renewal ahead for the period after it.
     assert_eq!(
         withdrawn,
         [
             "anniversary_reminder",
             "annual_renewal",
             "price_change",
+            "price_change",
             "renewal_notice_t72",
+            "renewal_notice_t72",
+            "trial_conversion",
             "trial_conversion",
             "anniversary_reminder"
         ]
     );
-    assert!(stderr.contains("events: 5 · jobs: 3 · withdraws: 12 · ignored: 0 · refused: 0"), "{stderr}");
+    assert!(stderr.contains("events: 5 · jobs: 3 · withdraws: 18 · ignored: 0 · refused: 0"), "{stderr}");
 
     let send = |input: &[u8]| {
         noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", NOW], Some(input))
@@ -94,7 +99,7 @@ fn stripes_events_become_the_owed_notices_and_a_second_pass_sends_nothing_more()
     let sent = send(&planned.stdout);
     let report = String::from_utf8_lossy(&sent.stdout).into_owned();
     assert_eq!(sent.status.code(), Some(0), "{report}{}", String::from_utf8_lossy(&sent.stderr));
-    assert!(report.contains("3 sent, 12 withdrawn"), "{report}");
+    assert!(report.contains("3 sent, 18 withdrawn"), "{report}");
     let outbox: Vec<String> = std::fs::read_dir(state.path().join("outbox"))
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
@@ -480,49 +485,141 @@ fn the_price_change_sample_is_one_price_change_notice_with_the_customer_read_fro
     assert_eq!(job["obligation"], "US-CA/ca-price-change");
 }
 
-/// The trial sample (events/stripe/subscription-created-trial.json: Stripe's subscription fixture
-/// trialing for 60 days, 31 January to 1 April 2027, on an annual price of 299.00) through
-/// `noticectl intake stripe`, the customer (a Californian) read from the stand-in: California's
-/// trial-conversion notice, charged at the trial's end. Handed to `send` on 27 February it is
-/// deferred (its window opens 21 days before the end, on 11 March); on 20 March it is sent; the
-/// sample planned again builds the same body, which the ledger suppresses.
-#[test]
-fn the_trial_sample_is_the_trial_conversion_notice_parked_until_its_window_and_sent_once() {
-    let state = tempfile::tempdir().unwrap();
-    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/stripe/subscription-created-trial.json");
+const TRIAL_SAMPLE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../events/stripe/subscription-created-trial.json");
+
+/// The trial sample's customer (a Californian) and its subscription as Stripe's API serves them
+/// (the sample's own object, at `minor` per year), on a stand-in: its base URL, the request count
+/// and the record, which a test changes as Stripe's side changes.
+fn trial_stand_in(
+    minor: i64,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, std::sync::Arc<std::sync::Mutex<Value>>) {
     let mut customer = fixture("customer.json");
     customer["id"] = "cus_trial_ca".into();
     customer["email"] = "trial@example.com".into();
     customer["preferred_locales"] = serde_json::json!(["en-US"]);
     customer["address"] = serde_json::json!({"city": "Sacramento", "country": "US", "line1": "1 Capitol Mall",
                                              "line2": null, "postal_code": "95814", "state": "CA"});
-    let (base, served, _) = stripe_objects(customer, Value::Null);
-    let planned = intake_reading(state.path(), Path::new(sample), &base);
+    stripe_objects(customer, trial_record(minor))
+}
+
+/// The trial sample's subscription at `minor` per year.
+fn trial_record(minor: i64) -> Value {
+    let sample: Value = serde_json::from_str(&std::fs::read_to_string(TRIAL_SAMPLE).unwrap()).unwrap();
+    let mut object = sample["data"]["object"].clone();
+    let item = &mut object["items"]["data"][0];
+    item["price"]["unit_amount"] = minor.into();
+    item["price"]["unit_amount_decimal"] = minor.to_string().into();
+    item["plan"]["amount"] = minor.into();
+    item["plan"]["amount_decimal"] = minor.to_string().into();
+    object
+}
+
+/// The sends among `out`'s messages, and the revisions of its withdraws.
+fn sends_and_withdraws(out: &Output) -> (Vec<Value>, Vec<u64>) {
+    let (sends, withdraws): (Vec<Value>, Vec<Value>) =
+        messages(out).into_iter().partition(|m| m.get("action").is_none());
+    (sends, withdraws.iter().map(|w| w["revision"].as_u64().unwrap()).collect())
+}
+
+/// The trial sample (events/stripe/subscription-created-trial.json: Stripe's subscription fixture
+/// trialing for 60 days, 31 January to 1 April 2027, on an annual price of 299.00) through
+/// `noticectl intake stripe`, the customer (a Californian) and the subscription read from the
+/// stand-in: California's trial-conversion notice, charged at the trial's end, minted one past
+/// the revision it withdraws. Handed to `send` on 27 February it is deferred (its window opens 21
+/// days before the end, on 11 March); on 20 March it is sent; the sample planned again builds the
+/// same body, which the ledger suppresses.
+#[test]
+fn the_trial_sample_is_the_trial_conversion_notice_parked_until_its_window_and_sent_once() {
+    let state = tempfile::tempdir().unwrap();
+    let (base, served, _) = trial_stand_in(29900);
+    let planned = intake_reading(state.path(), Path::new(TRIAL_SAMPLE), &base);
     assert_eq!(planned.status.code(), Some(0), "{}", String::from_utf8_lossy(&planned.stderr));
-    let jobs = messages(&planned);
+    let (jobs, withdrawn) = sends_and_withdraws(&planned);
     assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(withdrawn, [0]);
     let job = &jobs[0];
     assert_eq!(
         (job["subscription_id"].as_str(), job["kind"].as_str(), job["period_start"].as_str()),
         (Some("sub_trial_annual_ca"), Some("trial_conversion"), Some("2027-04-01"))
     );
+    assert_eq!(job["revision"], 1);
     assert!(job["charge_at"].as_str().unwrap().starts_with("2027-04-01T00:00:00"), "{job}");
     assert_eq!(job["template_data"]["amount"]["minor"], 29900);
     assert_eq!(job["email"], "trial@example.com");
     assert_eq!(job["obligation"], "US-CA/ca-long-trial");
-    assert_eq!(served.load(std::sync::atomic::Ordering::Relaxed), 1, "the customer was read from Stripe");
+    assert_eq!(
+        served.load(std::sync::atomic::Ordering::Relaxed),
+        2,
+        "the subscription and the customer were read from Stripe"
+    );
 
     let send = |input: &[u8], now: &str| {
         let out = noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", now], Some(input));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let early = send(&planned.stdout, NOW);
-    assert!(early.contains("1 job(s): 1 deferred"), "{early}");
+    assert!(early.contains("1 deferred"), "{early}");
     let inside = send(&planned.stdout, "2027-03-20T12:00:00Z");
     assert!(inside.contains("1 sent"), "{inside}");
-    let again = intake_reading(state.path(), Path::new(sample), &base);
-    assert_eq!(messages(&again), jobs, "a redelivery plans the very same job");
+    let again = intake_reading(state.path(), Path::new(TRIAL_SAMPLE), &base);
+    assert_eq!(sends_and_withdraws(&again), (jobs, vec![]), "a redelivery plans the very same job");
     let report = send(&again.stdout, "2027-03-21T12:00:00Z");
     assert!(report.contains("1 job(s): 1 suppressed"), "{report}");
     assert_eq!(std::fs::read_dir(state.path().join("outbox")).unwrap().count(), 1, "sent once");
+}
+
+/// The trial sample, then its price raised to 399.00 during the trial (a
+/// `customer.subscription.updated` of the same subscription, Stripe's record changed with it),
+/// both planned weeks before the notice's window: the parked 299.00 meets a tombstone, the sample
+/// delivered again afterwards plans nothing, and when the window opens the customer gets one
+/// notice, at 399.00.
+#[test]
+fn a_price_raised_during_the_trial_is_told_once_at_the_new_amount() {
+    let state = tempfile::tempdir().unwrap();
+    let (base, _, record) = trial_stand_in(29900);
+    let send = |input: &[u8], now: &str| {
+        let out = noticectl(state.path(), &["send", "-", "--config", EXAMPLE, "--now", now], Some(input));
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let created = intake_reading(state.path(), Path::new(TRIAL_SAMPLE), &base);
+    assert_eq!(created.status.code(), Some(0), "{}", String::from_utf8_lossy(&created.stderr));
+    let early = send(&created.stdout, NOW);
+    assert!(early.contains("1 deferred"), "{early}");
+
+    *record.lock().unwrap() = trial_record(39900);
+    let mut event: Value = serde_json::from_str(&std::fs::read_to_string(TRIAL_SAMPLE).unwrap()).unwrap();
+    event["id"] = "evt_trial_raised".into();
+    event["type"] = "customer.subscription.updated".into();
+    event["data"]["object"] = trial_record(39900);
+    event["data"]["previous_attributes"] = serde_json::json!({"items": {}});
+    let file = state.path().join("raised.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&event).unwrap()).unwrap();
+    let raised = intake_reading(state.path(), &file, &base);
+    assert_eq!(raised.status.code(), Some(0), "{}", String::from_utf8_lossy(&raised.stderr));
+    let (jobs, withdrawn) = sends_and_withdraws(&raised);
+    assert_eq!(withdrawn, [1], "the parked 299.00's revision");
+    assert_eq!((jobs.len(), jobs[0]["revision"].as_u64()), (1, Some(2)), "{jobs:?}");
+    assert_eq!(jobs[0]["template_data"]["amount"]["minor"], 39900);
+    let early = send(&raised.stdout, NOW);
+    assert!(early.contains("1 deferred"), "{early}");
+
+    // The sample delivered again, after the change: overtaken, nothing planned.
+    let late = intake_reading(state.path(), Path::new(TRIAL_SAMPLE), &base);
+    let stderr = String::from_utf8_lossy(&late.stderr);
+    assert_eq!(late.status.code(), Some(0), "{stderr}");
+    assert!(messages(&late).is_empty(), "{stderr}");
+    assert!(stderr.contains("now converts at 39900 USD"), "{stderr}");
+
+    // The window opens: both parked messages come due; 299.00 meets its tombstone.
+    let due = [created.stdout.as_slice(), raised.stdout.as_slice()].concat();
+    let report = send(&due, "2027-03-20T12:00:00Z");
+    assert!(report.contains("1 sent"), "{report}");
+    let outbox: Vec<String> = std::fs::read_dir(state.path().join("outbox"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(outbox.len(), 1, "one notice");
+    assert!(outbox[0].contains("399.00") && !outbox[0].contains("299.00"), "{}", outbox[0]);
 }

@@ -547,10 +547,29 @@ async fn the_us_example_owes_each_contract_its_own_notice() {
 /// (whose price and latest invoice a test moves on as Stripe would).
 struct StripeObjects {
     customer: Value,
-    subscription: std::sync::Mutex<Value>,
+    /// The subscription records, each served for its own `id` (an unknown id: 404).
+    subscriptions: std::sync::Mutex<Vec<Value>>,
     /// Whether a plain `GET /v1/subscriptions/{id}` (no expansion: what a trial is read by) is
     /// answered too; else only the price-change path's expanded read is.
     plain: bool,
+}
+
+impl StripeObjects {
+    fn new(customer: Value, subscription: Value, plain: bool) -> Self {
+        Self { customer, subscriptions: std::sync::Mutex::new(vec![subscription]), plain }
+    }
+
+    /// Serves `record` for its `id` from now on: a change made on Stripe's side.
+    fn set(&self, record: Value) {
+        let mut all = self.subscriptions.lock().unwrap();
+        all.retain(|r| r["id"] != record["id"]);
+        all.push(record);
+    }
+
+    fn subscription(&self, id: &str) -> Option<String> {
+        let all = self.subscriptions.lock().unwrap();
+        all.iter().find(|r| r["id"] == id).map(Value::to_string)
+    }
 }
 
 /// A stand-in for Stripe's API on 127.0.0.1:0: `GET /v1/customers/{id}` answers the customer
@@ -582,10 +601,11 @@ async fn stripe_api(
             let head = String::from_utf8_lossy(&head).into_owned();
             let object = if head.starts_with("GET /v1/customers/") {
                 Some(objects.customer.to_string())
-            } else if head.starts_with("GET /v1/subscriptions/")
-                && (objects.plain || head.contains("expand%5B%5D=latest_invoice"))
+            } else if let Some(path) = head
+                .strip_prefix("GET /v1/subscriptions/")
+                .filter(|_| objects.plain || head.contains("expand%5B%5D=latest_invoice"))
             {
-                Some(objects.subscription.lock().unwrap().to_string())
+                objects.subscription(path.split(['?', ' ']).next().unwrap_or_default())
             } else {
                 None
             };
@@ -680,11 +700,11 @@ async fn a_price_change_through_the_intake_reads_the_customer_from_stripe_and_is
     let mut stack = stack_with(kinds.clone(), Some(config)).await;
     // The new price applies at the period's end, 20 days from now: inside 7-30 days.
     let renewal = Renewal::in_hours("sub_price_ca", 20 * 24);
-    let objects = Arc::new(StripeObjects {
-        customer: californian("cus_price_ca", "sub_price_ca@example.com"),
-        subscription: std::sync::Mutex::new(subscription_at(&renewal, "cus_price_ca", 3900, 2900)),
-        plain: false,
-    });
+    let objects = Arc::new(StripeObjects::new(
+        californian("cus_price_ca", "sub_price_ca@example.com"),
+        subscription_at(&renewal, "cus_price_ca", 3900, 2900),
+        false,
+    ));
     let (base, up, served) = stripe_api(objects).await;
     stack.intake.planner = planner_reading(kinds, &base);
     let changed = price_changed(&renewal, "cus_price_ca", "evt_price", 2900, 3900);
@@ -728,11 +748,11 @@ async fn a_change_back_through_the_intake_only_withdraws_in_either_order() {
     let in_order = Renewal::in_hours("sub_back_ca", 40 * 24);
     let reordered = Renewal::in_hours("sub_back_late", 40 * 24);
     // Stripe's record as it stands once both changes were made: back at 29.00, billed 29.00.
-    let objects = Arc::new(StripeObjects {
-        customer: californian("cus_back_ca", "sub_back_ca@example.com"),
-        subscription: std::sync::Mutex::new(subscription_at(&in_order, "cus_back_ca", 3900, 2900)),
-        plain: false,
-    });
+    let objects = Arc::new(StripeObjects::new(
+        californian("cus_back_ca", "sub_back_ca@example.com"),
+        subscription_at(&in_order, "cus_back_ca", 3900, 2900),
+        false,
+    ));
     let (base, _, _) = stripe_api(objects.clone()).await;
     stack.intake.planner = planner_reading(kinds, &base);
 
@@ -742,7 +762,7 @@ async fn a_change_back_through_the_intake_only_withdraws_in_either_order() {
     assert_eq!(revisions(&first), [withdraw(0), send(1)], "{first}");
     // ... then the change back, seconds later (the sender has not run): withdrawn where 39.00
     // will sit, nothing announced; delivered again, the same messages.
-    *objects.subscription.lock().unwrap() = subscription_at(&in_order, "cus_back_ca", 2900, 2900);
+    objects.set(subscription_at(&in_order, "cus_back_ca", 2900, 2900));
     let down = price_changed(&in_order, "cus_back_ca", "evt_down", 3900, 2900);
     let undo = deliver_ok(&stack, &down).await;
     assert_eq!(revisions(&undo), [withdraw(0), withdraw(1)], "{undo}");
@@ -764,7 +784,7 @@ async fn a_change_back_through_the_intake_only_withdraws_in_either_order() {
 
     // Reordered: the change back arrives first, the change to 39.00 after it (Stripe's record is
     // at 29.00 for both): withdrawn, then ignored — nothing announced.
-    *objects.subscription.lock().unwrap() = subscription_at(&reordered, "cus_back_ca", 2900, 2900);
+    objects.set(subscription_at(&reordered, "cus_back_ca", 2900, 2900));
     let down = price_changed(&reordered, "cus_back_ca", "evt_down_2", 3900, 2900);
     let up = price_changed(&reordered, "cus_back_ca", "evt_up_2", 2900, 3900);
     assert_eq!(revisions(&deliver_ok(&stack, &down).await), [withdraw(0), withdraw(1)]);
@@ -1057,27 +1077,30 @@ async fn a_trial_is_planned_from_its_subscription_parked_far_ahead_and_sent_once
     // The near trial ends where its upcoming invoice's period opens.
     let near = Renewal::in_hours("sub_trial_near", 10 * 24);
     let far = Renewal::in_hours("sub_trial_far", 60 * 24);
-    let objects = Arc::new(StripeObjects {
-        customer: californian("cus_trial_ca", &near.email()),
-        subscription: std::sync::Mutex::new(trialing(&near.sub, "cus_trial_ca", near.period_start_at)),
-        plain: true,
-    });
-    let (base, _, served) = stripe_api(objects).await;
+    let objects = Arc::new(StripeObjects::new(
+        californian("cus_trial_ca", &near.email()),
+        trialing(&near.sub, "cus_trial_ca", near.period_start_at),
+        true,
+    ));
+    objects.set(trialing(&far.sub, "cus_trial_ca", far.period_start_at));
+    let (base, _, served) = stripe_api(objects.clone()).await;
     stack.intake.planner = planner_reading(kinds, &base);
     let secret = NoticeSecret::new(SECRET).unwrap();
 
+    // Each trial's notice is minted one past its first revision without a row, which is
+    // withdrawn: a later amount is minted past it in turn, never where it is parked.
     let far_created = event(
         "evt_trial_far",
         "customer.subscription.created",
         trialing(&far.sub, "cus_trial_ca", far.period_start_at),
     );
     for _ in 0..2 {
-        assert_eq!(revisions(&deliver_ok(&stack, &far_created).await), [send(0)]);
+        assert_eq!(revisions(&deliver_ok(&stack, &far_created).await), [withdraw(0), send(1)]);
     }
     let near_object = trialing(&near.sub, "cus_trial_ca", near.period_start_at);
     let near_created = event("evt_trial_near", "customer.subscription.created", near_object.clone());
     let first = deliver_ok(&stack, &near_created).await;
-    assert_eq!(revisions(&first), [send(0)], "{first}");
+    assert_eq!(revisions(&first), [withdraw(0), send(1)], "{first}");
     assert_eq!(deliver_ok(&stack, &near_created).await["messages"], first["messages"]);
     let mut updated = event("evt_trial_near_updated", "customer.subscription.updated", near_object);
     updated["data"]["previous_attributes"] = json!({"metadata": {}});
@@ -1095,27 +1118,57 @@ async fn a_trial_is_planned_from_its_subscription_parked_far_ahead_and_sent_once
     let mails = mails_to(&stack, &near).await;
     assert_eq!(mails.len(), 1, "five deliveries, one notice: {mails:?}");
     assert!(mails[0].to_string().contains("299.00"), "the annual price: {}", mails[0]);
-    let near_key = near.identity_of("trial_conversion", 0).derive_key(&secret);
+    let near_key = near.identity_of("trial_conversion", 1).derive_key(&secret);
     let row = sender_app::ledger(&stack.env).await.get(&near_key).await.unwrap().expect("the notice's row");
     assert_eq!(row.state, RowState::Sent);
     assert_eq!(row.obligation.as_deref(), Some("US-CA/ca-long-trial"));
 
     // The far trial: parked (its window opens in 39 days), not claimed, nothing sent.
-    let far_key = far.identity_of("trial_conversion", 0).derive_key(&secret);
+    let far_key = far.identity_of("trial_conversion", 1).derive_key(&secret);
     let scheduler = stack.env.moto.scheduler().await;
     let listed = scheduler.list_schedules().group_name(PARKED).send().await.unwrap();
     let names: Vec<&str> = listed.schedules().iter().filter_map(|s| s.name()).collect();
     assert_eq!(names, [far_key.as_str()], "parked once, named by its key");
     assert_eq!(sender_app::state(&stack.env, &far_key).await, None, "parked, not claimed");
-    // Each created or updated event read the customer; the invoice read the subscription and the customer.
-    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 7, "read from Stripe, not guessed");
+    // Each created or updated event read the subscription (is it still this trial?) and the
+    // customer; the invoice read the subscription and the customer.
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 12, "read from Stripe, not guessed");
+
+    // The far trial's price raised to 399.00 while its notice is parked: the parked 299.00 is
+    // withdrawn at its very key (its schedule taken down), and 399.00 is parked one revision past
+    // it.
+    let mut raised = trialing(&far.sub, "cus_trial_ca", far.period_start_at);
+    set(&mut raised, "/items/data/0/price/unit_amount", json!(39_900));
+    set(&mut raised, "/items/data/0/price/unit_amount_decimal", json!("39900"));
+    set(&mut raised, "/items/data/0/plan/amount", json!(39_900));
+    objects.set(raised.clone());
+    let mut raise = event("evt_trial_far_raised", "customer.subscription.updated", raised.clone());
+    raise["data"]["previous_attributes"] = json!({"items": {}});
+    let answer = deliver_ok(&stack, &raise).await;
+    assert_eq!(revisions(&answer), [withdraw(1), send(2)], "{answer}");
+    drain(&stack).await;
+    assert_eq!(
+        sender_app::state(&stack.env, &far_key).await,
+        Some(RowState::Withdrawn),
+        "299.00 meets its tombstone"
+    );
+    let raised_key = far.identity_of("trial_conversion", 2).derive_key(&secret);
+    let listed = scheduler.list_schedules().group_name(PARKED).send().await.unwrap();
+    let names: Vec<&str> = listed.schedules().iter().filter_map(|s| s.name()).collect();
+    assert_eq!(names, [raised_key.as_str()], "the withdraw took 299.00's schedule down; 399.00 is parked");
+    let parked = scheduler.get_schedule().group_name(PARKED).name(raised_key.as_str()).send().await.unwrap();
+    let body = parked.target().and_then(|t| t.input()).unwrap_or_default();
+    assert!(body.contains(r#""minor":39900"#), "the parked job announces 399.00: {body}");
+    // The created event delivered late: the trial no longer converts at 299.00, nothing planned.
+    let late = deliver_ok(&stack, &far_created).await;
+    assert!(revisions(&late).is_empty(), "{late}");
 
     // Cancelled during the trial: the period it ends is withdrawn, where the parked notice will land.
-    let mut cancelled = trialing(&far.sub, "cus_trial_ca", far.period_start_at);
+    let mut cancelled = raised;
     set(&mut cancelled, "/cancel_at_period_end", json!(true));
     let answer =
         deliver_ok(&stack, &event("evt_trial_cancel", "customer.subscription.updated", cancelled)).await;
     assert!(revisions(&answer).iter().all(|(action, _)| action == "withdraw"), "{answer}");
     drain(&stack).await;
-    assert_eq!(sender_app::state(&stack.env, &far_key).await, Some(RowState::Withdrawn));
+    assert_eq!(sender_app::state(&stack.env, &raised_key).await, Some(RowState::Withdrawn));
 }

@@ -979,6 +979,83 @@ fn the_price_change_rule_needs_the_gap_and_reuses_only_the_latest_revision() {
     assert_eq!(revision::price_change(&empty, "d", Some("back")), Some(PriceChoice::Withdraw(vec![0, 1])));
 }
 
+#[test]
+fn the_announcement_rule_mints_past_a_parked_notice_and_a_cancellation_ends_it() {
+    let row = |revision: u64, state: RowState, digest: Option<&str>, detail: &str| {
+        let job = planner().job("x", K, &renewal(1), revision).unwrap();
+        let mut r = sent_row(&planner(), &job);
+        r.state = state;
+        r.content_digest = digest.map(str::to_owned);
+        r.detail = Some(detail.to_owned());
+        r
+    };
+    let rows = |list: Vec<(u64, LedgerRow)>, gap: u64| {
+        let mut scanned: Vec<RevisionRows> =
+            list.into_iter().map(|(revision, r)| RevisionRows { revision, rows: vec![r] }).collect();
+        scanned.push(RevisionRows { revision: gap, rows: Vec::new() });
+        scanned
+    };
+    assert_eq!(revision::announcement(&[], "a"), None, "no gap read yet: undecided");
+    // The first announcement: minted one past the gap, the gap withdrawn (nothing can sit there
+    // yet, but the rule cannot know).
+    let empty = rows(vec![], 0);
+    assert_eq!(
+        revision::announcement(&empty, "a"),
+        Some(RevisionChoice::Mint { revision: 1, superseded: vec![0] })
+    );
+    // Its content again once the tombstone landed and while it is parked: reused, not re-minted.
+    let mark =
+        format!("withdrawn by sender: {}: the announced terms changed", revision::superseded_mark(1, "a"));
+    let parked = rows(vec![(0, row(0, RowState::Withdrawn, None, &mark))], 1);
+    assert_eq!(revision::announcement(&parked, "a"), Some(RevisionChoice::Reuse(1)));
+    // Another content while the first is parked: past it, and the parked one withdrawn.
+    assert_eq!(
+        revision::announcement(&parked, "b"),
+        Some(RevisionChoice::Mint { revision: 2, superseded: vec![1] })
+    );
+    // Sent: the latest revision with the content is reused; another content is a corrected notice.
+    let sent = rows(
+        vec![(0, row(0, RowState::Withdrawn, None, &mark)), (1, row(1, RowState::Sent, Some("a"), "sent"))],
+        2,
+    );
+    assert_eq!(revision::announcement(&sent, "a"), Some(RevisionChoice::Reuse(1)));
+    assert_eq!(
+        revision::announcement(&sent, "b"),
+        Some(RevisionChoice::Mint { revision: 3, superseded: vec![2] })
+    );
+    // A moved trial's tombstone does not end the period (the trial may move back); a
+    // cancellation's does, whatever content comes after it.
+    let moved = format!("withdrawn by sender: {}", revision::trial_moved("2026-10-01", "2026-10-31"));
+    let moved = rows(vec![(0, row(0, RowState::Withdrawn, None, &moved))], 1);
+    assert_eq!(
+        revision::announcement(&moved, "a"),
+        Some(RevisionChoice::Mint { revision: 2, superseded: vec![1] })
+    );
+    let cancelled = rows(
+        vec![
+            (0, row(0, RowState::Withdrawn, None, &mark)),
+            (
+                1,
+                row(
+                    1,
+                    RowState::Withdrawn,
+                    None,
+                    "withdrawn by sender: stripe customer.subscription.deleted",
+                ),
+            ),
+        ],
+        2,
+    );
+    assert_eq!(revision::announcement(&cancelled, "b"), Some(RevisionChoice::Withdrawn(1)));
+    // The cancellation's own rule: the gap and the revision past it, whatever tombstones come
+    // before; its own tombstone just before the gap ends a redelivery.
+    assert_eq!(revision::withdraw_pending(&parked, "x"), Some(WithdrawChoice::Withdraw(vec![1, 2])));
+    assert_eq!(
+        revision::withdraw_pending(&cancelled, "stripe customer.subscription.deleted"),
+        Some(WithdrawChoice::AlreadyWithdrawn(1))
+    );
+}
+
 #[tokio::test]
 async fn a_cancellation_withdraws_a_pending_price_change_behind_its_tombstone() {
     let p = priced_with(customers(&[("cus_ada", ada("US-CA"))]));
@@ -995,7 +1072,9 @@ async fn a_cancellation_withdraws_a_pending_price_change_behind_its_tombstone() 
             _ => None,
         })
         .collect();
-    assert_eq!(price, vec![1], "{decisions:?}");
+    // The pending notice's revision, and the one past it (where it would sit had the tombstone
+    // of revision 0 not landed yet).
+    assert_eq!(price, vec![1, 2], "{decisions:?}");
     // Delivered again once its tombstones landed: nothing more is withdrawn (no tombstone per
     // redelivery, no revision spent on it).
     deliver(&p, &ledger, &decisions);

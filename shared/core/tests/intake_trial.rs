@@ -164,18 +164,38 @@ fn sends(decisions: &[IntakeDecision]) -> Vec<(String, String, u64, Option<Strin
         .collect()
 }
 
-/// (kind, period_start) of each withdraw.
-fn withdraws(decisions: &[IntakeDecision]) -> Vec<(String, String)> {
+/// (kind, period_start, revision) of each withdraw.
+fn withdraws(decisions: &[IntakeDecision]) -> Vec<(String, String, u64)> {
     decisions
         .iter()
         .filter_map(|d| match d {
             IntakeDecision::Withdraw(w) => Some((
                 w.identity.kind().as_str().to_owned(),
                 w.identity.period_start().format("%Y-%m-%d").to_string(),
+                w.identity.revision(),
             )),
             _ => None,
         })
         .collect()
+}
+
+/// The one send among `decisions`.
+fn the_send(decisions: &[IntakeDecision]) -> &notice_ledger::job::Job {
+    let mut jobs = decisions.iter().filter_map(|d| match d {
+        IntakeDecision::Send(job) => Some(job),
+        _ => None,
+    });
+    let job = jobs.next().expect("a send");
+    assert!(jobs.next().is_none(), "one send: {decisions:?}");
+    job
+}
+
+/// What the sender leaves while the trial's notice waits for its window: the withdraws' tombstones
+/// land, the sends are parked without a row.
+fn park(p: &IntakePlanner, ledger: &MemoryLedger, decisions: &[IntakeDecision]) {
+    let withdraws: Vec<IntakeDecision> =
+        decisions.iter().filter(|d| matches!(d, IntakeDecision::Withdraw(_))).cloned().collect();
+    deliver(p, ledger, &withdraws);
 }
 
 /// What the sender leaves after it took each message: a tombstone for a withdraw, a `sent` row
@@ -205,11 +225,14 @@ async fn a_sixty_day_trial_in_california_owes_the_trial_conversion_notice_at_its
     assert!(p.tells_trials_apart());
     let ledger = MemoryLedger::new();
     let decisions = p.plan(CREATED, &created(trial(60)), &ledger).await.unwrap();
+    // Minted one past the first revision without a row, which is withdrawn: a later amount is
+    // minted past this one in turn, never under the identity where this one is parked.
     assert_eq!(
         sends(&decisions),
-        [("trial_conversion".into(), "2026-10-01".into(), 0, Some("US-CA/ca-long-trial".into()))]
+        [("trial_conversion".into(), "2026-10-01".into(), 1, Some("US-CA/ca-long-trial".into()))]
     );
-    let IntakeDecision::Send(job) = &decisions[0] else { panic!("a send") };
+    assert_eq!(withdraws(&decisions), [("trial_conversion".into(), "2026-10-01".into(), 0)]);
+    let job = the_send(&decisions);
     // Charged at the trial's end, for the annual price, told to the customer read from the
     // billing system.
     assert_eq!(job.charge_at, trial_end());
@@ -224,7 +247,8 @@ async fn a_sixty_day_trial_in_california_owes_the_trial_conversion_notice_at_its
     // body at the same revision, which the ledger suppresses.
     deliver(&p, &ledger, &decisions);
     let again = p.plan("customer.subscription.updated", &created(trial(60)), &ledger).await.unwrap();
-    assert_eq!(again, decisions);
+    assert_eq!(sends(&again), sends(&decisions));
+    assert_eq!(again.len(), 1, "nothing withdrawn again: {again:?}");
 }
 
 #[tokio::test]
@@ -233,7 +257,7 @@ async fn a_fourteen_day_trial_gets_the_short_trial_reminder_not_the_trial_notice
     let decisions = p.plan(CREATED, &created(trial(14)), &MemoryLedger::new()).await.unwrap();
     assert_eq!(
         sends(&decisions),
-        [("renewal_notice_t72".into(), "2026-10-01".into(), 0, Some("US-CA/ca-short-trial".into()))]
+        [("renewal_notice_t72".into(), "2026-10-01".into(), 1, Some("US-CA/ca-short-trial".into()))]
     );
     // A trial of 31 days and an hour is over 31 days.
     let t = Trial { starts_at: trial_end() - Duration::days(31) - Duration::hours(1), ..trial(31) };
@@ -270,15 +294,25 @@ async fn a_trial_whose_end_moves_withdraws_the_old_ends_notice_and_plans_the_new
         previous_end: Some(trial_end()),
     });
     let decisions = p.plan("customer.subscription.updated", &moved, &ledger).await.unwrap();
-    // The period at the old end will not open: every kind the rules can owe there is withdrawn.
-    let old: Vec<(String, String)> = ["annual_renewal", "renewal_notice_t72", "trial_conversion"]
-        .iter()
-        .map(|k| ((*k).to_owned(), "2026-10-01".to_owned()))
-        .collect();
-    assert_eq!(withdraws(&decisions), old);
+    // The period at the old end will not open: every kind the rules can owe there is withdrawn —
+    // a kind a trial rule owes at its first revision without a row and the one past it (where a
+    // notice would sit whose superseded revision's tombstone had not landed yet); then the new
+    // end's notice, minted past its own first revision.
+    let w = |k: &str, period: &str, r: u64| (k.to_owned(), period.to_owned(), r);
+    assert_eq!(
+        withdraws(&decisions),
+        [
+            w("annual_renewal", "2026-10-01", 0),
+            w("renewal_notice_t72", "2026-10-01", 0),
+            w("renewal_notice_t72", "2026-10-01", 1),
+            w("trial_conversion", "2026-10-01", 2),
+            w("trial_conversion", "2026-10-01", 3),
+            w("trial_conversion", "2026-10-31", 0),
+        ]
+    );
     assert_eq!(
         sends(&decisions),
-        [("trial_conversion".into(), "2026-10-31".into(), 0, Some("US-CA/ca-long-trial".into()))]
+        [("trial_conversion".into(), "2026-10-31".into(), 1, Some("US-CA/ca-long-trial".into()))]
     );
 
     // Ended early: the old end's notice withdrawn, nothing planned ahead of the charge that ended it.
@@ -289,7 +323,7 @@ async fn a_trial_whose_end_moves_withdraws_the_old_ends_notice_and_plans_the_new
     });
     let decisions = p.plan("customer.subscription.updated", &ended, &MemoryLedger::new()).await.unwrap();
     assert!(sends(&decisions).is_empty());
-    assert!(withdraws(&decisions).iter().any(|w| *w == ("trial_conversion".into(), "2026-10-31".into())));
+    assert!(withdraws(&decisions).iter().any(|w| *w == ("trial_conversion".into(), "2026-10-31".into(), 1)));
 }
 
 #[tokio::test]
@@ -297,6 +331,7 @@ async fn a_cancellation_during_the_trial_withdraws_its_notice() {
     let p = planner(TRIALS, customers("US-CA"));
     let ledger = MemoryLedger::new();
     let planned = p.plan(CREATED, &created(trial(60)), &ledger).await.unwrap();
+    park(&p, &ledger, &planned);
     // Stripe's cancellation during a trial: the current period's end is the trial's end.
     let cancelled = BillingFact::Cancellation(Cancellation {
         subscription_id: "sub_trial".into(),
@@ -306,12 +341,17 @@ async fn a_cancellation_during_the_trial_withdraws_its_notice() {
         started_at: None,
     });
     let decisions = p.plan("customer.subscription.deleted", &cancelled, &ledger).await.unwrap();
-    assert!(withdraws(&decisions).contains(&("trial_conversion".into(), "2026-10-01".into())));
+    assert!(withdraws(&decisions).contains(&("trial_conversion".into(), "2026-10-01".into(), 1)));
     // The tombstone is where the parked notice will meet it: its very identity.
-    let IntakeDecision::Send(job) = &planned[0] else { panic!("a send") };
+    let job = the_send(&planned);
     let same =
         decisions.iter().any(|d| matches!(d, IntakeDecision::Withdraw(w) if w.identity == job.identity));
     assert!(same, "{decisions:?}");
+    // Cancelled seconds after it was created, before the tombstone of revision 0 landed: the
+    // parked notice at revision 1 is withdrawn all the same.
+    let quick = p.plan("customer.subscription.deleted", &cancelled, &MemoryLedger::new()).await.unwrap();
+    let hits = quick.iter().any(|d| matches!(d, IntakeDecision::Withdraw(w) if w.identity == job.identity));
+    assert!(hits, "{quick:?}");
     // A redelivery of the trial's event after the tombstone landed plans nothing.
     deliver(&p, &ledger, &decisions);
     let again = p.plan(CREATED, &created(trial(60)), &ledger).await.unwrap();
@@ -355,14 +395,16 @@ async fn the_upcoming_invoice_at_the_trials_end_is_the_same_notice_as_the_subscr
     assert_eq!(source.lookups.load(Ordering::Relaxed), 1);
     assert_eq!(
         sends(&from_invoice),
-        [("trial_conversion".into(), "2026-10-01".into(), 0, Some("US-CA/ca-long-trial".into()))]
+        [("trial_conversion".into(), "2026-10-01".into(), 1, Some("US-CA/ca-long-trial".into()))]
     );
     // Whichever comes first, the other plans the very same body: sent once.
     let from_event = p.plan(CREATED, &created(trial(60)), &ledger).await.unwrap();
     assert_eq!(from_event, from_invoice);
+    assert_eq!(source.lookups.load(Ordering::Relaxed), 2, "the event is held against the record");
     deliver(&p, &ledger, &from_invoice);
     let again = p.plan("invoice.upcoming", &BillingFact::Renewal(upcoming()), &ledger).await.unwrap();
-    assert_eq!(again, from_invoice, "reused, not a second revision");
+    assert_eq!(sends(&again), sends(&from_invoice), "reused, not a second revision");
+    assert_eq!(again.len(), 1, "{again:?}");
 
     // The trial now ends elsewhere (the invoice is stale): nothing planned.
     let moved = Trial { ends_at: trial_end() + Duration::days(30), ..trial(60) };
@@ -394,4 +436,127 @@ async fn without_a_trial_rule_an_upcoming_invoice_reads_nothing_from_the_billing
     // The subscription's own trial event owes nothing then: its invoice announces the charge.
     let decisions = p.plan(CREATED, &created(trial(60)), &MemoryLedger::new()).await.unwrap();
     assert!(matches!(&decisions[..], [IntakeDecision::Ignore { .. }]), "{decisions:?}");
+}
+
+/// A planner for a subscription whose record stands at `now` (its trial, or none).
+fn standing(now: Option<Trial>) -> IntakePlanner {
+    planner(TRIALS, customers("US-CA")).with_subscriptions(records(now.map(Ok)))
+}
+
+fn priced(minor: i64) -> Trial {
+    Trial { amount_minor: minor, ..trial(60) }
+}
+
+fn updated(t: Trial) -> BillingFact {
+    BillingFact::TrialConversion(TrialConversion {
+        subscription_id: t.subscription_id.clone(),
+        trial: Some(t),
+        previous_end: None,
+    })
+}
+
+const UPDATED: &str = "customer.subscription.updated";
+
+/// An annual Californian on a 60-day trial at 299.00, the price raised to 399.00 while the notice
+/// is parked weeks ahead of its window: the parked 299.00 meets a tombstone and the customer is
+/// told 399.00 — once, whatever is delivered again or late.
+#[tokio::test]
+async fn an_amount_changed_during_the_trial_is_told_once_at_the_new_amount() {
+    let ledger = MemoryLedger::new();
+    let first = standing(Some(priced(29900))).plan(CREATED, &created(priced(29900)), &ledger).await.unwrap();
+    park(&standing(None), &ledger, &first);
+    let old = the_send(&first).clone();
+
+    let at_399 = standing(Some(priced(39900)));
+    let raised = at_399.plan(UPDATED, &updated(priced(39900)), &ledger).await.unwrap();
+    let new = the_send(&raised).clone();
+    assert_eq!(new.template_data["amount"]["minor"], 39900);
+    assert_eq!(new.identity.revision(), old.identity.revision() + 1);
+    // The parked 299.00 is withdrawn at its very identity: it meets the tombstone at the sender.
+    let withdrawn: Vec<_> = raised
+        .iter()
+        .filter_map(|d| match d {
+            IntakeDecision::Withdraw(w) => Some(w.identity.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(withdrawn, std::slice::from_ref(&old.identity));
+    park(&at_399, &ledger, &raised);
+
+    // The created event delivered again (or late): the trial no longer converts at 299.00.
+    let late = at_399.plan(CREATED, &created(priced(29900)), &ledger).await.unwrap();
+    assert!(
+        matches!(&late[..], [IntakeDecision::Ignore { reason }] if reason.contains("now converts at 39900 USD")),
+        "{late:?}"
+    );
+    // The change delivered again, and the upcoming invoice at the trial's end: the same notice.
+    let again = at_399.plan(UPDATED, &updated(priced(39900)), &ledger).await.unwrap();
+    assert_eq!(again, [IntakeDecision::Send(new.clone())]);
+    let invoice = at_399.plan("invoice.upcoming", &BillingFact::Renewal(upcoming()), &ledger).await.unwrap();
+    assert_eq!(invoice, [IntakeDecision::Send(new.clone())]);
+
+    // Back to 299.00 before anything was told: 299.00 again, past the parked 399.00.
+    let at_299 = standing(Some(priced(29900)));
+    let back = at_299.plan(UPDATED, &updated(priced(29900)), &ledger).await.unwrap();
+    assert_eq!(the_send(&back).template_data["amount"]["minor"], 29900);
+    assert_eq!(the_send(&back).identity.revision(), new.identity.revision() + 1);
+    assert!(back.iter().any(|d| matches!(d, IntakeDecision::Withdraw(w) if w.identity == new.identity)));
+
+    // Once it was sent, a change is a corrected notice (the customer was told the old amount).
+    deliver(&at_299, &ledger, &back);
+    let told = the_send(&back).identity.revision();
+    let corrected = at_399.plan(UPDATED, &updated(priced(39900)), &ledger).await.unwrap();
+    assert_eq!(the_send(&corrected).identity.revision(), told + 2);
+    assert_eq!(withdraws(&corrected), [("trial_conversion".into(), "2026-10-01".into(), told + 1)]);
+}
+
+/// Stripe does not order its events: a trial's end moved and moved back, each event delivered
+/// again after the other, plans the notice at the end the trial has.
+#[tokio::test]
+async fn a_late_event_of_a_trial_that_moved_on_plans_nothing_and_a_trial_moved_back_is_told_again() {
+    let ledger = MemoryLedger::new();
+    let later = trial_end() + Duration::days(30);
+    let at_b = Trial { ends_at: later, ..trial(60) };
+    let first = standing(Some(trial(60))).plan(CREATED, &created(trial(60)), &ledger).await.unwrap();
+    park(&standing(None), &ledger, &first);
+    let move_to_b = BillingFact::TrialConversion(TrialConversion {
+        subscription_id: "sub_trial".into(),
+        trial: Some(at_b.clone()),
+        previous_end: Some(trial_end()),
+    });
+    let moved = standing(Some(at_b.clone())).plan(UPDATED, &move_to_b, &ledger).await.unwrap();
+    assert_eq!(the_send(&moved).identity.period_start().format("%Y-%m-%d").to_string(), "2026-10-31");
+    park(&standing(None), &ledger, &moved);
+
+    // Moved back to 1 October; the move to 31 October delivered again afterwards: it neither
+    // withdraws the end the trial has nor plans the one it no longer has.
+    let at_a = standing(Some(trial(60)));
+    let stale = at_a.plan(UPDATED, &move_to_b, &ledger).await.unwrap();
+    assert!(
+        matches!(&stale[..], [IntakeDecision::Ignore { reason }] if reason.contains("now ends at")),
+        "{stale:?}"
+    );
+    // The move back itself: 31 October withdrawn, 1 October told again (its tombstones were a
+    // supersession and a move, which do not end the period).
+    let move_back = BillingFact::TrialConversion(TrialConversion {
+        subscription_id: "sub_trial".into(),
+        trial: Some(trial(60)),
+        previous_end: Some(later),
+    });
+    let back = at_a.plan(UPDATED, &move_back, &ledger).await.unwrap();
+    let job = the_send(&back);
+    assert_eq!(job.identity.period_start().format("%Y-%m-%d").to_string(), "2026-10-01");
+    assert_eq!(job.charge_at, trial_end());
+    assert!(withdraws(&back).iter().any(|w| w.1 == "2026-10-31"), "{back:?}");
+
+    // The trial is over (the record is no longer trialing): the created event plans nothing.
+    let over = standing(None).plan(CREATED, &created(trial(60)), &MemoryLedger::new()).await.unwrap();
+    assert!(
+        matches!(&over[..], [IntakeDecision::Ignore { reason }] if reason.contains("no longer in a trial")),
+        "{over:?}"
+    );
+    // A subscription the billing system does not know: refused, naming it.
+    let down = planner(TRIALS, customers("US-CA")).with_subscriptions(Arc::new(Records::default()));
+    let err = down.plan(CREATED, &created(trial(60)), &MemoryLedger::new()).await.unwrap_err();
+    assert!(matches!(err, PlanError::Refused(ref r) if r.field == "subscription"), "{err:?}");
 }

@@ -30,11 +30,13 @@
 //!   tombstone at the notice's key; the renewal event, planned later, finds that tombstone and
 //!   mints nothing (a withdrawn period stays withdrawn). Arriving after: the withdraw and the job
 //!   meet at the sender, and the ledger's one conditional write lets exactly one of them win.
-//! - *Two different amounts for one period arrive before either is claimed*: both plans see the
-//!   same rows, so both choose the same revision with different content. The sender claims the
-//!   first and answers the second `payload_conflict` (dead-lettered, `PayloadConflicts` alarmed):
-//!   the customer never gets two notices, and the operator sees the conflict. A third event with
-//!   either amount, planned after the claim, finds it and reuses or bumps as the rule says.
+//! - *Two different amounts for one period arrive before either is claimed* (for a price change or
+//!   a trial's conversion: before the tombstone the first plan sent landed, seconds): both plans
+//!   see the same rows, so both choose the same revision with different content. The sender
+//!   claims the first and answers the second `payload_conflict` (dead-lettered,
+//!   `PayloadConflicts` alarmed): the customer never gets two notices, and the operator sees the
+//!   conflict. A third event with either amount, planned after the claim, finds it and reuses or
+//!   bumps as the rule says.
 //! - *The ledger cannot be read*: nothing is enqueued and the webhook is answered with an error,
 //!   so the billing system retries it later.
 //! - *An anniversary reminder is planned ahead* (the event of the charge before plans it: the
@@ -51,8 +53,10 @@
 //!   anniversary is never counted from a guessed start.
 //! - *A free trial's conversion is planned ahead* from the subscription's own event, parked until
 //!   its window opens, and planned again — the same body — by every later event of that trial and
-//!   by the upcoming invoice at its end; a moved end or a cancellation withdraws it (`plan/trial.rs`
-//!   states each case).
+//!   by the upcoming invoice at its end; a moved end or a cancellation withdraws it. A changed
+//!   amount during the trial is minted one revision past the parked notice, which is withdrawn
+//!   ([`revision::announcement`]); an event delivered after a later change plans nothing
+//!   (`plan/trial.rs` states each case).
 //! - *The price changes after an anniversary reminder was planned*: the reminder keeps the amount
 //!   in force when it was planned; the change is announced by its own notice where a rule owes one.
 

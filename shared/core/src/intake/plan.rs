@@ -19,7 +19,7 @@ use crate::job::{Job, Withdrawal, MAX_WITHDRAW_REASON_CHARS};
 use crate::keyring::KeyRing;
 use crate::ledger::{RowReader, RowState};
 use crate::locale::{Cldr, Locale, Money, TimeZone};
-use crate::policy::{Contract, Obligations, RuleScope, Window, WindowPolicy};
+use crate::policy::{Contract, Obligations, Occasion, RuleScope, Window, WindowPolicy};
 
 mod anniversary;
 mod cancel;
@@ -383,8 +383,15 @@ impl IntakePlanner {
         let (subscription_id, period_start) = (renewal.subscription_id.as_str(), period_of(&job));
         let at = (subscription_id, period_start.as_str(), kind);
         let scanned = self.scan(event_type, at, ledger).await?;
-        let choice = revision::choose(&scanned, &digest).ok_or_else(|| too_many(event_type))?;
-        Ok(match choice {
+        // A trial's conversion is planned weeks ahead and its amount may change while it is
+        // parked: one notice per announced content ([`revision::announcement`]). Every other
+        // notice is planned from its charge's own event: [`revision::choose`].
+        let choice = if renewal.occasion == Occasion::TrialConversion {
+            revision::announcement(&scanned, &digest)
+        } else {
+            revision::choose(&scanned, &digest)
+        };
+        Ok(match choice.ok_or_else(|| too_many(event_type))? {
             RevisionChoice::Reuse(revision) => {
                 vec![IntakeDecision::Send(self.owed_job(event_type, owed, renewal, revision)?)]
             }
@@ -393,10 +400,14 @@ impl IntakePlanner {
                     "the {kind} notice for period {period_start} was withdrawn (revision {revision}): the subscription ends with it"
                 ),
             }],
+            RevisionChoice::Mint { revision, .. } if revision >= MAX_REVISIONS => return Err(too_many(event_type)),
             RevisionChoice::Mint { revision, superseded } => {
                 let mut out = Vec::with_capacity(superseded.len() + 1);
                 for old in superseded {
-                    let reason = format!("superseded by revision {revision}: the announced terms changed");
+                    let reason = format!(
+                        "{}: the announced terms changed",
+                        revision::superseded_mark(revision, &digest)
+                    );
                     out.push(IntakeDecision::Withdraw(self.withdrawal(event_type, at, old, &reason)?));
                 }
                 out.push(IntakeDecision::Send(self.owed_job(event_type, owed, renewal, revision)?));

@@ -61,6 +61,26 @@ pub fn superseded_mark(revision: u64, digest: &str) -> String {
     format!("superseded by revision {revision} (content {digest})")
 }
 
+/// What the intake writes into the reason of the withdraw of a trial's old end when the trial's
+/// end moves. Like a supersession, it does not end the notice's period for good: the trial may
+/// move back, and its end's notice is then owed again ([`announcement`]).
+pub fn trial_moved(old: &str, new: &str) -> String {
+    format!("{TRIAL_MOVED}{old} to {new}")
+}
+
+const TRIAL_MOVED: &str = "the trial's end moved from ";
+
+/// Whether `row` is a tombstone that ends its period's notice: withdrawn for a reason other than
+/// a newer announcement ([`superseded_mark`]) or a moved trial ([`trial_moved`]) — a cancellation,
+/// an operator's withdraw, a trial that ended early.
+fn ends_period(row: &LedgerRow) -> bool {
+    row.state == RowState::Withdrawn
+        && !row
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("superseded by revision ") || d.contains(TRIAL_MOVED))
+}
+
 /// What the rule decides for a send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RevisionChoice {
@@ -116,10 +136,13 @@ pub fn withdraw(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
     Some(WithdrawChoice::Withdraw(revisions))
 }
 
-/// The rule for a cancellation of a price-change notice: the first revision without a row (where a
-/// pending notice sits) and every `released` one, whatever tombstones come before — withdrawn rows
-/// there are superseded amounts, not the end of the period. `None` when the scan did not reach
-/// its first gap.
+/// The rule for a cancellation of an announced notice (a price change's, a trial conversion's:
+/// [`price_change`], [`announcement`]): the first revision without a row (where a pending notice
+/// sits), the one after it, and every `released` one, whatever tombstones come before — withdrawn
+/// rows there are superseded amounts, not the end of the period. The one after the gap is where
+/// the pending notice sits when the supersession's tombstone its plan sent to the gap has not
+/// landed yet (a trial created and cancelled within seconds): withdrawing it costs one row and
+/// leaves no notice standing. `None` when the scan did not reach its first gap.
 ///
 /// A cancellation delivered again finds its own tombstone just before the gap (`reason` in its
 /// detail) and withdraws nothing more: without that, every redelivery would write one more
@@ -140,7 +163,7 @@ pub fn withdraw_pending(scanned: &[RevisionRows], reason: &str) -> Option<Withdr
         .filter(|r| r.revision < gap && r.has_state(RowState::Released))
         .map(|r| r.revision)
         .collect();
-    revisions.push(gap);
+    revisions.extend([gap, gap + 1]);
     Some(WithdrawChoice::Withdraw(revisions))
 }
 
@@ -215,4 +238,38 @@ pub fn price_change(scanned: &[RevisionRows], digest: &str, back: Option<&str>) 
         }
         _ => Some(PriceChoice::Mint { revision: gap + 1, superseded }),
     }
+}
+
+/// The rule for a notice planned **ahead** of its window from facts that may still change before
+/// it is sent — a trial's conversion, planned weeks ahead from the subscription's own event and
+/// parked without a row, whose amount or plan can change during the trial. One notice per
+/// announced content, as [`price_change`] decides it (the latest revision with this content is
+/// reused; a new content is minted one past the first revision without a row, which is withdrawn
+/// with every `released` one, so the parked old content meets a tombstone), with one difference:
+/// a tombstone that ends the period (a cancellation, not a supersession or a moved trial) ends it
+/// here too, so an event delivered after the cancellation revives nothing.
+///
+/// A content is never minted where another may be parked: without this rule, two contents
+/// planned before either is claimed would share one identity, and the second would be refused as
+/// a payload conflict while the first told the customer the old amount.
+///
+/// `None` when the scan did not reach its first gap.
+pub fn announcement(scanned: &[RevisionRows], digest: &str) -> Option<RevisionChoice> {
+    let gap = first_gap(scanned)?;
+    let before_gap = scanned.iter().filter(|r| r.revision < gap);
+    if let Some(latest) = before_gap.clone().next_back().filter(|r| r.has_digest(digest)) {
+        return Some(RevisionChoice::Reuse(latest.revision));
+    }
+    // This content, planned again after its supersession's tombstone landed and before its
+    // notice (parked at the gap) was claimed: the same body at the same revision.
+    if scanned.iter().any(|r| r.revision + 1 == gap && r.superseded_to(gap, digest)) {
+        return Some(RevisionChoice::Reuse(gap));
+    }
+    if let Some(ended) = before_gap.clone().find(|r| r.rows.iter().any(ends_period)) {
+        return Some(RevisionChoice::Withdrawn(ended.revision));
+    }
+    let mut superseded: Vec<u64> =
+        before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
+    superseded.push(gap);
+    Some(RevisionChoice::Mint { revision: gap + 1, superseded })
 }

@@ -25,7 +25,7 @@ impl IntakePlanner {
             .period_start(cancellation.period_start_at)
             .map_err(|e| Refused::new(event_type, "period_start", e))?;
         let mut out = Vec::new();
-        let price_kinds = self.price_change_kinds();
+        let announced_kinds = self.announced_kinds();
         let mut periods = vec![(period_start.clone(), self.kinds.all())];
         if !self.anniversary_kinds().is_empty() {
             periods.extend(self.periods_after(event_type, cancellation).await?);
@@ -36,7 +36,7 @@ impl IntakePlanner {
                 cancellation,
                 &period_start,
                 kinds,
-                &price_kinds,
+                &announced_kinds,
                 ledger,
                 &mut out,
             )
@@ -104,7 +104,7 @@ impl IntakePlanner {
         cancellation: &Cancellation,
         period_start: &str,
         kinds: Vec<&str>,
-        price_kinds: &[&str],
+        announced_kinds: &[&str],
         ledger: &dyn RowReader,
         out: &mut Vec<IntakeDecision>,
     ) -> Result<(), PlanError> {
@@ -115,9 +115,10 @@ impl IntakePlanner {
                 .map_err(|e| Refused::new(event_type, e.field, e.reason))?;
             let at = (subscription_id, period_start, kind);
             let scanned = self.scan(event_type, at, ledger).await?;
-            // A price-change kind's tombstones do not end its period (a pending notice may sit
-            // past them, without a row): its first revision without a row is always withdrawn.
-            let choice = if price_kinds.contains(&kind) {
+            // An announced kind's tombstones (a price change's, a trial conversion's) do not all
+            // end its period (a pending notice may sit past a superseded one, without a row): its
+            // first revision without a row is always withdrawn.
+            let choice = if announced_kinds.contains(&kind) {
                 revision::withdraw_pending(&scanned, &cancellation.reason)
             } else {
                 revision::withdraw(&scanned)

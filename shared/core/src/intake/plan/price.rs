@@ -10,13 +10,16 @@ use crate::policy::Occasion;
 use super::PlanError;
 
 impl IntakePlanner {
-    /// The kinds some rule owes `on: price_change`.
-    pub(super) fn price_change_kinds(&self) -> Vec<&str> {
+    /// The kinds some rule owes `on: price_change` or `on: trial_conversion`: announcements a
+    /// later content supersedes while they wait, so their tombstones do not all end the period,
+    /// and a cancellation withdraws their first revision without a row whatever tombstones come
+    /// before it ([`revision::withdraw_pending`]) — where the pending notice sits.
+    pub(super) fn announced_kinds(&self) -> Vec<&str> {
         match &self.kinds {
             Kinds::Stated(_) => Vec::new(),
             Kinds::Obligations(o, _) => o
                 .rules()
-                .filter(|(_, r)| r.on == Occasion::PriceChange)
+                .filter(|(_, r)| matches!(r.on, Occasion::PriceChange | Occasion::TrialConversion))
                 .map(|(_, r)| r.kind.as_str())
                 .collect(),
         }

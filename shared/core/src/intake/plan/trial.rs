@@ -12,10 +12,21 @@
 //! ledger sends it once.
 //!
 //! What can go wrong, and why it is still safe:
+//! - *The amount (or the term) changes during the trial*, while the notice is parked without a
+//!   row: the new content is minted one revision past the parked one, which is withdrawn
+//!   ([`revision::announcement`]) — the parked old amount meets a tombstone, and the customer is
+//!   told the amount they will be charged, once. Had the old amount already been sent, the new
+//!   one is sent as a corrected notice.
+//! - *An event comes late* (Stripe does not order them), after a later change: it is held against
+//!   the subscription as it stands now, and one whose trial no longer is the subscription's (its
+//!   amount, term or end moved on, or the trial is over) plans nothing — the later change's event
+//!   planned its notice. Without a subscription source nothing tells it; the ledger still sends
+//!   each content once.
 //! - *The trial's end moves* (extended, or ended early): the period at the old end will not open,
 //!   so every kind of notice for it is withdrawn, as a cancellation withdraws them; the new end's
 //!   notice is planned under its own identity. A notice already sent for the old end is answered
-//!   `withdraw_too_late` by the sender.
+//!   `withdraw_too_late` by the sender. The withdraw says the trial moved
+//!   ([`revision::trial_moved`]), so the trial moving back plans the old end's notice again.
 //! - *The subscription is cancelled during its trial*: the cancellation's period is the current
 //!   period's end, which during a trial is the trial's end — the period this plan used — so the
 //!   cancellation withdraws it like any notice.
@@ -26,7 +37,11 @@
 //!   so the billing system retries; an unknown subscription is refused, naming it.
 
 use super::{IntakePlanner, Kinds, PlanError};
-use crate::intake::{Cancellation, IntakeDecision, LookupError, Refused, Renewal, Trial, TrialConversion};
+use crate::intake::revision;
+use crate::intake::{
+    Cancellation, IntakeDecision, LookupError, Refused, Renewal, Subscription, SubscriptionSource, Trial,
+    TrialConversion,
+};
 use crate::ledger::RowReader;
 use crate::policy::Occasion;
 
@@ -73,14 +88,8 @@ impl IntakePlanner {
             return unchanged();
         }
         let Some(source) = &self.subscriptions else { return unchanged() };
-        let found = match source.subscription(&renewal.subscription_id).await {
-            Ok(found) => found,
-            Err(LookupError::NotFound { id, reason }) => {
-                return Err(Refused::new(event_type, "subscription", format!("{id}: {reason}")).into())
-            }
-            Err(e) => return Err(PlanError::Lookup(e)),
-        };
-        match found.trial {
+        let (found, trial) = read_trial(event_type, source.as_ref(), &renewal.subscription_id).await?;
+        match trial {
             None => {
                 // The record was read anyway: an anniversary rule needs no second lookup.
                 let mut renewal = renewal.clone();
@@ -88,14 +97,8 @@ impl IntakePlanner {
                 renewal.term = renewal.term.or(found.term);
                 Ok(Upcoming::Renewal(renewal))
             }
-            Some(Err(unreadable)) => Err(Refused::new(
-                event_type,
-                format!("subscription.{}", unreadable.field),
-                format!("{} (the subscription is in a trial)", unreadable.reason),
-            )
-            .into()),
-            Some(Ok(trial)) if trial.ends_at == renewal.period_start_at => Ok(Upcoming::Trial(trial)),
-            Some(Ok(trial)) => Ok(Upcoming::Stale(format!(
+            Some(trial) if trial.ends_at == renewal.period_start_at => Ok(Upcoming::Trial(trial)),
+            Some(trial) => Ok(Upcoming::Stale(format!(
                 "the subscription is in a trial that now ends at {}, not at this invoice's period start {}: \
                  the event that moved the trial planned the notice of its end",
                 trial.ends_at.to_rfc3339(),
@@ -107,6 +110,11 @@ impl IntakePlanner {
     /// A subscription's trial, from its own event: what was planned for an end the trial no longer
     /// has is withdrawn, and the conversion at its end is planned (when a rule is on trial
     /// conversions; without one, the upcoming invoice at its end plans a renewal's notice).
+    ///
+    /// The event is first held against the subscription as the billing system states it now
+    /// ([`IntakePlanner::trial_now`]): Stripe does not order its events, and an event delivered
+    /// after a later change (a new amount, a moved end) would announce what the customer will not
+    /// be charged — the later change's own event plans its notice, so this one plans nothing.
     pub(super) async fn plan_trial(
         &self,
         event_type: &str,
@@ -114,13 +122,19 @@ impl IntakePlanner {
         ledger: &dyn RowReader,
     ) -> Result<Vec<IntakeDecision>, PlanError> {
         let period = |at| self.period_start(at).map_err(|e| Refused::new(event_type, "trial_end", e));
+        let now = self.trial_now(event_type, change).await?;
         let mut out = Vec::new();
         if let Some(old_end) = change.previous_end {
             let old = period(old_end)?;
             let new = change.trial.as_ref().map(|t| period(t.ends_at)).transpose()?;
-            if new.as_ref() != Some(&old) {
+            // The trial has moved back to the old end since: its notice is owed there again.
+            let back_there = match &now {
+                Some(Some(t)) => period(t.ends_at)? == old,
+                _ => false,
+            };
+            if new.as_ref() != Some(&old) && !back_there {
                 let reason = match &new {
-                    Some(new) => format!("the trial's end moved from {old} to {new}"),
+                    Some(new) => revision::trial_moved(&old, new),
                     None => format!("the trial that was to end on {old} ended early"),
                 };
                 let gone = Cancellation {
@@ -130,13 +144,13 @@ impl IntakePlanner {
                     term: None,
                     started_at: None,
                 };
-                let price_kinds = self.price_change_kinds();
+                let announced_kinds = self.announced_kinds();
                 self.withdraw_period(
                     event_type,
                     &gone,
                     &old,
                     self.kinds.all(),
-                    &price_kinds,
+                    &announced_kinds,
                     ledger,
                     &mut out,
                 )
@@ -144,9 +158,10 @@ impl IntakePlanner {
             }
         }
         match &change.trial {
-            Some(trial) if self.tells_trials_apart() => {
-                out.extend(self.plan_trial_conversion(event_type, trial, ledger).await?);
-            }
+            Some(trial) if self.tells_trials_apart() => match overtaken(now.as_ref(), trial) {
+                Some(reason) => out.push(IntakeDecision::Ignore { reason }),
+                None => out.extend(self.plan_trial_conversion(event_type, trial, ledger).await?),
+            },
             Some(_) => out.push(IntakeDecision::Ignore {
                 reason: "no obligation rule is `on: trial_conversion`: the first charge after the trial is \
                          announced from its upcoming invoice, as a renewal"
@@ -158,6 +173,25 @@ impl IntakePlanner {
             None => {}
         }
         Ok(out)
+    }
+
+    /// The subscription's trial as the billing system states it now (Stripe:
+    /// `GET /v1/subscriptions/{id}`, read the way the event is read): `Some(None)` when it is no
+    /// longer in one. Asked only when it decides something — a trial rule and a trial to plan, or
+    /// an old end to withdraw — and a subscription source is configured (`None` otherwise: the
+    /// event alone decides, and an event delivered late may announce an overtaken amount; the
+    /// ledger still sends each content once). An unknown subscription is refused, naming it; a
+    /// record whose trial cannot be read is refused, naming the field; an unreachable source
+    /// decides nothing (the webhook is retried).
+    async fn trial_now(
+        &self,
+        event_type: &str,
+        change: &TrialConversion,
+    ) -> Result<Option<Option<Trial>>, PlanError> {
+        let wanted = change.previous_end.is_some() || (change.trial.is_some() && self.tells_trials_apart());
+        let Some(source) = self.subscriptions.as_ref().filter(|_| wanted) else { return Ok(None) };
+        let (_, trial) = read_trial(event_type, source.as_ref(), &change.subscription_id).await?;
+        Ok(Some(trial))
     }
 
     /// The notices `trial`'s conversion owes, with the customer's facts read from the billing
@@ -209,4 +243,66 @@ impl IntakePlanner {
         );
         self.plan_renewal(event_type, &renewal, ledger).await
     }
+}
+
+/// Subscription `id`'s record and its trial (`None`: not in one), read from `source`: an unknown
+/// subscription is refused, naming it; a trialing record whose trial cannot be read is refused,
+/// naming the field; an unreachable source decides nothing (the webhook is retried).
+async fn read_trial(
+    event_type: &str,
+    source: &dyn SubscriptionSource,
+    id: &str,
+) -> Result<(Subscription, Option<Trial>), PlanError> {
+    let mut found = match source.subscription(id).await {
+        Ok(found) => found,
+        Err(LookupError::NotFound { id, reason }) => {
+            return Err(Refused::new(event_type, "subscription", format!("{id}: {reason}")).into())
+        }
+        Err(e) => return Err(PlanError::Lookup(e)),
+    };
+    let trial = match found.trial.take() {
+        None => None,
+        Some(Ok(trial)) => Some(trial),
+        Some(Err(unreadable)) => {
+            return Err(Refused::new(
+                event_type,
+                format!("subscription.{}", unreadable.field),
+                format!("{} (the subscription is in a trial)", unreadable.reason),
+            )
+            .into())
+        }
+    };
+    Ok((found, trial))
+}
+
+/// Why the trial an event states was overtaken, when the subscription as it stands now (`now`,
+/// when it was read) is no longer in it, or its trial ends elsewhere or converts to another amount
+/// or term: the event that made that change plans its notice. `None`: the event is current (or
+/// nothing was read to tell).
+fn overtaken(now: Option<&Option<Trial>>, stated: &Trial) -> Option<String> {
+    let Some(now) = now? else {
+        return Some(
+            "superseded: the subscription is no longer in a trial; the event that ended it planned what it owes"
+                .into(),
+        );
+    };
+    if now.ends_at != stated.ends_at {
+        return Some(format!(
+            "superseded: the trial now ends at {}, not {}; the event that moved it plans its notice",
+            now.ends_at.to_rfc3339(),
+            stated.ends_at.to_rfc3339()
+        ));
+    }
+    let describe = |t: &Trial| {
+        let term = t.term.map_or("no term".to_owned(), |t| t.to_string());
+        format!("{} {} per {term}", t.amount_minor, t.currency)
+    };
+    (now.amount_minor != stated.amount_minor || now.currency != stated.currency || now.term != stated.term)
+        .then(|| {
+            format!(
+                "superseded: the trial now converts at {}, not {}; the event of that change plans its notice",
+                describe(now),
+                describe(stated)
+            )
+        })
 }
