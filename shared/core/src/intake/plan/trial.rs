@@ -278,7 +278,10 @@ async fn read_trial(
 /// Why the trial an event states was overtaken, when the subscription as it stands now (`now`,
 /// when it was read) is no longer in it, or its trial ends elsewhere or converts to another amount
 /// or term: the event that made that change plans its notice. `None`: the event is current (or
-/// nothing was read to tell).
+/// nothing was read to tell). Only these facts are compared — numbers and instants that read the
+/// same under every API version the intake accepts; a plan's name may be rendered differently by
+/// an older webhook version than by the pinned API read, and a difference there would silence
+/// every trial's notice.
 fn overtaken(now: Option<&Option<Trial>>, stated: &Trial) -> Option<String> {
     let Some(now) = now? else {
         return Some(
