@@ -1171,6 +1171,66 @@ async fn a_weekly_plans_anniversary_reminder_is_planned_from_every_renewal_withi
     assert_eq!(kinds_sent(&after), ["renewal_notice_t72"]);
 }
 
+/// A weekly plan's later invoices state their own charges: one with another amount (a proration,
+/// a credit) after the reminder went out plans nothing more for it — a reminder planned ahead is
+/// told once — while the week's own reminder is planned as ever.
+#[tokio::test]
+async fn a_weekly_invoice_with_another_amount_does_not_tell_the_anniversary_reminder_again() {
+    let p = obliged();
+    let ledger = MemoryLedger::new();
+    let weekly = |period: &str, minor: i64| {
+        let mut renewal = colorado(period, "week");
+        renewal.amount_minor = minor;
+        BillingFact::Renewal(renewal)
+    };
+    let first = plan(&p, &weekly("2026-08-26T07:00:00Z", 2900), &ledger).await;
+    let job = reminder(&first).expect("the reminder");
+    ledger.insert(sent_row(&p, &job));
+    let credited = plan(&p, &weekly("2026-09-09T07:00:00Z", 2150), &ledger).await;
+    assert_eq!(kinds_sent(&credited), ["renewal_notice_t72"], "{credited:?}");
+    assert!(
+        credited.iter().any(|d| matches!(d, IntakeDecision::Ignore { reason }
+            if reason.contains("already told (revision 0)"))),
+        "{credited:?}"
+    );
+    // The same amount again: the very same notice, suppressed by the ledger.
+    let same = plan(&p, &weekly("2026-09-16T07:00:00Z", 2900), &ledger).await;
+    assert_eq!(reminder(&same), Some(job));
+}
+
+#[test]
+fn the_reminder_rule_keeps_what_was_told() {
+    let row = |state: RowState, digest: &str| {
+        let job = planner().job("x", K, &renewal(1), 0).unwrap();
+        let mut r = sent_row(&planner(), &job);
+        r.state = state;
+        r.content_digest = Some(digest.to_owned());
+        r
+    };
+    let with = |state: RowState| {
+        vec![
+            RevisionRows { revision: 0, rows: vec![row(state, "a")] },
+            RevisionRows { revision: 1, rows: vec![] },
+        ]
+    };
+    assert_eq!(revision::reminder(&[], "a"), None, "no gap read yet: undecided");
+    for state in [RowState::Claimed, RowState::Sent, RowState::Missed, RowState::Rejected] {
+        assert_eq!(revision::reminder(&with(state), "a"), Some(RevisionChoice::Reuse(0)), "{state:?}");
+        assert_eq!(revision::reminder(&with(state), "b"), Some(RevisionChoice::Told(0)), "{state:?}");
+    }
+    // Released (claimable again) or nothing yet: as the renewal rule decides.
+    assert_eq!(
+        revision::reminder(&with(RowState::Released), "b"),
+        Some(RevisionChoice::Mint { revision: 1, superseded: vec![0] })
+    );
+    assert_eq!(revision::reminder(&with(RowState::Withdrawn), "b"), Some(RevisionChoice::Withdrawn(0)));
+    let empty = [RevisionRows { revision: 0, rows: vec![] }];
+    assert_eq!(
+        revision::reminder(&empty, "b"),
+        Some(RevisionChoice::Mint { revision: 0, superseded: vec![] })
+    );
+}
+
 /// The same for a daily plan: the anniversary (1 October 2026) falls on a renewal, which crosses
 /// it; every day's event from 41 days before plans its reminder, the day before that none.
 #[tokio::test]

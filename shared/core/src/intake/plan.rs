@@ -384,10 +384,14 @@ impl IntakePlanner {
         let at = (subscription_id, period_start.as_str(), kind);
         let scanned = self.scan(event_type, at, ledger).await?;
         // A trial's conversion is planned weeks ahead and its amount may change while it is
-        // parked: one notice per announced content ([`revision::announcement`]). Every other
-        // notice is planned from its charge's own event: [`revision::choose`].
+        // parked: one notice per announced content ([`revision::announcement`]). An anniversary
+        // reminder is planned by the events of the charges before it, whose amounts may differ:
+        // told once ([`revision::reminder`]). Every other notice is planned from its charge's own
+        // event: [`revision::choose`].
         let choice = if renewal.occasion == Occasion::TrialConversion {
             revision::announcement(&scanned, &digest)
+        } else if owed.anniversary {
+            revision::reminder(&scanned, &digest)
         } else {
             revision::choose(&scanned, &digest)
         };
@@ -398,6 +402,11 @@ impl IntakePlanner {
             RevisionChoice::Withdrawn(revision) => vec![IntakeDecision::Ignore {
                 reason: format!(
                     "the {kind} notice for period {period_start} was withdrawn (revision {revision}): the subscription ends with it"
+                ),
+            }],
+            RevisionChoice::Told(revision) => vec![IntakeDecision::Ignore {
+                reason: format!(
+                    "the {kind} reminder for period {period_start} was already told (revision {revision}): a reminder planned ahead is not planned again"
                 ),
             }],
             RevisionChoice::Mint { revision, .. } if revision >= MAX_REVISIONS => return Err(too_many(event_type)),

@@ -91,6 +91,9 @@ pub enum RevisionChoice {
     /// A new notice at `revision`; `superseded`: earlier revisions to withdraw (their rows are
     /// `released`, so a retry of their old job could still claim them).
     Mint { revision: u64, superseded: Vec<u64> },
+    /// A reminder planned ahead was already told (claimed, sent or decided) at this revision with
+    /// other content: it is not planned again ([`reminder`]).
+    Told(u64),
 }
 
 /// What the rule decides for a cancellation.
@@ -272,4 +275,26 @@ pub fn announcement(scanned: &[RevisionRows], digest: &str) -> Option<RevisionCh
         before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
     superseded.push(gap);
     Some(RevisionChoice::Mint { revision: gap + 1, superseded })
+}
+
+/// The rule for a reminder planned **ahead** of its renewal by the events of the renewals before
+/// it (an anniversary reminder: for a weekly or daily term, every renewal's event within its lead
+/// plans it). Each of those events states the charge it comes before, so their contents can
+/// differ — a proration, a credit, a tax change on one invoice — and the reminder is told once and
+/// not planned again (a price change is announced by its own notice): [`choose`], except that
+/// where it would mint a new content past a revision already claimed, sent or decided (any row
+/// but `released` or `withdrawn`), that revision stands and nothing is minted. Without this, the
+/// next week's invoice after the reminder went out would send a second one.
+///
+/// `None` when the scan did not reach its first gap.
+pub fn reminder(scanned: &[RevisionRows], digest: &str) -> Option<RevisionChoice> {
+    let choice = choose(scanned, digest)?;
+    if !matches!(choice, RevisionChoice::Mint { .. }) {
+        return Some(choice);
+    }
+    let decided = |row: &LedgerRow| !matches!(row.state, RowState::Released | RowState::Withdrawn);
+    match scanned.iter().find(|r| !r.is_empty() && r.rows.iter().any(decided)) {
+        Some(told) => Some(RevisionChoice::Told(told.revision)),
+        None => Some(choice),
+    }
 }

@@ -11,7 +11,9 @@
 //! opens, and the sender parks what it plans until then. The many plans of one reminder share
 //! its identity (subscription, the crossing renewal's period, kind, revision) and its body, so the
 //! ledger and the parking refuse every copy after the first; a cancellation withdraws the
-//! reminder of every crossing renewal in the same range after the cancelled period.
+//! reminder of every crossing renewal in the same range after the cancelled period. A later
+//! event whose invoice states another amount (a proration, a credit) plans another body: once the
+//! reminder was claimed, it is not planned again ([`revision::reminder`](crate::intake::revision::reminder)).
 
 use chrono::{DateTime, Duration, Utc};
 
