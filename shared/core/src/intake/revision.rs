@@ -210,22 +210,14 @@ pub enum PriceChoice {
 /// `None` when the scan did not reach its first gap.
 pub fn price_change(scanned: &[RevisionRows], digest: &str, back: Option<&str>) -> Option<PriceChoice> {
     let gap = first_gap(scanned)?;
-    let before_gap = scanned.iter().filter(|r| r.revision < gap);
-    // Only the latest announcement counts: an older revision with this amount was superseded
-    // by another amount since, and reusing it would leave the newer one standing.
-    if let Some(latest) = before_gap.clone().next_back().filter(|r| r.has_digest(digest)) {
-        return Some(PriceChoice::Reuse(latest.revision));
+    if let Some(revision) = announced_at(scanned, gap, digest) {
+        return Some(PriceChoice::Reuse(revision));
     }
-    // This very change, delivered again after its withdraw landed and before its notice (which
-    // waits at the gap, parked or queued) was claimed: the same body at the same revision, never
-    // a second withdraw and mint — which, racing the claim, could announce the amount twice.
-    if scanned.iter().any(|r| r.revision + 1 == gap && r.superseded_to(gap, digest)) {
-        return Some(PriceChoice::Reuse(gap));
-    }
-    let told = before_gap.clone().any(|r| r.has_state(RowState::Claimed) || r.has_state(RowState::Sent));
-    let mut superseded: Vec<u64> =
-        before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
-    superseded.push(gap);
+    let told = scanned
+        .iter()
+        .filter(|r| r.revision < gap)
+        .any(|r| r.has_state(RowState::Claimed) || r.has_state(RowState::Sent));
+    let mut superseded = pending_from(scanned, gap);
     match back {
         Some(reason) if !told => {
             let own = |r: &LedgerRow| {
@@ -259,22 +251,44 @@ pub fn price_change(scanned: &[RevisionRows], digest: &str, back: Option<&str>) 
 /// `None` when the scan did not reach its first gap.
 pub fn announcement(scanned: &[RevisionRows], digest: &str) -> Option<RevisionChoice> {
     let gap = first_gap(scanned)?;
+    if let Some(revision) = announced_at(scanned, gap, digest) {
+        return Some(RevisionChoice::Reuse(revision));
+    }
     let before_gap = scanned.iter().filter(|r| r.revision < gap);
-    if let Some(latest) = before_gap.clone().next_back().filter(|r| r.has_digest(digest)) {
-        return Some(RevisionChoice::Reuse(latest.revision));
-    }
-    // This content, planned again after its supersession's tombstone landed and before its
-    // notice (parked at the gap) was claimed: the same body at the same revision.
-    if scanned.iter().any(|r| r.revision + 1 == gap && r.superseded_to(gap, digest)) {
-        return Some(RevisionChoice::Reuse(gap));
-    }
     if let Some(ended) = before_gap.clone().find(|r| r.rows.iter().any(ends_period)) {
         return Some(RevisionChoice::Withdrawn(ended.revision));
     }
-    let mut superseded: Vec<u64> =
-        before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
-    superseded.push(gap);
-    Some(RevisionChoice::Mint { revision: gap + 1, superseded })
+    Some(RevisionChoice::Mint { revision: gap + 1, superseded: pending_from(scanned, gap) })
+}
+
+/// Where an announcement ([`price_change`], [`announcement`]) of content `digest` already is,
+/// over a scan whose first revision without a row is `gap`:
+/// - the latest revision with a row, when it carries this content — only the latest: an older
+///   revision with it was superseded by another content since, and reusing it would leave the
+///   newer one standing;
+/// - else the gap itself, when the tombstone just before it says its supersession moved this very
+///   content there: the same change delivered again after its withdraw landed and before its
+///   notice (waiting at the gap, parked or queued) was claimed — the same body at the same
+///   revision, never a second withdraw and mint, which, racing the claim, could announce it twice.
+fn announced_at(scanned: &[RevisionRows], gap: u64, digest: &str) -> Option<u64> {
+    let latest = scanned.iter().rfind(|r| r.revision < gap);
+    if let Some(latest) = latest.filter(|r| r.has_digest(digest)) {
+        return Some(latest.revision);
+    }
+    scanned.iter().any(|r| r.revision + 1 == gap && r.superseded_to(gap, digest)).then_some(gap)
+}
+
+/// The revisions a new announcement withdraws over a scan whose first revision without a row is
+/// `gap`: every `released` one (a retry of its old job could still claim it) and the gap, where the
+/// notice announced before may wait without a row.
+fn pending_from(scanned: &[RevisionRows], gap: u64) -> Vec<u64> {
+    let mut revisions: Vec<u64> = scanned
+        .iter()
+        .filter(|r| r.revision < gap && r.has_state(RowState::Released))
+        .map(|r| r.revision)
+        .collect();
+    revisions.push(gap);
+    revisions
 }
 
 /// The rule for a reminder planned **ahead** of its renewal by the events of the renewals before
