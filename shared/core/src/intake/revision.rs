@@ -58,8 +58,10 @@ impl RevisionRows {
 /// landed, while the new notice still waits without a row, finds where its notice already is —
 /// the pending notice's body cannot be read from the ledger, only this mark.
 pub fn superseded_mark(revision: u64, digest: &str) -> String {
-    format!("superseded by revision {revision} (content {digest})")
+    format!("{SUPERSEDED}{revision} (content {digest})")
 }
+
+const SUPERSEDED: &str = "superseded by revision ";
 
 /// What the intake writes into the reason of the withdraw of a trial's old end when the trial's
 /// end moves. Like a supersession, it does not end the notice's period for good: the trial may
@@ -75,10 +77,7 @@ const TRIAL_MOVED: &str = "the trial's end moved from ";
 /// an operator's withdraw, a trial that ended early.
 fn ends_period(row: &LedgerRow) -> bool {
     row.state == RowState::Withdrawn
-        && !row
-            .detail
-            .as_deref()
-            .is_some_and(|d| d.contains("superseded by revision ") || d.contains(TRIAL_MOVED))
+        && !row.detail.as_deref().is_some_and(|d| d.contains(SUPERSEDED) || d.contains(TRIAL_MOVED))
 }
 
 /// What the rule decides for a send.
@@ -133,10 +132,7 @@ pub fn withdraw(scanned: &[RevisionRows]) -> Option<WithdrawChoice> {
     if let Some(found) = before_gap.clone().find(|r| r.has_state(RowState::Withdrawn)) {
         return Some(WithdrawChoice::AlreadyWithdrawn(found.revision));
     }
-    let mut revisions: Vec<u64> =
-        before_gap.filter(|r| r.has_state(RowState::Released)).map(|r| r.revision).collect();
-    revisions.push(gap);
-    Some(WithdrawChoice::Withdraw(revisions))
+    Some(WithdrawChoice::Withdraw(pending_from(scanned, gap)))
 }
 
 /// The rule for a cancellation of an announced notice (a price change's, a trial conversion's:
@@ -161,12 +157,8 @@ pub fn withdraw_pending(scanned: &[RevisionRows], reason: &str) -> Option<Withdr
             return Some(WithdrawChoice::AlreadyWithdrawn(before.revision));
         }
     }
-    let mut revisions: Vec<u64> = scanned
-        .iter()
-        .filter(|r| r.revision < gap && r.has_state(RowState::Released))
-        .map(|r| r.revision)
-        .collect();
-    revisions.extend([gap, gap + 1]);
+    let mut revisions = pending_from(scanned, gap);
+    revisions.push(gap + 1);
     Some(WithdrawChoice::Withdraw(revisions))
 }
 
@@ -278,9 +270,9 @@ fn announced_at(scanned: &[RevisionRows], gap: u64, digest: &str) -> Option<u64>
     scanned.iter().any(|r| r.revision + 1 == gap && r.superseded_to(gap, digest)).then_some(gap)
 }
 
-/// The revisions a new announcement withdraws over a scan whose first revision without a row is
-/// `gap`: every `released` one (a retry of its old job could still claim it) and the gap, where the
-/// notice announced before may wait without a row.
+/// The revisions a new announcement or a cancellation withdraws over a scan whose first revision
+/// without a row is `gap`: every `released` one (a retry of its old job could still claim it) and
+/// the gap, where a notice planned before may wait without a row.
 fn pending_from(scanned: &[RevisionRows], gap: u64) -> Vec<u64> {
     let mut revisions: Vec<u64> = scanned
         .iter()
@@ -307,7 +299,7 @@ pub fn reminder(scanned: &[RevisionRows], digest: &str) -> Option<RevisionChoice
         return Some(choice);
     }
     let decided = |row: &LedgerRow| !matches!(row.state, RowState::Released | RowState::Withdrawn);
-    match scanned.iter().find(|r| !r.is_empty() && r.rows.iter().any(decided)) {
+    match scanned.iter().find(|r| r.rows.iter().any(decided)) {
         Some(told) => Some(RevisionChoice::Told(told.revision)),
         None => Some(choice),
     }
